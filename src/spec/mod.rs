@@ -1,0 +1,224 @@
+//! `rung.toml`: the problem a workspace optimises.
+//!
+//! Loading is two passes. Serde reads the file into the `raw` types (unknown keys, wrong types
+//! and bad enum values are rejected there, with the key path from `serde_path_to_error` and the
+//! span from the TOML parser). Then [`validate`] checks what serde cannot: expressions parse,
+//! names resolve, every size set defines every variable used, shapes are positive. Those errors
+//! are located by walking a span-preserving `toml_edit` document along the key path, so every
+//! error names `rung.toml:line:col`, the key path and what was expected.
+
+mod raw;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::diag::{Diagnostic, Pos};
+use crate::dtype::{DType, Tolerance};
+use crate::expr::Expr;
+
+pub use raw::{Init, RunnerKind};
+
+pub const FILE_NAME: &str = "rung.toml";
+
+/// A size set: one value for every size variable, e.g. `{ rows = 4096, cols = 4096 }`.
+pub type SizeSet = BTreeMap<String, i64>;
+
+/// Names that expressions may read besides the size variables.
+pub const BUILTIN_VARS: &[&str] = &["num_sms"];
+
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// The rung.toml this was read from.
+    pub path: PathBuf,
+    pub name: String,
+    pub description: String,
+    pub reference: Option<PathBuf>,
+    pub inputs: Vec<TensorSpec>,
+    pub outputs: Vec<TensorSpec>,
+    pub scalars: Vec<ScalarSpec>,
+    pub test_sizes: Vec<SizeSet>,
+    pub bench_sizes: Vec<SizeSet>,
+    pub roofline: Roofline,
+    pub launch: LaunchDefaults,
+    pub build: BuildSpec,
+    pub runner: RunnerSpec,
+    pub limits: Limits,
+}
+
+#[derive(Debug, Clone)]
+pub struct TensorSpec {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<Expr>,
+    pub init: Init,
+    /// Resolved: the output's own keys, over `[tolerance]`, over the dtype's defaults.
+    pub tolerance: Tolerance,
+}
+
+#[derive(Debug, Clone)]
+pub struct ScalarSpec {
+    pub name: String,
+    pub dtype: DType,
+    pub value: ScalarValue,
+}
+
+#[derive(Debug, Clone)]
+pub enum ScalarValue {
+    /// A literal (e.g. `eps = 1e-6`).
+    Number(f64),
+    /// An integer expression of the size variables (e.g. `"rows * cols"`).
+    Expr(Expr),
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Roofline {
+    /// Bytes a perfect kernel must move between DRAM and the SMs.
+    pub bytes: Option<Expr>,
+    /// Floating-point operations a perfect kernel must do.
+    pub flops: Option<Expr>,
+}
+
+/// Launch dimensions as expressions, each optional: `[launch]` in rung.toml, or a version's
+/// `// rung:` header, which is laid over it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LaunchDefaults {
+    pub grid: Option<Vec<Expr>>,
+    pub block: Option<Vec<Expr>>,
+    pub smem: Option<Expr>,
+    pub cluster: Option<Vec<Expr>>,
+    /// Which `extern "C" __global__` function to launch when the file defines several.
+    pub kernel: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct BuildSpec {
+    /// e.g. `sm_90a`; when unset, the GPU's own, else `sm_90`.
+    pub arch: Option<String>,
+    /// Extra flags for nvcc / NVRTC.
+    pub flags: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunnerSpec {
+    pub kind: RunnerKind,
+    pub host: Option<String>,
+    pub workdir: Option<String>,
+    pub partition: Option<String>,
+    pub srun_args: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    pub build: Duration,
+    pub run: Duration,
+    pub bench: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { build: Duration::from_secs(120), run: Duration::from_secs(30), bench: Duration::from_secs(20) }
+    }
+}
+
+/// Why rung.toml could not be loaded. Every variant names the file and a position in it.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    #[error("{}: cannot read: {source}\n  help: run `rung new DIR` to create a workspace, or pass --workspace", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{}", crate::diag::render(.0).trim_end())]
+    Invalid(Vec<Diagnostic>),
+}
+
+impl SpecError {
+    pub fn diagnostics(&self) -> Vec<Diagnostic> {
+        match self {
+            SpecError::Read { path, source } => {
+                vec![Diagnostic::error(path.clone(), Pos::WHOLE_FILE, source.to_string())]
+            }
+            SpecError::Invalid(d) => d.clone(),
+        }
+    }
+}
+
+impl Spec {
+    /// Reads and validates `dir/rung.toml`.
+    pub fn load(dir: &Path) -> Result<Spec, SpecError> {
+        let path = dir.join(FILE_NAME);
+        let text = std::fs::read_to_string(&path).map_err(|source| SpecError::Read { path: path.clone(), source })?;
+        Spec::parse(&text, Path::new(FILE_NAME))
+    }
+
+    /// Parses rung.toml text; `path` is what error messages call the file.
+    pub fn parse(text: &str, path: &Path) -> Result<Spec, SpecError> {
+        let raw = raw::deserialize(text, path).map_err(|d| SpecError::Invalid(vec![*d]))?;
+        validate::validate(raw, text, path).map_err(SpecError::Invalid)
+    }
+
+    /// Every size variable name, in order.
+    pub fn size_vars(&self) -> Vec<&str> {
+        let mut v: Vec<&str> =
+            self.test_sizes.iter().chain(&self.bench_sizes).flat_map(|s| s.keys()).map(String::as_str).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    pub fn tensor(&self, name: &str) -> Option<(&TensorSpec, TensorRole)> {
+        self.inputs
+            .iter()
+            .map(|t| (t, TensorRole::Input))
+            .chain(self.outputs.iter().map(|t| (t, TensorRole::Output)))
+            .find(|(t, _)| t.name == name)
+    }
+
+    /// A scope for evaluating expressions at one size set.
+    pub fn scope<'a>(&'a self, sizes: &'a SizeSet, num_sms: Option<i64>) -> SizeScope<'a> {
+        SizeScope { spec: self, sizes, num_sms }
+    }
+
+    /// The concrete shape of a tensor at one size set.
+    pub fn shape_at(&self, tensor: &TensorSpec, sizes: &SizeSet) -> Result<Vec<i64>, crate::expr::ExprError> {
+        let scope = self.scope(sizes, None);
+        tensor.shape.iter().map(|e| e.eval_int(&scope)).collect()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TensorRole {
+    Input,
+    Output,
+}
+
+/// Resolves size variables, `num_sms`, and `numel(t)` / `bytes(t)` for one size set.
+pub struct SizeScope<'a> {
+    spec: &'a Spec,
+    sizes: &'a SizeSet,
+    num_sms: Option<i64>,
+}
+
+impl crate::expr::Scope for SizeScope<'_> {
+    fn var(&self, name: &str) -> Option<i64> {
+        match name {
+            "num_sms" => self.num_sms,
+            _ => self.sizes.get(name).copied(),
+        }
+    }
+
+    fn numel(&self, tensor: &str) -> Option<i64> {
+        let (t, _) = self.spec.tensor(tensor)?;
+        t.shape.iter().try_fold(1i64, |acc, e| acc.checked_mul(e.eval_int(self).ok()?))
+    }
+
+    fn bytes(&self, tensor: &str) -> Option<i64> {
+        let (t, _) = self.spec.tensor(tensor)?;
+        self.numel(tensor)?.checked_mul(t.dtype.size_bytes() as i64)
+    }
+}
+
+/// An embedded, documented example; `rung new` writes it and the tests parse it.
+pub const EXAMPLE: &str = include_str!("../../assets/templates/vector-add/rung.toml");
