@@ -4,4 +4,6 @@
 pub mod diag;
 pub mod dtype;
 pub mod expr;
+pub mod launch;
 pub mod spec;
+pub mod workspace;

@@ -1,0 +1,359 @@
+//! A kernel workspace on disk: its format, problem, reference, user checks, context and versions.
+//!
+//! Three layouts open unmodified (DESIGN.md, "Workspace"): rung's own (rung.toml), a GPU MODE
+//! reference-kernels problem folder (reference.py with `ref_kernel` + task.yml) and a KernelBench
+//! problem (a .py with `Model` and `get_inputs`). Versions are the files of `versions/`; a
+//! version's id is its `vNNN` prefix, so renaming `v002-vec.cu` to `v002-float4.cu` keeps its
+//! history.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::diag::{Diagnostic, Pos};
+use crate::spec::{self, Spec, SpecError};
+
+pub const VERSIONS_DIR: &str = "versions";
+pub const CONTEXT_DIR: &str = "context";
+pub const STATE_DIR: &str = ".rung";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Format {
+    /// rung.toml + reference + versions/.
+    Rung,
+    /// A GPU MODE reference-kernels problem folder.
+    GpuMode,
+    /// A KernelBench problem file (`Model`, `get_inputs`, `get_init_inputs`).
+    KernelBench,
+}
+
+/// What language a version is written in, which decides how it is built and run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum VersionKind {
+    /// CUDA C++ with an `extern "C" __global__` kernel, launched by rung.
+    Cuda,
+    /// CUDA C++ exporting `extern "C" int rung_run(...)`, built as a shared object.
+    CudaHost,
+    /// Hand-written PTX.
+    Ptx,
+    Triton,
+    CuteDsl,
+    TileLang,
+    /// PyTorch (a GPU MODE `custom_kernel` or a KernelBench `ModelNew` without a DSL).
+    PyTorch,
+}
+
+impl VersionKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            VersionKind::Cuda => "cuda",
+            VersionKind::CudaHost => "cuda-host",
+            VersionKind::Ptx => "ptx",
+            VersionKind::Triton => "triton",
+            VersionKind::CuteDsl => "cute-dsl",
+            VersionKind::TileLang => "tilelang",
+            VersionKind::PyTorch => "pytorch",
+        }
+    }
+
+    pub fn is_python(self) -> bool {
+        matches!(self, VersionKind::Triton | VersionKind::CuteDsl | VersionKind::TileLang | VersionKind::PyTorch)
+    }
+
+    /// Tells a version's kind from its extension and, for Python, its imports.
+    pub fn detect(path: &Path, source: &str) -> Result<VersionKind, String> {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("cu") => Ok(if defines_host_entry(source) { VersionKind::CudaHost } else { VersionKind::Cuda }),
+            Some("ptx") => Ok(VersionKind::Ptx),
+            Some("py") => {
+                let imports = |m: &str| {
+                    source.lines().any(|l| {
+                        let l = l.trim_start();
+                        l.starts_with(&format!("import {m}")) || l.starts_with(&format!("from {m}"))
+                    })
+                };
+                if imports("cutlass") {
+                    Ok(VersionKind::CuteDsl)
+                } else if imports("tilelang") {
+                    Ok(VersionKind::TileLang)
+                } else if imports("triton") {
+                    Ok(VersionKind::Triton)
+                } else if imports("torch") {
+                    Ok(VersionKind::PyTorch)
+                } else {
+                    Err("a Python version must import triton, cutlass (CuTe DSL), tilelang or torch".into())
+                }
+            }
+            _ => Err("versions are .cu, .ptx or .py files".into()),
+        }
+    }
+}
+
+impl fmt::Display for VersionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+fn defines_host_entry(source: &str) -> bool {
+    crate::launch::find_signatures(source).0.iter().any(|s| s.host_entry)
+}
+
+/// One version file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct VersionFile {
+    /// `v002` for `v002-vectorized.cu`; the file stem when there is no `vNNN` prefix.
+    pub id: String,
+    /// Relative to the workspace root.
+    pub path: PathBuf,
+    pub kind: VersionKind,
+}
+
+/// An opened workspace. Opening never modifies the folder.
+#[derive(Debug)]
+pub struct Workspace {
+    pub root: PathBuf,
+    pub format: Format,
+    /// rung.toml, for the rung format.
+    pub spec: Option<Spec>,
+    /// The trusted reference, relative to the root.
+    pub reference: Option<PathBuf>,
+    /// The user's own rungs (`checks.py`), relative to the root.
+    pub checks: Option<PathBuf>,
+    pub context: Option<PathBuf>,
+    pub versions: Vec<VersionFile>,
+    /// Problems found while discovering versions (duplicate ids, unknown kinds...).
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    #[error(
+        "{}: not a kernel workspace (no rung.toml, no GPU MODE reference.py + task.yml, no KernelBench problem file)\n  help: create one with `rung new {}` or try `rung demo`",
+        .0.display(), .0.display()
+    )]
+    NotAWorkspace(PathBuf),
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+impl Workspace {
+    /// Opens the workspace at `root` (a folder, or a KernelBench problem file).
+    pub fn open(root: &Path) -> Result<Workspace, OpenError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| OpenError::Io { path, source }
+        };
+        let root = std::fs::canonicalize(root).map_err(io(root))?;
+        let (root, format, reference) = detect_format(&root)?;
+        let spec = match format {
+            Format::Rung => Some(Spec::load(&root)?),
+            _ => None,
+        };
+        let reference = reference.or_else(|| {
+            spec.as_ref().and_then(|s| s.reference.clone()).or_else(|| {
+                ["reference.cu", "reference.py"].iter().map(PathBuf::from).find(|p| root.join(p).is_file())
+            })
+        });
+        let mut diagnostics = Vec::new();
+        if let (Some(s), Some(r)) = (&spec, &reference)
+            && !root.join(r).is_file()
+        {
+            diagnostics.push(
+                Diagnostic::error(spec::FILE_NAME, Pos::WHOLE_FILE, format!("the reference `{}` does not exist", r.display()))
+                    .with_help(format!("create it, or fix problem.reference in {}", s.path.display())),
+            );
+        }
+        if format == Format::Rung && reference.is_none() {
+            diagnostics.push(
+                Diagnostic::error(spec::FILE_NAME, Pos::WHOLE_FILE, "no reference: rung checks every version against one")
+                    .with_help("add reference.py (def reference(...)) or reference.cu next to rung.toml"),
+            );
+        }
+        let checks = Some(PathBuf::from("checks.py")).filter(|p| root.join(p).is_file());
+        let context = Some(PathBuf::from(CONTEXT_DIR)).filter(|p| root.join(p).is_dir());
+        let versions = discover_versions(&root, format, &mut diagnostics).map_err(io(&root.join(VERSIONS_DIR)))?;
+        Ok(Workspace { root, format, spec, reference, checks, context, versions, diagnostics })
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.root.join(STATE_DIR)
+    }
+
+    pub fn version(&self, id_or_path: &str) -> Option<&VersionFile> {
+        self.versions.iter().find(|v| v.id == id_or_path || v.path == Path::new(id_or_path))
+            .or_else(|| self.versions.iter().find(|v| v.path.file_stem().is_some_and(|s| s == id_or_path)))
+    }
+
+    pub fn read_source(&self, v: &VersionFile) -> std::io::Result<String> {
+        std::fs::read_to_string(self.root.join(&v.path))
+    }
+}
+
+fn detect_format(path: &Path) -> Result<(PathBuf, Format, Option<PathBuf>), OpenError> {
+    if path.is_file() {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if is_kernelbench_problem(&text) {
+            let root = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+            let reference = path.file_name().map(PathBuf::from);
+            return Ok((root, Format::KernelBench, reference));
+        }
+        return Err(OpenError::NotAWorkspace(path.to_path_buf()));
+    }
+    if path.join(spec::FILE_NAME).is_file() {
+        return Ok((path.to_path_buf(), Format::Rung, None));
+    }
+    let reference = path.join("reference.py");
+    if reference.is_file() && path.join("task.yml").is_file() {
+        return Ok((path.to_path_buf(), Format::GpuMode, Some("reference.py".into())));
+    }
+    // A folder holding exactly one KernelBench problem file.
+    let mut problems = Vec::new();
+    for entry in std::fs::read_dir(path).map_err(|source| OpenError::Io { path: path.to_path_buf(), source })? {
+        let p = entry.map_err(|source| OpenError::Io { path: path.to_path_buf(), source })?.path();
+        if p.extension().is_some_and(|e| e == "py") && is_kernelbench_problem(&std::fs::read_to_string(&p).unwrap_or_default()) {
+            problems.push(p);
+        }
+    }
+    if let [one] = problems.as_slice() {
+        return Ok((path.to_path_buf(), Format::KernelBench, one.file_name().map(PathBuf::from)));
+    }
+    Err(OpenError::NotAWorkspace(path.to_path_buf()))
+}
+
+fn is_kernelbench_problem(text: &str) -> bool {
+    text.contains("class Model") && text.contains("def get_inputs") && !text.contains("class ModelNew")
+}
+
+/// Editor droppings and shared headers that live beside versions but are not versions.
+pub fn is_ignored_name(name: &str) -> bool {
+    name.starts_with('.')
+        || name.starts_with('#')
+        || name.ends_with('~')
+        || name == "4913" // vim probes a directory's writability with this name
+        || name == "__pycache__"
+        || [".swp", ".swo", ".swx", ".bak", ".orig", ".tmp", ".h", ".cuh", ".hpp", ".inc", ".md", ".txt", ".json"]
+            .iter()
+            .any(|ext| name.ends_with(ext))
+}
+
+/// The id of a version file: its `vNNN` prefix, else its stem.
+pub fn version_id(file_name: &str) -> (String, bool) {
+    let stem = file_name.split('.').next().unwrap_or(file_name);
+    let digits = stem.strip_prefix('v').map(|r| r.chars().take_while(char::is_ascii_digit).count()).unwrap_or(0);
+    let after = stem.get(1 + digits..1 + digits + 1);
+    if digits > 0 && matches!(after, None | Some("-") | Some("_")) {
+        (stem[..1 + digits].to_string(), true)
+    } else {
+        (stem.to_string(), false)
+    }
+}
+
+fn discover_versions(root: &Path, format: Format, diags: &mut Vec<Diagnostic>) -> std::io::Result<Vec<VersionFile>> {
+    let dir = root.join(VERSIONS_DIR);
+    let mut files: Vec<PathBuf> = Vec::new();
+    if dir.is_dir() {
+        for entry in std::fs::read_dir(&dir)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if entry.file_type()?.is_file() && !is_ignored_name(&name) {
+                files.push(PathBuf::from(VERSIONS_DIR).join(name));
+            }
+        }
+    } else if format == Format::GpuMode {
+        // GPU MODE keeps submissions beside the problem.
+        for entry in std::fs::read_dir(root)? {
+            let name = entry?.file_name().to_string_lossy().into_owned();
+            if name.starts_with("submission") && name.ends_with(".py") {
+                files.push(PathBuf::from(name));
+            }
+        }
+    }
+    files.sort();
+
+    let mut by_id: BTreeMap<String, VersionFile> = BTreeMap::new();
+    for rel in files {
+        let name = rel.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let source = match std::fs::read_to_string(root.join(&rel)) {
+            Ok(s) => s,
+            Err(e) => {
+                diags.push(Diagnostic::error(&rel, Pos::WHOLE_FILE, format!("cannot read: {e}")));
+                continue;
+            }
+        };
+        let kind = match VersionKind::detect(&rel, &source) {
+            Ok(k) => k,
+            Err(why) => {
+                diags.push(Diagnostic::warning(&rel, Pos::WHOLE_FILE, format!("not a version: {why}")));
+                continue;
+            }
+        };
+        let (id, prefixed) = version_id(&name);
+        if !prefixed && format == Format::Rung {
+            diags.push(
+                Diagnostic::warning(&rel, Pos::WHOLE_FILE, format!("no vNNN prefix: the version id is `{id}`"))
+                    .with_help("name versions like v004-description.cu so that renaming the description keeps the history"),
+            );
+        }
+        if let Some(first) = by_id.get(&id) {
+            diags.push(
+                Diagnostic::error(&rel, Pos::WHOLE_FILE, format!("version id `{id}` is already used by {}", first.path.display()))
+                    .with_help("give each version its own vNNN number; this file is skipped until then"),
+            );
+            continue;
+        }
+        by_id.insert(id.clone(), VersionFile { id, path: rel, kind });
+    }
+    let mut versions: Vec<VersionFile> = by_id.into_values().collect();
+    versions.sort_by(|a, b| natural_key(&a.id).cmp(&natural_key(&b.id)));
+    Ok(versions)
+}
+
+/// Sorts `v2` before `v10`.
+fn natural_key(id: &str) -> (String, u64, String) {
+    let (prefix, rest) = id.split_at(id.find(|c: char| c.is_ascii_digit()).unwrap_or(id.len()));
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    (prefix.to_string(), digits.parse().unwrap_or(0), rest[digits.len()..].to_string())
+}
+
+/// The next free `vNNN` id, for new versions written by rung (agent proposals, `rung new`).
+pub fn next_version_id(existing: &[VersionFile]) -> String {
+    let max = existing.iter().filter_map(|v| v.id.strip_prefix('v')?.parse::<u32>().ok()).max().unwrap_or(0);
+    format!("v{:03}", max + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_come_from_the_vnnn_prefix() {
+        assert_eq!(version_id("v002-vectorized.cu"), ("v002".into(), true));
+        assert_eq!(version_id("v12_fast.py"), ("v12".into(), true));
+        assert_eq!(version_id("v7.cu"), ("v7".into(), true));
+        assert_eq!(version_id("vector.cu"), ("vector".into(), false));
+        assert_eq!(version_id("v2x.cu"), ("v2x".into(), false));
+    }
+
+    #[test]
+    fn ignores_editor_files_and_headers() {
+        for n in [".v001.cu.swp", "v001.cu~", "#v001.cu#", "4913", "common.cuh", "notes.md"] {
+            assert!(is_ignored_name(n), "{n}");
+        }
+        assert!(!is_ignored_name("v001.cu"));
+    }
+
+    #[test]
+    fn natural_order() {
+        let mut ids = vec!["v10", "v2", "v001", "alpha"];
+        ids.sort_by_key(|i| natural_key(i));
+        assert_eq!(ids, vec!["alpha", "v001", "v2", "v10"]);
+    }
+}
