@@ -1,0 +1,508 @@
+//! The history store: `.rung/history.db` and `.rung/objects/`.
+//!
+//! SQLite in WAL mode so readers never block the writer; every write is a `BEGIN IMMEDIATE`
+//! transaction (it takes the write lock up front, so two writers never deadlock upgrading a
+//! read lock) and a busy timeout lets the TUI, several `rung check` processes and the MCP server
+//! write at once without losing a row. The schema is migrated from day one through
+//! `PRAGMA user_version`, inside the same kind of transaction, so two processes opening a fresh
+//! database at once apply each migration exactly once.
+//!
+//! Large artefacts (PTX, cubins, SASS, profiles) live in `objects/` under their SHA-256; rows
+//! refer to them by hash. `dumps/<version>/` holds links to a version's latest artefacts.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::workspace::VersionFile;
+
+pub const DB_FILE: &str = "history.db";
+pub const OBJECTS_DIR: &str = "objects";
+pub const DUMPS_DIR: &str = "dumps";
+
+/// How long a writer waits for another process's transaction before giving up.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Each entry moves the schema from version `i` to `i + 1`. Never edit a shipped entry; append.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE versions (
+    id          TEXT PRIMARY KEY,
+    path        TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    status      TEXT NOT NULL CHECK (status IN ('draft', 'proposed', 'approved', 'rejected')),
+    reason      TEXT,
+    parent      TEXT,
+    source_hash TEXT,
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL
+);
+CREATE TABLE status_changes (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    version TEXT NOT NULL,
+    status  TEXT NOT NULL,
+    reason  TEXT,
+    at      INTEGER NOT NULL
+);
+CREATE TABLE results (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    version     TEXT NOT NULL,
+    stage       TEXT NOT NULL,
+    verdict     TEXT NOT NULL,
+    source_hash TEXT NOT NULL,
+    seed        INTEGER,
+    payload     TEXT NOT NULL,
+    tools       TEXT NOT NULL DEFAULT '{}',
+    started_at  INTEGER NOT NULL,
+    finished_at INTEGER NOT NULL,
+    pid         INTEGER NOT NULL
+);
+CREATE INDEX results_by_version ON results (version, stage, id);
+"#];
+
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{}: {source}", path.display())]
+    Sqlite { path: PathBuf, source: rusqlite::Error },
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error(
+        "{}: the history was written by a newer rung (schema {found}, this rung knows {SCHEMA_VERSION})\n  help: upgrade rung",
+        path.display()
+    )]
+    TooNew { path: PathBuf, found: i64 },
+    #[error("no version `{0}` in the history")]
+    UnknownVersion(String),
+}
+
+/// A version's review status (DESIGN.md, "Results and history").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Written by a person.
+    Draft,
+    /// Written by an agent, awaiting review.
+    Proposed,
+    Approved,
+    /// With a reason that goes back to the agent.
+    Rejected,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Draft => "draft",
+            Status::Proposed => "proposed",
+            Status::Approved => "approved",
+            Status::Rejected => "rejected",
+        }
+    }
+
+    fn parse(s: &str) -> Status {
+        match s {
+            "proposed" => Status::Proposed,
+            "approved" => Status::Approved,
+            "rejected" => Status::Rejected,
+            _ => Status::Draft,
+        }
+    }
+}
+
+/// A version as the history knows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct VersionRow {
+    pub id: String,
+    pub path: String,
+    pub kind: String,
+    pub status: Status,
+    pub reason: Option<String>,
+    pub parent: Option<String>,
+    pub source_hash: Option<String>,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+/// One stage result to record.
+#[derive(Debug, Clone)]
+pub struct NewResult<'a> {
+    pub version: &'a str,
+    pub stage: &'a str,
+    pub verdict: &'a str,
+    pub source_hash: &'a str,
+    pub seed: Option<u64>,
+    /// The stage result, serialised as JSON.
+    pub payload: &'a str,
+    /// Tool name → version, as JSON.
+    pub tools: &'a str,
+    pub started_at_ms: i64,
+    pub finished_at_ms: i64,
+}
+
+/// One stored stage result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ResultRow {
+    pub id: i64,
+    pub version: String,
+    pub stage: String,
+    pub verdict: String,
+    pub source_hash: String,
+    pub seed: Option<i64>,
+    pub payload: serde_json::Value,
+    pub tools: serde_json::Value,
+    pub started_at_ms: i64,
+    pub finished_at_ms: i64,
+    pub pid: i64,
+}
+
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+impl Store {
+    /// Opens (creating if needed) `state_dir/history.db` and brings its schema up to date.
+    pub fn open(state_dir: &Path) -> Result<Store, StoreError> {
+        std::fs::create_dir_all(state_dir)
+            .map_err(|source| StoreError::Io { path: state_dir.to_path_buf(), source })?;
+        let path = state_dir.join(DB_FILE);
+        let sql = |source| StoreError::Sqlite { path: path.clone(), source };
+        let conn = Connection::open(&path).map_err(sql)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
+        // Switching a fresh file to WAL needs a brief exclusive lock that the busy handler does
+        // not always cover; retry while another process holds it.
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        loop {
+            match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {
+                Ok(_) => break,
+                Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                Err(e) => return Err(sql(e)),
+            }
+        }
+        conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;").map_err(sql)?;
+        let mut store = Store { conn, path };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn err(&self) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+        |source| StoreError::Sqlite { path: self.path.clone(), source }
+    }
+
+    fn migrate(&mut self) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let sql = |source| StoreError::Sqlite { path: path.clone(), source };
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+        let current: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(sql)?;
+        if current > SCHEMA_VERSION {
+            return Err(StoreError::TooNew { path: path.clone(), found: current });
+        }
+        for (i, m) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+            tx.execute_batch(m).map_err(sql)?;
+            tx.execute_batch(&format!("PRAGMA user_version = {}", i + 1)).map_err(sql)?;
+        }
+        tx.commit().map_err(sql)
+    }
+
+    pub fn schema_version(&self) -> Result<i64, StoreError> {
+        self.conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(self.err())
+    }
+
+    /// Records a version file: new ids become drafts (or `status` when given, e.g. proposed);
+    /// known ids get their current path, kind and hash (a rename keeps the history).
+    pub fn sync_version(
+        &mut self,
+        v: &VersionFile,
+        source_hash: &str,
+        new_status: Status,
+    ) -> Result<VersionRow, StoreError> {
+        let path = self.path.clone();
+        let sql = |source| StoreError::Sqlite { path: path.clone(), source };
+        let now = now_ms();
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+        tx.execute(
+            "INSERT INTO versions (id, path, kind, status, source_hash, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+             ON CONFLICT (id) DO UPDATE SET path = excluded.path, kind = excluded.kind,
+                 source_hash = excluded.source_hash,
+                 updated_at = CASE WHEN versions.source_hash IS excluded.source_hash
+                                   AND versions.path = excluded.path THEN versions.updated_at
+                                   ELSE excluded.updated_at END",
+            params![v.id, v.path.to_string_lossy(), v.kind.name(), new_status.as_str(), source_hash, now],
+        )
+        .map_err(sql)?;
+        let row = tx.query_row("SELECT * FROM versions WHERE id = ?1", [&v.id], version_row).map_err(sql)?;
+        tx.commit().map_err(sql)?;
+        Ok(row)
+    }
+
+    pub fn set_status(&mut self, id: &str, status: Status, reason: Option<&str>) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let sql = |source| StoreError::Sqlite { path: path.clone(), source };
+        let now = now_ms();
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+        let n = tx
+            .execute(
+                "UPDATE versions SET status = ?2, reason = ?3, updated_at = ?4 WHERE id = ?1",
+                params![id, status.as_str(), reason, now],
+            )
+            .map_err(sql)?;
+        if n == 0 {
+            return Err(StoreError::UnknownVersion(id.to_string()));
+        }
+        tx.execute(
+            "INSERT INTO status_changes (version, status, reason, at) VALUES (?1, ?2, ?3, ?4)",
+            params![id, status.as_str(), reason, now],
+        )
+        .map_err(sql)?;
+        tx.commit().map_err(sql)
+    }
+
+    pub fn set_parent(&mut self, id: &str, parent: Option<&str>) -> Result<(), StoreError> {
+        let n = self
+            .conn
+            .execute("UPDATE versions SET parent = ?2 WHERE id = ?1", params![id, parent])
+            .map_err(self.err())?;
+        if n == 0 { Err(StoreError::UnknownVersion(id.to_string())) } else { Ok(()) }
+    }
+
+    pub fn record(&mut self, r: &NewResult) -> Result<i64, StoreError> {
+        let path = self.path.clone();
+        let sql = |source| StoreError::Sqlite { path: path.clone(), source };
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+        tx.execute(
+            "INSERT INTO results (version, stage, verdict, source_hash, seed, payload, tools, started_at, finished_at, pid)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            params![
+                r.version,
+                r.stage,
+                r.verdict,
+                r.source_hash,
+                r.seed.map(|s| s as i64),
+                r.payload,
+                r.tools,
+                r.started_at_ms,
+                r.finished_at_ms,
+                std::process::id()
+            ],
+        )
+        .map_err(sql)?;
+        let id = tx.last_insert_rowid();
+        tx.commit().map_err(sql)?;
+        Ok(id)
+    }
+
+    pub fn versions(&self) -> Result<Vec<VersionRow>, StoreError> {
+        let mut st = self.conn.prepare("SELECT * FROM versions").map_err(self.err())?;
+        let rows = st.query_map([], version_row).map_err(self.err())?;
+        rows.collect::<Result<_, _>>().map_err(self.err())
+    }
+
+    pub fn version(&self, id: &str) -> Result<Option<VersionRow>, StoreError> {
+        self.conn.query_row("SELECT * FROM versions WHERE id = ?1", [id], version_row).optional().map_err(self.err())
+    }
+
+    /// The newest result of every stage of a version.
+    pub fn latest_results(&self, version: &str) -> Result<Vec<ResultRow>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT * FROM results WHERE id IN (SELECT MAX(id) FROM results WHERE version = ?1 GROUP BY stage) ORDER BY id",
+            )
+            .map_err(self.err())?;
+        let rows = st.query_map([version], result_row).map_err(self.err())?;
+        rows.collect::<Result<_, _>>().map_err(self.err())
+    }
+
+    /// Results, newest first; optionally of one version.
+    pub fn history(&self, version: Option<&str>, limit: usize) -> Result<Vec<ResultRow>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT * FROM results WHERE (?1 IS NULL OR version = ?1) ORDER BY id DESC LIMIT ?2")
+            .map_err(self.err())?;
+        let rows = st.query_map(params![version, limit as i64], result_row).map_err(self.err())?;
+        rows.collect::<Result<_, _>>().map_err(self.err())
+    }
+
+    pub fn result_count(&self) -> Result<i64, StoreError> {
+        self.conn.query_row("SELECT COUNT(*) FROM results", [], |r| r.get(0)).map_err(self.err())
+    }
+
+    /// Direct access for read-only queries and tests (e.g. holding a read transaction open).
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
+}
+
+fn version_row(r: &rusqlite::Row) -> rusqlite::Result<VersionRow> {
+    Ok(VersionRow {
+        id: r.get("id")?,
+        path: r.get("path")?,
+        kind: r.get("kind")?,
+        status: Status::parse(&r.get::<_, String>("status")?),
+        reason: r.get("reason")?,
+        parent: r.get("parent")?,
+        source_hash: r.get("source_hash")?,
+        created_at_ms: r.get("created_at")?,
+        updated_at_ms: r.get("updated_at")?,
+    })
+}
+
+fn result_row(r: &rusqlite::Row) -> rusqlite::Result<ResultRow> {
+    let json = |col: &str| -> rusqlite::Result<serde_json::Value> {
+        let s: String = r.get(col)?;
+        Ok(serde_json::from_str(&s).unwrap_or(serde_json::Value::String(s)))
+    };
+    Ok(ResultRow {
+        id: r.get("id")?,
+        version: r.get("version")?,
+        stage: r.get("stage")?,
+        verdict: r.get("verdict")?,
+        source_hash: r.get("source_hash")?,
+        seed: r.get("seed")?,
+        payload: json("payload")?,
+        tools: json("tools")?,
+        started_at_ms: r.get("started_at")?,
+        finished_at_ms: r.get("finished_at")?,
+        pid: r.get("pid")?,
+    })
+}
+
+/// SHA-256 of bytes, as lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Content-addressed artefacts under `.rung/objects/`.
+pub struct Objects {
+    dir: PathBuf,
+}
+
+impl Objects {
+    pub fn new(state_dir: &Path) -> Objects {
+        Objects { dir: state_dir.join(OBJECTS_DIR) }
+    }
+
+    pub fn path_of(&self, hash: &str) -> PathBuf {
+        self.dir.join(&hash[..2]).join(&hash[2..])
+    }
+
+    /// Stores bytes and returns their hash. Concurrent writers of the same content are safe:
+    /// each writes a private temporary file and renames it into place.
+    pub fn put(&self, bytes: &[u8]) -> std::io::Result<String> {
+        let hash = sha256_hex(bytes);
+        let dest = self.path_of(&hash);
+        if dest.is_file() {
+            return Ok(hash);
+        }
+        let parent = dest.parent().expect("object paths have a parent");
+        std::fs::create_dir_all(parent)?;
+        let tmp = parent.join(format!(".{}.{}.tmp", &hash[2..], std::process::id()));
+        std::fs::write(&tmp, bytes)?;
+        std::fs::rename(&tmp, &dest)?;
+        Ok(hash)
+    }
+
+    pub fn get(&self, hash: &str) -> std::io::Result<Vec<u8>> {
+        std::fs::read(self.path_of(hash))
+    }
+
+    /// Points `dumps/<version>/<name>` at an object (a relative symlink where the platform has
+    /// them, else a copy), replacing what was there.
+    pub fn link_dump(&self, state_dir: &Path, version: &str, name: &str, hash: &str) -> std::io::Result<PathBuf> {
+        let dir = state_dir.join(DUMPS_DIR).join(version);
+        std::fs::create_dir_all(&dir)?;
+        let link = dir.join(name);
+        let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        #[cfg(unix)]
+        {
+            let target = Path::new("../..").join(OBJECTS_DIR).join(&hash[..2]).join(&hash[2..]);
+            std::os::unix::fs::symlink(target, &tmp)?;
+        }
+        #[cfg(not(unix))]
+        std::fs::copy(self.path_of(hash), &tmp)?;
+        std::fs::rename(&tmp, &link)?;
+        Ok(link)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workspace::VersionKind;
+
+    fn vf(id: &str, path: &str) -> VersionFile {
+        VersionFile { id: id.into(), path: path.into(), kind: VersionKind::Cuda }
+    }
+
+    #[test]
+    fn rename_keeps_history_and_status() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        s.sync_version(&vf("v002", "versions/v002-vec.cu"), "h1", Status::Draft).unwrap();
+        s.set_status("v002", Status::Approved, None).unwrap();
+        let payload = "{}";
+        s.record(&NewResult {
+            version: "v002",
+            stage: "build",
+            verdict: "pass",
+            source_hash: "h1",
+            seed: None,
+            payload,
+            tools: "{}",
+            started_at_ms: 1,
+            finished_at_ms: 2,
+        })
+        .unwrap();
+        let row = s.sync_version(&vf("v002", "versions/v002-float4.cu"), "h1", Status::Draft).unwrap();
+        assert_eq!(row.path, "versions/v002-float4.cu");
+        assert_eq!(row.status, Status::Approved, "a rename does not reset the review");
+        assert_eq!(s.latest_results("v002").unwrap().len(), 1);
+        assert!(matches!(s.set_status("v999", Status::Approved, None), Err(StoreError::UnknownVersion(_))));
+    }
+
+    #[test]
+    fn objects_are_content_addressed_and_linked() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = Objects::new(dir.path());
+        let h = o.put(b"sass").unwrap();
+        assert_eq!(h, sha256_hex(b"sass"));
+        assert_eq!(o.put(b"sass").unwrap(), h);
+        let link = o.link_dump(dir.path(), "v001", "kernel.sass", &h).unwrap();
+        assert_eq!(std::fs::read(&link).unwrap(), b"sass");
+        let h2 = o.put(b"sass2").unwrap();
+        o.link_dump(dir.path(), "v001", "kernel.sass", &h2).unwrap();
+        assert_eq!(std::fs::read(&link).unwrap(), b"sass2");
+    }
+
+    #[test]
+    fn newer_schema_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(Store::open(dir.path()).unwrap());
+        let c = Connection::open(dir.path().join(DB_FILE)).unwrap();
+        c.execute_batch("PRAGMA user_version = 99").unwrap();
+        drop(c);
+        let e = Store::open(dir.path()).err().unwrap();
+        assert!(e.to_string().contains("newer rung"), "{e}");
+    }
+}
