@@ -598,7 +598,7 @@ mod tests {
     #[test]
     fn names_and_tensor_refs() {
         let e = Expr::parse("bytes(x) + numel(y) * 4 + rows").unwrap();
-        assert_eq!(e.names(), vec![("rows", 27)]);
+        assert_eq!(e.names(), vec![("rows", 26)]);
         assert_eq!(e.tensor_refs(), vec![("x", 6), ("y", 17)]);
     }
 

@@ -56,10 +56,10 @@ pub fn parse_header(source: &str, file: &Path, spec: &Spec) -> Result<LaunchDefa
             let item = match item {
                 Ok(i) => i,
                 Err((off, msg)) => {
-                    diags.push(
-                        Diagnostic::error(file, at(base + off), msg)
-                            .with_help("write keys as key=value, quoting expressions: grid=\"cdiv(n, 256)\" block=256"),
-                    );
+                    diags
+                        .push(Diagnostic::error(file, at(base + off), msg).with_help(
+                            "write keys as key=value, quoting expressions: grid=\"cdiv(n, 256)\" block=256",
+                        ));
                     break;
                 }
             };
@@ -67,17 +67,26 @@ pub fn parse_header(source: &str, file: &Path, spec: &Spec) -> Result<LaunchDefa
             let mut expr = |text: &str, offset: usize| -> Option<Expr> {
                 match Expr::parse(text) {
                     Ok(e) => {
-                        let bad: Vec<_> = e.names().into_iter().filter(|(n, _)| !allowed.iter().any(|a| a == n)).collect();
+                        let bad: Vec<_> =
+                            e.names().into_iter().filter(|(n, _)| !allowed.iter().any(|a| a == n)).collect();
                         for (name, off) in &bad {
                             diags.push(
-                                Diagnostic::error(file, at(vpos + offset + off), format!("unknown name `{name}` in {}", item.key))
-                                    .with_help(format!("names usable here: {}", allowed.join(", "))),
+                                Diagnostic::error(
+                                    file,
+                                    at(vpos + offset + off),
+                                    format!("unknown name `{name}` in {}", item.key),
+                                )
+                                .with_help(format!("names usable here: {}", allowed.join(", "))),
                             );
                         }
                         bad.is_empty().then_some(e)
                     }
                     Err(e) => {
-                        diags.push(Diagnostic::error(file, at(vpos + offset + e.offset), format!("{} in {}", e.message, item.key)));
+                        diags.push(Diagnostic::error(
+                            file,
+                            at(vpos + offset + e.offset),
+                            format!("{} in {}", e.message, item.key),
+                        ));
                         None
                     }
                 }
@@ -88,7 +97,11 @@ pub fn parse_header(source: &str, file: &Path, spec: &Spec) -> Result<LaunchDefa
                 "grid" | "block" | "cluster" => {
                     let parts = split_top_level(item.value);
                     if parts.len() > 3 {
-                        diags.push(Diagnostic::error(file, at(vpos + parts[3].1), format!("{} has more than 3 dimensions", item.key)));
+                        diags.push(Diagnostic::error(
+                            file,
+                            at(vpos + parts[3].1),
+                            format!("{} has more than 3 dimensions", item.key),
+                        ));
                         continue;
                     }
                     let dims: Option<Vec<Expr>> = parts
@@ -136,7 +149,10 @@ fn header_items(s: &str) -> Vec<Result<HeaderItem<'_>, (usize, String)>> {
         }
         let key = &s[key_at..i];
         if key.is_empty() || i >= b.len() || b[i] != b'=' {
-            out.push(Err((key_at, format!("expected key=value, found `{}`", s[key_at..].split_whitespace().next().unwrap_or("")))));
+            out.push(Err((
+                key_at,
+                format!("expected key=value, found `{}`", s[key_at..].split_whitespace().next().unwrap_or("")),
+            )));
             return out;
         }
         i += 1;
@@ -453,7 +469,8 @@ fn parse_params(source: &str, text: &str, start: usize, end: usize) -> Vec<Param
         let pointer = ty_tokens.contains(&"*");
         let first_star = ty_tokens.iter().position(|t| *t == "*").unwrap_or(ty_tokens.len());
         let is_const = pointer && ty_tokens[..first_star].contains(&"const");
-        let base: Vec<&str> = ty_tokens.iter().copied().filter(|t| *t != "*" && *t != "&" && !QUALIFIERS.contains(t)).collect();
+        let base: Vec<&str> =
+            ty_tokens.iter().copied().filter(|t| *t != "*" && *t != "&" && !QUALIFIERS.contains(t)).collect();
         let pos = Pos::of_offset(source, start + s + name_off);
         params.push(Param {
             name: name.to_string(),
@@ -530,8 +547,18 @@ pub fn bind(sig: &Signature, spec: &Spec, file: &Path) -> (Vec<Binding>, Vec<Dia
             let c_ty = t.dtype.c_types()[0];
             if !p.pointer {
                 diags.push(err(
-                    format!("`{}` is {what} tensor ({} {}) in rung.toml, but the kernel takes it by value as `{}`", p.name, t.dtype, shape_str(t), p.ty),
-                    format!("declare it as a pointer: `{}{c_ty}* {}`", if role == TensorRole::Input { "const " } else { "" }, p.name),
+                    format!(
+                        "`{}` is {what} tensor ({} {}) in rung.toml, but the kernel takes it by value as `{}`",
+                        p.name,
+                        t.dtype,
+                        shape_str(t),
+                        p.ty
+                    ),
+                    format!(
+                        "declare it as a pointer: `{}{c_ty}* {}`",
+                        if role == TensorRole::Input { "const " } else { "" },
+                        p.name
+                    ),
                 ));
                 continue;
             }
@@ -545,7 +572,10 @@ pub fn bind(sig: &Signature, spec: &Spec, file: &Path) -> (Vec<Binding>, Vec<Dia
             match role {
                 TensorRole::Output if p.is_const => {
                     diags.push(err(
-                        format!("`{}` is an output, but the kernel declares it `{}` and so cannot write it", p.name, p.ty),
+                        format!(
+                            "`{}` is an output, but the kernel declares it `{}` and so cannot write it",
+                            p.name, p.ty
+                        ),
                         format!("drop `const`: `{c_ty}* {}`", p.name),
                     ));
                     continue;
@@ -593,14 +623,22 @@ pub fn bind(sig: &Signature, spec: &Spec, file: &Path) -> (Vec<Binding>, Vec<Dia
     for t in &spec.outputs {
         if !sig.params.iter().any(|p| p.name == t.name) {
             diags.push(
-                Diagnostic::error(file, sig_pos, format!("output `{}` is not a parameter of `{}`, so nothing can write it", t.name, sig.name))
-                    .with_help(format!("add `{}* {}` to the parameters", t.dtype.c_types()[0], t.name)),
+                Diagnostic::error(
+                    file,
+                    sig_pos,
+                    format!("output `{}` is not a parameter of `{}`, so nothing can write it", t.name, sig.name),
+                )
+                .with_help(format!("add `{}* {}` to the parameters", t.dtype.c_types()[0], t.name)),
             );
         }
     }
     for t in &spec.inputs {
         if !sig.params.iter().any(|p| p.name == t.name) {
-            diags.push(Diagnostic::warning(file, sig_pos, format!("input `{}` is not a parameter of `{}`", t.name, sig.name)));
+            diags.push(Diagnostic::warning(
+                file,
+                sig_pos,
+                format!("input `{}` is not a parameter of `{}`", t.name, sig.name),
+            ));
         }
     }
     (bindings, diags)
@@ -618,10 +656,12 @@ pub fn choose<'a>(sigs: &'a [Signature], wanted: Option<&str>, file: &Path) -> R
     }
     if let Some(name) = wanted {
         return kernels.iter().copied().find(|s| s.name == name).ok_or_else(|| {
-            Diagnostic::error(file, Pos::new(1, 1), format!("no extern \"C\" kernel named `{name}`")).with_help(format!(
-                "kernels in this file: {}",
-                kernels.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
-            ))
+            Diagnostic::error(file, Pos::new(1, 1), format!("no extern \"C\" kernel named `{name}`")).with_help(
+                format!(
+                    "kernels in this file: {}",
+                    kernels.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+                ),
+            )
         });
     }
     match kernels.as_slice() {
@@ -629,10 +669,14 @@ pub fn choose<'a>(sigs: &'a [Signature], wanted: Option<&str>, file: &Path) -> R
         [] => Err(Diagnostic::error(file, Pos::new(1, 1), "no extern \"C\" __global__ kernel found").with_help(
             "rung binds kernels by their unmangled name: declare it `extern \"C\" __global__ void name(...)`",
         )),
-        many => Err(Diagnostic::error(file, Pos::new(many[1].line, many[1].column), "several extern \"C\" kernels; which one is launched?")
-            .with_help(format!(
-                "add kernel=NAME to the `// rung:` header (one of: {})",
-                many.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
-            ))),
+        many => Err(Diagnostic::error(
+            file,
+            Pos::new(many[1].line, many[1].column),
+            "several extern \"C\" kernels; which one is launched?",
+        )
+        .with_help(format!(
+            "add kernel=NAME to the `// rung:` header (one of: {})",
+            many.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+        ))),
     }
 }

@@ -1,9 +1,18 @@
 //! rung's core: workspace, stages, runners, scheduler, store and agent. Nothing here depends on
 //! a terminal UI; the CLI, the TUI and the MCP server are thin shells over it.
 
+pub mod check;
 pub mod diag;
 pub mod dtype;
+pub mod exit;
 pub mod expr;
+pub mod gpu;
 pub mod launch;
+pub mod report;
+pub mod setup;
 pub mod spec;
+pub mod stages;
+pub mod store;
+pub mod templates;
+pub mod toolchain;
 pub mod workspace;

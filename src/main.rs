@@ -1,1 +1,7 @@
-fn main() {}
+//! The `rung` command: a thin shell over the core library.
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

@@ -158,23 +158,31 @@ impl Workspace {
             _ => None,
         };
         let reference = reference.or_else(|| {
-            spec.as_ref().and_then(|s| s.reference.clone()).or_else(|| {
-                ["reference.cu", "reference.py"].iter().map(PathBuf::from).find(|p| root.join(p).is_file())
-            })
+            spec.as_ref()
+                .and_then(|s| s.reference.clone())
+                .or_else(|| ["reference.cu", "reference.py"].iter().map(PathBuf::from).find(|p| root.join(p).is_file()))
         });
         let mut diagnostics = Vec::new();
         if let (Some(s), Some(r)) = (&spec, &reference)
             && !root.join(r).is_file()
         {
             diagnostics.push(
-                Diagnostic::error(spec::FILE_NAME, Pos::WHOLE_FILE, format!("the reference `{}` does not exist", r.display()))
-                    .with_help(format!("create it, or fix problem.reference in {}", s.path.display())),
+                Diagnostic::error(
+                    spec::FILE_NAME,
+                    Pos::WHOLE_FILE,
+                    format!("the reference `{}` does not exist", r.display()),
+                )
+                .with_help(format!("create it, or fix problem.reference in {}", s.path.display())),
             );
         }
         if format == Format::Rung && reference.is_none() {
             diagnostics.push(
-                Diagnostic::error(spec::FILE_NAME, Pos::WHOLE_FILE, "no reference: rung checks every version against one")
-                    .with_help("add reference.py (def reference(...)) or reference.cu next to rung.toml"),
+                Diagnostic::error(
+                    spec::FILE_NAME,
+                    Pos::WHOLE_FILE,
+                    "no reference: rung checks every version against one",
+                )
+                .with_help("add reference.py (def reference(...)) or reference.cu next to rung.toml"),
             );
         }
         let checks = Some(PathBuf::from("checks.py")).filter(|p| root.join(p).is_file());
@@ -188,7 +196,9 @@ impl Workspace {
     }
 
     pub fn version(&self, id_or_path: &str) -> Option<&VersionFile> {
-        self.versions.iter().find(|v| v.id == id_or_path || v.path == Path::new(id_or_path))
+        self.versions
+            .iter()
+            .find(|v| v.id == id_or_path || v.path == Path::new(id_or_path))
             .or_else(|| self.versions.iter().find(|v| v.path.file_stem().is_some_and(|s| s == id_or_path)))
     }
 
@@ -218,7 +228,9 @@ fn detect_format(path: &Path) -> Result<(PathBuf, Format, Option<PathBuf>), Open
     let mut problems = Vec::new();
     for entry in std::fs::read_dir(path).map_err(|source| OpenError::Io { path: path.to_path_buf(), source })? {
         let p = entry.map_err(|source| OpenError::Io { path: path.to_path_buf(), source })?.path();
-        if p.extension().is_some_and(|e| e == "py") && is_kernelbench_problem(&std::fs::read_to_string(&p).unwrap_or_default()) {
+        if p.extension().is_some_and(|e| e == "py")
+            && is_kernelbench_problem(&std::fs::read_to_string(&p).unwrap_or_default())
+        {
             problems.push(p);
         }
     }
@@ -299,20 +311,26 @@ fn discover_versions(root: &Path, format: Format, diags: &mut Vec<Diagnostic>) -
         if !prefixed && format == Format::Rung {
             diags.push(
                 Diagnostic::warning(&rel, Pos::WHOLE_FILE, format!("no vNNN prefix: the version id is `{id}`"))
-                    .with_help("name versions like v004-description.cu so that renaming the description keeps the history"),
+                    .with_help(
+                        "name versions like v004-description.cu so that renaming the description keeps the history",
+                    ),
             );
         }
         if let Some(first) = by_id.get(&id) {
             diags.push(
-                Diagnostic::error(&rel, Pos::WHOLE_FILE, format!("version id `{id}` is already used by {}", first.path.display()))
-                    .with_help("give each version its own vNNN number; this file is skipped until then"),
+                Diagnostic::error(
+                    &rel,
+                    Pos::WHOLE_FILE,
+                    format!("version id `{id}` is already used by {}", first.path.display()),
+                )
+                .with_help("give each version its own vNNN number; this file is skipped until then"),
             );
             continue;
         }
         by_id.insert(id.clone(), VersionFile { id, path: rel, kind });
     }
     let mut versions: Vec<VersionFile> = by_id.into_values().collect();
-    versions.sort_by(|a, b| natural_key(&a.id).cmp(&natural_key(&b.id)));
+    versions.sort_by_key(|v| natural_key(&v.id));
     Ok(versions)
 }
 

@@ -1,0 +1,4 @@
+// Embedded workspaces (include_dir!) must be re-embedded when their files change.
+fn main() {
+    println!("cargo:rerun-if-changed=assets");
+}

@@ -1,0 +1,144 @@
+//! One pass of the rungs over chosen versions, recorded in the history: what `rung check` runs.
+//! The scheduler (rebuild on save, newest wins) drives the same functions.
+
+use std::collections::BTreeMap;
+use std::time::{Instant, SystemTime};
+
+use crate::diag::{Diagnostic, Pos};
+use crate::exit;
+use crate::report::{CheckReport, SCHEMA, Stage, StageDetail, StageResult, Verdict, VersionReport, millis, rfc3339};
+use crate::stages::prepare;
+use crate::store::{NewResult, Status, Store, StoreError, sha256_hex};
+use crate::workspace::{VersionFile, Workspace};
+
+#[derive(Debug, Clone, Default)]
+pub struct CheckOptions {
+    /// Version ids or paths; empty means every version.
+    pub versions: Vec<String>,
+    /// The seed for input generation; drawn when absent.
+    pub seed: Option<u64>,
+}
+
+/// Draws a seed without a random-number dependency: std's hasher keys are random per process.
+pub fn draw_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.finish() >> 11 // keep it exactly representable as a JSON number (53 bits)
+}
+
+/// Checks versions of an opened workspace and records every stage result in `store`.
+pub fn check(ws: &Workspace, store: &mut Store, opts: &CheckOptions) -> Result<CheckReport, StoreError> {
+    let seed = opts.seed.unwrap_or_else(draw_seed);
+    let mut diagnostics = ws.diagnostics.clone();
+    let mut chosen: Vec<&VersionFile> = Vec::new();
+    for want in &opts.versions {
+        match ws.version(want) {
+            Some(v) if !chosen.contains(&v) => chosen.push(v),
+            Some(_) => {}
+            None => diagnostics.push(
+                Diagnostic::error(
+                    want.as_str(),
+                    Pos::WHOLE_FILE,
+                    format!("no version `{want}` in {}", ws.root.join("versions").display()),
+                )
+                .with_help(format!(
+                    "versions here: {}",
+                    ws.versions.iter().map(|v| v.id.as_str()).collect::<Vec<_>>().join(", ")
+                )),
+            ),
+        }
+    }
+    if opts.versions.is_empty() {
+        chosen = ws.versions.iter().collect();
+    }
+
+    let mut versions = Vec::new();
+    for v in chosen {
+        versions.push(check_version(ws, store, v, seed)?);
+    }
+    let mut report = CheckReport {
+        schema: SCHEMA,
+        rung_version: env!("CARGO_PKG_VERSION").to_string(),
+        workspace: ws.root.clone(),
+        format: Some(ws.format),
+        problem: ws.spec.as_ref().map(|s| s.name.clone()),
+        seed,
+        diagnostics,
+        versions,
+        exit_code: 0,
+    };
+    report.exit_code = exit::for_report(&report);
+    Ok(report)
+}
+
+fn check_version(ws: &Workspace, store: &mut Store, v: &VersionFile, seed: u64) -> Result<VersionReport, StoreError> {
+    let (source, read_error) = match ws.read_source(v) {
+        Ok(s) => (s, None),
+        Err(e) => (String::new(), Some(e)),
+    };
+    let source_hash = sha256_hex(source.as_bytes());
+    let row = store.sync_version(v, &source_hash, Status::Draft)?;
+    let mut stages = Vec::new();
+
+    let started = SystemTime::now();
+    let t0 = Instant::now();
+    let p = match read_error {
+        Some(e) => prepare::Prepared {
+            verdict: Verdict::Error,
+            summary: format!("cannot read {}: {e}", v.path.display()),
+            diagnostics: vec![],
+            detail: StageDetail::None,
+        },
+        None => prepare::prepare(ws.format, ws.spec.as_ref(), v, &source),
+    };
+    let result = StageResult {
+        stage: Stage::Prepare,
+        verdict: p.verdict,
+        summary: p.summary,
+        started_at: rfc3339(started),
+        duration_ms: millis(t0.elapsed()),
+        diagnostics: p.diagnostics,
+        tools: BTreeMap::new(),
+        result_id: None,
+        detail: p.detail,
+    };
+    stages.push(record(store, v, &source_hash, seed, started, result)?);
+
+    let verdict = stages.iter().map(|s| s.verdict).max().unwrap_or(Verdict::Pass);
+    Ok(VersionReport {
+        id: v.id.clone(),
+        path: v.path.clone(),
+        kind: v.kind,
+        status: row.status,
+        source_hash,
+        verdict,
+        stages,
+    })
+}
+
+fn record(
+    store: &mut Store,
+    v: &VersionFile,
+    source_hash: &str,
+    seed: u64,
+    started: SystemTime,
+    mut result: StageResult,
+) -> Result<StageResult, StoreError> {
+    let payload = serde_json::to_string(&result).expect("stage results serialise");
+    let tools = serde_json::to_string(&result.tools).expect("tool maps serialise");
+    let started_ms = started.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    let id = store.record(&NewResult {
+        version: &v.id,
+        stage: result.stage.name(),
+        verdict: result.verdict.name(),
+        source_hash,
+        seed: Some(seed),
+        payload: &payload,
+        tools: &tools,
+        started_at_ms: started_ms,
+        finished_at_ms: started_ms + result.duration_ms as i64,
+    })?;
+    result.result_id = Some(id);
+    Ok(result)
+}

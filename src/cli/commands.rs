@@ -1,0 +1,279 @@
+//! One function per subcommand. Each returns the process exit code.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use rung::check::{self, CheckOptions};
+use rung::exit;
+use rung::report::{CheckReport, SCHEMA};
+use rung::setup::{self, SetupEvent};
+use rung::store::Store;
+use rung::templates;
+use rung::toolchain::Toolchain;
+use rung::workspace::{OpenError, Workspace};
+
+use super::render;
+use super::{CheckArgs, Cli, Command};
+
+pub fn run(cli: Cli) -> Result<i32> {
+    let ws_dir = cli.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
+    match cli.command {
+        None => status(&ws_dir),
+        Some(Command::New { dir, template }) => new(&dir, template.as_deref().unwrap_or(templates::DEFAULT_TEMPLATE)),
+        Some(Command::Check(args)) => check_cmd(&ws_dir, &args),
+        Some(Command::History { version, json, limit }) => history(&ws_dir, version.as_deref(), json, limit),
+        Some(Command::Diff { a, b, ptx, sass }) => diff(
+            &ws_dir,
+            &a,
+            &b,
+            if ptx {
+                "ptx"
+            } else if sass {
+                "sass"
+            } else {
+                "source"
+            },
+        ),
+        Some(Command::Doctor { json }) => doctor(json),
+        Some(Command::Setup { force }) => setup_cmd(force),
+        Some(Command::Demo { dir }) => demo(dir.unwrap_or_else(|| PathBuf::from("rung-demo"))),
+        Some(Command::Schema) => {
+            println!("{}", serde_json::to_string_pretty(&rung::report::check_schema())?);
+            Ok(exit::OK)
+        }
+    }
+}
+
+/// Opens a workspace, or prints why not and returns the exit code to use.
+fn open(dir: &Path) -> Result<Workspace, i32> {
+    Workspace::open(dir).map_err(|e| {
+        eprintln!("{e}");
+        match e {
+            OpenError::Io { .. } => exit::INTERNAL,
+            _ => exit::WORKSPACE_INVALID,
+        }
+    })
+}
+
+fn open_store(ws: &Workspace) -> Result<Store> {
+    Store::open(&ws.state_dir()).with_context(|| format!("opening the history in {}", ws.state_dir().display()))
+}
+
+fn status(dir: &Path) -> Result<i32> {
+    let ws = match open(dir) {
+        Ok(ws) => ws,
+        Err(code) => return Ok(code),
+    };
+    let store = open_store(&ws)?;
+    print!("{}", render::status(&ws, &store, color())?);
+    Ok(exit::OK)
+}
+
+fn new(dir: &Path, template: &str) -> Result<i32> {
+    let files = match templates::write(template, dir) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("rung new: {e}");
+            return Ok(match e {
+                templates::NewError::Io { .. } => exit::INTERNAL,
+                _ => exit::USAGE,
+            });
+        }
+    };
+    println!("wrote {} ({} files, template {template})", dir.display(), files.len());
+    println!("next: cd {} && rung check", dir.display());
+    Ok(exit::OK)
+}
+
+fn check_cmd(dir: &Path, args: &CheckArgs) -> Result<i32> {
+    let opts = CheckOptions { versions: args.versions.clone(), seed: args.seed };
+    let ws = match Workspace::open(dir) {
+        Ok(ws) => ws,
+        Err(e) if args.json => {
+            // Agents get JSON even when the workspace itself is broken.
+            let code = if matches!(e, OpenError::Io { .. }) { exit::INTERNAL } else { exit::WORKSPACE_INVALID };
+            let diagnostics = match &e {
+                OpenError::Spec(s) => s.diagnostics(),
+                other => vec![rung::diag::Diagnostic::error(dir, rung::diag::Pos::WHOLE_FILE, other.to_string())],
+            };
+            let report = CheckReport {
+                schema: SCHEMA,
+                rung_version: env!("CARGO_PKG_VERSION").into(),
+                workspace: std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf()),
+                format: None,
+                problem: None,
+                seed: args.seed.unwrap_or(0),
+                diagnostics,
+                versions: vec![],
+                exit_code: code,
+            };
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            return Ok(code);
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(if matches!(e, OpenError::Io { .. }) { exit::INTERNAL } else { exit::WORKSPACE_INVALID });
+        }
+    };
+    let mut store = open_store(&ws)?;
+    let report = check::check(&ws, &mut store, &opts)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render::check_report(&report, color()));
+    }
+    Ok(report.exit_code)
+}
+
+fn history(dir: &Path, version: Option<&str>, json: bool, limit: usize) -> Result<i32> {
+    let ws = match open(dir) {
+        Ok(ws) => ws,
+        Err(code) => return Ok(code),
+    };
+    let store = open_store(&ws)?;
+    let rows = store.history(version, limit)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "schema": SCHEMA, "results": rows }))?);
+    } else {
+        print!("{}", render::history(&rows, color()));
+    }
+    Ok(exit::OK)
+}
+
+fn diff(dir: &Path, a: &str, b: &str, what: &str) -> Result<i32> {
+    let ws = match open(dir) {
+        Ok(ws) => ws,
+        Err(code) => return Ok(code),
+    };
+    let mut texts = Vec::new();
+    for id in [a, b] {
+        let Some(v) = ws.version(id) else {
+            eprintln!(
+                "rung diff: no version `{id}`\n  help: versions here: {}",
+                ws.versions.iter().map(|v| v.id.as_str()).collect::<Vec<_>>().join(", ")
+            );
+            return Ok(exit::USAGE);
+        };
+        let text = if what == "source" {
+            ws.read_source(v).with_context(|| format!("reading {}", v.path.display()))?
+        } else {
+            match render::dump_text(&ws, &v.id, what) {
+                Some(t) => t,
+                None => {
+                    eprintln!(
+                        "rung diff: no {} for {} yet\n  help: build it first: rung check {}",
+                        what.to_uppercase(),
+                        v.id,
+                        v.id
+                    );
+                    return Ok(exit::BUILD_FAILED);
+                }
+            }
+        };
+        texts.push((v.path.display().to_string(), text));
+    }
+    print!("{}", render::unified_diff(&texts[0], &texts[1], color()));
+    Ok(exit::OK)
+}
+
+fn doctor(json: bool) -> Result<i32> {
+    let tc = Toolchain::discover();
+    let gpu = rung::gpu::probe();
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "schema": SCHEMA, "toolchain": tc, "gpu": gpu }))?
+        );
+    } else {
+        print!("{}", render::doctor(&tc, &gpu, color()));
+    }
+    Ok(exit::OK)
+}
+
+fn setup_cmd(force: bool) -> Result<i32> {
+    match run_setup(force) {
+        Ok(()) => Ok(exit::OK),
+        Err(e) => {
+            eprintln!("rung setup: {e}");
+            Ok(exit::INTERNAL)
+        }
+    }
+}
+
+fn run_setup(force: bool) -> Result<(), setup::SetupError> {
+    let bar = indicatif::ProgressBar::new_spinner();
+    if !std::io::stderr().is_terminal() {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    let mut step = String::new();
+    let outcome = setup::setup(force, &mut |ev| match ev {
+        SetupEvent::Step(s) => {
+            bar.println(format!("• {s}"));
+            step = s;
+            bar.set_message(step.clone());
+        }
+        SetupEvent::Line(l) => {
+            let l = l.trim();
+            if l.starts_with("Collecting")
+                || l.starts_with("Downloading")
+                || l.starts_with("Installing")
+                || l.starts_with("Successfully")
+            {
+                bar.set_message(format!("{step}: {}", truncate(l, 80)));
+                if !std::io::stderr().is_terminal() {
+                    eprintln!("  {l}");
+                }
+            }
+        }
+    });
+    bar.finish_and_clear();
+    let outcome = outcome?;
+    if outcome.already_done {
+        println!("rung setup: already set up in {} (use --force to reinstall)", outcome.env.display());
+    } else {
+        println!("rung setup: ready in {}", outcome.env.display());
+        if let Some(log) = outcome.log {
+            println!("  log: {}", log.display());
+        }
+    }
+    Ok(())
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n { s.to_string() } else { s.chars().take(n - 1).collect::<String>() + "…" }
+}
+
+fn demo(dir: PathBuf) -> Result<i32> {
+    let existing = dir.join(rung::spec::FILE_NAME).is_file();
+    if existing {
+        println!("rung demo: reusing the demo workspace in {}", dir.display());
+    } else {
+        match templates::write(templates::DEMO_TEMPLATE, &dir) {
+            Ok(files) => println!("rung demo: wrote {} ({} files)", dir.display(), files.len()),
+            Err(e) => {
+                eprintln!("rung demo: {e}");
+                return Ok(exit::USAGE);
+            }
+        }
+    }
+    let tc = Toolchain::discover();
+    if !tc.can_build_cuda() {
+        println!("rung demo: no CUDA toolchain found, so running `rung setup` first (CUDA 13 from Python wheels)");
+        if let Err(e) = run_setup(false) {
+            eprintln!("rung demo: setup failed, so the demo can be checked only partly: {e}");
+        }
+    }
+    let code = check_cmd(&dir, &CheckArgs { versions: vec![], all: true, json: false, seed: None })?;
+    println!();
+    status(&dir)?;
+    println!("\nnext: cd {} and edit versions/, then `rung check` (or `rung diff v001 v004`)", dir.display());
+    Ok(code)
+}
+
+/// Colour when stdout is a terminal and NO_COLOR is unset (no-color.org).
+fn color() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}

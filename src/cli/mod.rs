@@ -1,0 +1,97 @@
+//! Command-line parsing and the human and JSON renderings of the core's results.
+
+mod commands;
+mod render;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "rung",
+    version,
+    about = "A terminal workbench for writing GPU kernels: every version climbs build, run, check, bench, roofline, profile.",
+    after_help = "Exit codes: 0 all passed, 1 a check failed, 2 usage error, 3 a build failed, \
+                  4 invalid workspace, 5 internal or tool error, 6 benchmark regression."
+)]
+pub struct Cli {
+    /// The workspace folder (or KernelBench problem file); default: the current folder.
+    #[arg(short = 'C', long = "workspace", global = true, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Write a new workspace from a template.
+    New {
+        dir: PathBuf,
+        /// vector-add (default) or rmsnorm (the demo).
+        #[arg(long, short)]
+        template: Option<String>,
+    },
+    /// Climb the rungs for some versions (default: all) and record the results.
+    Check(CheckArgs),
+    /// The recorded results, newest first.
+    History {
+        /// Only this version.
+        version: Option<String>,
+        #[arg(long)]
+        json: bool,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// Diff two versions: their sources, or their PTX or SASS once built.
+    Diff {
+        a: String,
+        b: String,
+        #[arg(long, conflicts_with = "sass")]
+        ptx: bool,
+        #[arg(long)]
+        sass: bool,
+    },
+    /// What rung found on this machine (CUDA, Python, GPU, profilers) and what is missing.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Install the CUDA toolchain, Triton and numpy from Python wheels into rung's own environment.
+    Setup {
+        /// Reinstall even when a complete environment exists.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Write the demo workspace into DIR (default ./rung-demo), set up if needed, check it, show it.
+    Demo { dir: Option<PathBuf> },
+    /// Print the JSON schema of `rung check --json`.
+    Schema,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// Version ids (v002) or paths; none means all.
+    pub versions: Vec<String>,
+    /// Check every version (the default when none is named).
+    #[arg(long, conflicts_with = "versions")]
+    pub all: bool,
+    /// Print one JSON document (schema: `rung schema`).
+    #[arg(long)]
+    pub json: bool,
+    /// Reproduce a check: the seed that draws the inputs.
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+pub fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let code = match commands::run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("rung: {e:#}");
+            rung::exit::INTERNAL
+        }
+    };
+    std::process::ExitCode::from(code as u8)
+}

@@ -1,0 +1,258 @@
+//! Plain-terminal renderings. Pure functions of their inputs, so they are easy to test.
+
+use std::fmt::Write as _;
+
+use rung::diag::Severity;
+use rung::gpu::GpuProbe;
+use rung::report::{CheckReport, Stage, Verdict};
+use rung::store::{ResultRow, Store, StoreError};
+use rung::toolchain::{PYTHON_PACKAGES, Toolchain};
+use rung::workspace::Workspace;
+
+fn paint(code: &str, text: &str, on: bool) -> String {
+    if on { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_string() }
+}
+
+fn verdict_cell(v: Option<Verdict>, on: bool) -> String {
+    match v {
+        None => paint("2", "·", on),
+        Some(v) => {
+            let code = match v {
+                Verdict::Pass => "32",
+                Verdict::Skipped => "2",
+                Verdict::Fail => "31",
+                Verdict::Error => "35",
+            };
+            paint(code, v.symbol(), on)
+        }
+    }
+}
+
+/// The stages shown as columns of the status table.
+const COLUMNS: [Stage; 6] = [Stage::Prepare, Stage::Build, Stage::Run, Stage::Check, Stage::Bench, Stage::Roofline];
+
+pub fn status(ws: &Workspace, store: &Store, on: bool) -> Result<String, StoreError> {
+    let mut out = String::new();
+    let name = ws.spec.as_ref().map_or("(unnamed problem)", |s| s.name.as_str());
+    let _ = writeln!(out, "{}  {}  ({:?} workspace)", paint("1", name, on), ws.root.display(), ws.format);
+    if let Some(desc) = ws.spec.as_ref().map(|s| s.description.as_str()).filter(|d| !d.is_empty()) {
+        let _ = writeln!(out, "{desc}");
+    }
+    for d in &ws.diagnostics {
+        let _ = writeln!(out, "{}", paint(if d.is_error() { "31" } else { "33" }, &d.to_string(), on));
+    }
+    let _ = writeln!(out);
+    let head: Vec<String> = COLUMNS.iter().map(|s| format!("{:<5}", &s.name()[..s.name().len().min(5)])).collect();
+    let _ = writeln!(out, "  {:<8} {:<9} {:<9} {}  LATEST", "VERSION", "KIND", "STATUS", head.join(" "));
+    for v in &ws.versions {
+        let latest = store.latest_results(&v.id)?;
+        let verdict_of =
+            |stage: Stage| latest.iter().find(|r| r.stage == stage.name()).and_then(|r| Verdict::parse(&r.verdict));
+        let cells: Vec<String> = COLUMNS.iter().map(|s| format!("{:<5}", verdict_cell(verdict_of(*s), on))).collect();
+        let status = store.version(&v.id)?.map_or("new", |r| r.status.as_str());
+        let last = latest.last().map(summary_of).unwrap_or_else(|| "not checked yet".into());
+        let _ = writeln!(out, "  {:<8} {:<9} {:<9} {}  {}", v.id, v.kind.name(), status, cells.join(" "), last);
+    }
+    if ws.versions.is_empty() {
+        let _ = writeln!(out, "  (no versions yet: add one to versions/, e.g. versions/v001-naive.cu)");
+    }
+    let _ = writeln!(
+        out,
+        "\n  {} pass  {} skipped  {} fail  {} error  · not run",
+        Verdict::Pass.symbol(),
+        Verdict::Skipped.symbol(),
+        Verdict::Fail.symbol(),
+        Verdict::Error.symbol(),
+    );
+    Ok(out)
+}
+
+fn summary_of(r: &ResultRow) -> String {
+    let s = r.payload.get("summary").and_then(|s| s.as_str()).unwrap_or("");
+    format!("{}: {s}", r.stage)
+}
+
+pub fn check_report(r: &CheckReport, on: bool) -> String {
+    let mut out = String::new();
+    for d in &r.diagnostics {
+        let _ = writeln!(out, "{}", paint(if d.is_error() { "31" } else { "33" }, &d.to_string(), on));
+    }
+    for v in &r.versions {
+        let _ = writeln!(
+            out,
+            "{} {}  {}  ({})",
+            verdict_cell(Some(v.verdict), on),
+            paint("1", &v.id, on),
+            v.path.display(),
+            v.kind
+        );
+        for s in &v.stages {
+            let _ = writeln!(
+                out,
+                "    {} {:<9} {}  {}",
+                verdict_cell(Some(s.verdict), on),
+                s.stage.name(),
+                s.summary,
+                paint("2", &format!("{:.0} ms", s.duration_ms), on)
+            );
+            for d in &s.diagnostics {
+                let code = match d.severity {
+                    Severity::Error => "31",
+                    Severity::Warning => "33",
+                    Severity::Note => "36",
+                };
+                for (i, line) in d.to_string().lines().enumerate() {
+                    let text = if i == 0 { paint(code, line, on) } else { line.to_string() };
+                    let _ = writeln!(out, "      {text}");
+                }
+            }
+        }
+    }
+    let pass = r.versions.iter().filter(|v| v.verdict == Verdict::Pass).count();
+    let _ = writeln!(
+        out,
+        "{pass} of {} versions passed every rung that ran (seed {}, exit {})",
+        r.versions.len(),
+        r.seed,
+        r.exit_code
+    );
+    out
+}
+
+pub fn history(rows: &[ResultRow], on: bool) -> String {
+    let mut out = String::new();
+    if rows.is_empty() {
+        return "no results yet: run `rung check`\n".into();
+    }
+    for r in rows {
+        let when = humantime::format_rfc3339_seconds(
+            std::time::UNIX_EPOCH + std::time::Duration::from_millis(r.started_at_ms.max(0) as u64),
+        );
+        let v = Verdict::parse(&r.verdict);
+        let summary = r.payload.get("summary").and_then(|s| s.as_str()).unwrap_or("");
+        let _ = writeln!(out, "{:>6}  {when}  {:<6} {:<9} {} {summary}", r.id, r.version, r.stage, verdict_cell(v, on));
+    }
+    out
+}
+
+/// The concatenated PTX or SASS dumps of a version, if it has been built.
+pub fn dump_text(ws: &Workspace, id: &str, ext: &str) -> Option<String> {
+    let dir = ws.state_dir().join(rung::store::DUMPS_DIR).join(id);
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return None;
+    }
+    Some(files.iter().filter_map(|p| std::fs::read_to_string(p).ok()).collect::<Vec<_>>().join("\n"))
+}
+
+pub fn unified_diff(a: &(String, String), b: &(String, String), on: bool) -> String {
+    let diff = similar::TextDiff::from_lines(&a.1, &b.1);
+    let text = diff.unified_diff().context_radius(3).header(&a.0, &b.0).to_string();
+    if !on {
+        return text;
+    }
+    text.lines()
+        .map(|l| {
+            let code = if l.starts_with("+++") || l.starts_with("---") {
+                "1"
+            } else if l.starts_with('+') {
+                "32"
+            } else if l.starts_with('-') {
+                "31"
+            } else if l.starts_with("@@") {
+                "36"
+            } else {
+                ""
+            };
+            if code.is_empty() { format!("{l}\n") } else { format!("{}\n", paint(code, l, true)) }
+        })
+        .collect()
+}
+
+pub fn doctor(tc: &Toolchain, gpu: &GpuProbe, on: bool) -> String {
+    let mut out = String::new();
+    let mut line = |ok: bool, what: &str, found: String, missing: &str| {
+        let mark = if ok { paint("32", "✓", on) } else { paint("33", "✗", on) };
+        let text = if ok { found } else { paint("33", missing, on) };
+        let _ = writeln!(out, "{mark} {what:<18} {text}");
+    };
+    let tool = |t: &Option<rung::toolchain::Tool>| {
+        t.as_ref()
+            .map(|t| format!("{} {} (via {})", t.path.display(), t.version.as_deref().unwrap_or("?"), t.found_via))
+            .unwrap_or_default()
+    };
+    match gpu.first() {
+        Some(g) => line(
+            true,
+            "GPU",
+            format!(
+                "{} ({}, {} SMs, {:.0} GiB, {})",
+                g.name,
+                g.arch(),
+                g.sm_count,
+                g.memory_bytes as f64 / (1u64 << 30) as f64,
+                g.uuid
+            ),
+            "",
+        ),
+        None => line(
+            false,
+            "GPU",
+            String::new(),
+            &format!(
+                "none: {}; run, check and bench are skipped, build and diffs work",
+                gpu.absent_reason.as_deref().unwrap_or("unknown")
+            ),
+        ),
+    }
+    line(
+        tc.nvcc.is_some(),
+        "nvcc",
+        tool(&tc.nvcc),
+        "not found: CUDA versions build through NVRTC if present; run `rung setup`",
+    );
+    line(
+        tc.ptxas.is_some(),
+        "ptxas",
+        tool(&tc.ptxas),
+        "not found: .ptx versions cannot be assembled; run `rung setup`",
+    );
+    line(
+        tc.cuobjdump.is_some() || tc.nvdisasm.is_some(),
+        "cuobjdump/nvdisasm",
+        format!("{} {}", tool(&tc.cuobjdump), tool(&tc.nvdisasm)),
+        "not found: no SASS; run `rung setup`",
+    );
+    line(
+        tc.nvrtc_lib_dir.is_some(),
+        "NVRTC",
+        tc.nvrtc_lib_dir.as_ref().map(|d| d.display().to_string()).unwrap_or_default(),
+        "not found: no in-process CUDA compiles; run `rung setup`",
+    );
+    match &tc.python {
+        Some(p) => {
+            line(true, "python", format!("{} {} (via {})", p.path.display(), p.version, p.found_via), "");
+            for (import, dist, enables) in PYTHON_PACKAGES {
+                let v = p.packages.get(*import);
+                line(v.is_some(), dist, v.cloned().unwrap_or_default(), &format!("not installed: disables {enables}"));
+            }
+        }
+        None => {
+            line(false, "python", String::new(), "no python3: Python references, Triton and user checks are disabled")
+        }
+    }
+    line(tc.ncu.is_some(), "ncu", tool(&tc.ncu), "not found: the profile rung is disabled (install Nsight Compute)");
+    line(
+        tc.compute_sanitizer.is_some(),
+        "compute-sanitizer",
+        tool(&tc.compute_sanitizer),
+        "not found: memcheck/racecheck rungs are disabled",
+    );
+    out
+}

@@ -1,0 +1,210 @@
+//! The results every shell prints: `rung check --json`, `rung watch --json`, the MCP server and
+//! the TUI read these same types. The JSON schema (`schema/check.schema.json`) is generated from
+//! them with schemars and committed; a test keeps the two in sync.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::diag::Diagnostic;
+use crate::launch::{Binding, LaunchDims};
+use crate::spec::SizeSet;
+use crate::store::Status;
+use crate::workspace::{Format, VersionKind};
+
+/// Bumped on any incompatible change to the JSON output.
+pub const SCHEMA: u32 = 1;
+
+/// The rungs, in the order a version climbs them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    /// Static checks before compiling: kind, launch header, parameter binding.
+    Prepare,
+    Build,
+    Run,
+    Check,
+    Bench,
+    Roofline,
+    Profile,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 7] =
+        [Stage::Prepare, Stage::Build, Stage::Run, Stage::Check, Stage::Bench, Stage::Roofline, Stage::Profile];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Prepare => "prepare",
+            Stage::Build => "build",
+            Stage::Run => "run",
+            Stage::Check => "check",
+            Stage::Bench => "bench",
+            Stage::Roofline => "roofline",
+            Stage::Profile => "profile",
+        }
+    }
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// The rung was climbed.
+    Pass,
+    /// The rung could not run here (e.g. no GPU); `summary` says why. Not a failure.
+    Skipped,
+    /// The version is wrong: it does not build, crashes, or disagrees with the reference.
+    Fail,
+    /// rung or a tool broke (not the version's fault); `summary` says what.
+    Error,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Skipped => "skipped",
+            Verdict::Fail => "fail",
+            Verdict::Error => "error",
+        }
+    }
+
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Verdict::Pass => "✓",
+            Verdict::Skipped => "–",
+            Verdict::Fail => "✗",
+            Verdict::Error => "!",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Verdict> {
+        Some(match s {
+            "pass" => Verdict::Pass,
+            "skipped" => Verdict::Skipped,
+            "fail" => Verdict::Fail,
+            "error" => Verdict::Error,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The output of `rung check --json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckReport {
+    /// Always 1 for this layout.
+    pub schema: u32,
+    pub rung_version: String,
+    /// Absolute path of the workspace root.
+    pub workspace: PathBuf,
+    pub format: Option<Format>,
+    pub problem: Option<String>,
+    /// The seed that drew this check's inputs; pass it to `--seed` to reproduce.
+    pub seed: u64,
+    /// Problems with the workspace itself (rung.toml, missing reference, duplicate version ids).
+    pub diagnostics: Vec<Diagnostic>,
+    /// One record per version checked, in version order.
+    pub versions: Vec<VersionReport>,
+    /// The process exit code this report maps to (see README, "Exit codes").
+    pub exit_code: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VersionReport {
+    /// `v002` for `versions/v002-vectorized.cu`.
+    pub id: String,
+    pub path: PathBuf,
+    pub kind: VersionKind,
+    pub status: Status,
+    /// SHA-256 of the source file.
+    pub source_hash: String,
+    /// The worst verdict of its stages.
+    pub verdict: Verdict,
+    /// The stages that ran, in order. A stage absent here did not run because an earlier one
+    /// did not pass.
+    pub stages: Vec<StageResult>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StageResult {
+    pub stage: Stage,
+    pub verdict: Verdict,
+    /// One line for people.
+    pub summary: String,
+    /// RFC 3339, UTC.
+    pub started_at: String,
+    pub duration_ms: f64,
+    pub diagnostics: Vec<Diagnostic>,
+    /// Tool name → version, for every tool this stage ran.
+    pub tools: BTreeMap<String, String>,
+    /// The history row this result was stored as.
+    pub result_id: Option<i64>,
+    pub detail: StageDetail,
+}
+
+/// Stage-specific results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StageDetail {
+    Prepare(PrepareDetail),
+    /// Nothing beyond the summary (a stage that failed before producing anything).
+    None,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PrepareDetail {
+    /// The entry point: a kernel name, `rung_run`, or the Python function rung calls.
+    pub entry: Option<String>,
+    /// Parameters bound by name to rung.toml's tensors, scalars and sizes.
+    pub bindings: Vec<Binding>,
+    /// The launch at every test and benchmark size (CUDA kernels only). `num_sms` is taken as
+    /// 132 (H100/H200) until the GPU is known.
+    pub launches: Vec<SizedLaunch>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SizedLaunch {
+    pub sizes: SizeSet,
+    pub launch: LaunchDims,
+}
+
+/// Formats a wall-clock time as RFC 3339 with milliseconds, UTC.
+pub fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+pub fn millis(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// The JSON schema of [`CheckReport`], as committed in `schema/check.schema.json`.
+pub fn check_schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(CheckReport)).expect("a schema serialises")
+}
+
+impl VersionReport {
+    pub fn stage(&self, stage: Stage) -> Option<&StageResult> {
+        self.stages.iter().find(|s| s.stage == stage)
+    }
+}

@@ -1,0 +1,230 @@
+//! `rung setup`: the CUDA 13 toolchain, Triton and numpy from Python wheels, in a virtual
+//! environment under rung's home, with no GPU and no system CUDA needed.
+//!
+//! Each environment lives in `envs/<key>-<time>/`, where the key hashes the requirement list and
+//! the Python version; `env` is a symbolic link to the newest complete one. An environment counts as
+//! complete only once it is verified (nvcc answers, triton and numpy import) and marked with a
+//! `.complete` file; only then does the link move, atomically. So a failed or interrupted install
+//! leaves the previous environment in use, and running setup again is a no-op.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::store::sha256_hex;
+use crate::toolchain::{SETUP_REQUIREMENTS, rung_env, rung_home};
+
+const COMPLETE_MARK: &str = ".complete";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error(
+        "no Python 3.9+ found ({0})\n  help: install Python 3 with its venv module (e.g. `apt install python3 python3-venv`), or point RUNG_PYTHON at one"
+    )]
+    NoPython(String),
+    #[error("{step} failed (exit {code:?}); the previous environment, if any, is still in use\n{tail}\n  full log: {}\n  help: {help}", log.display())]
+    Step { step: String, code: Option<i32>, tail: String, log: PathBuf, help: String },
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+/// What setup reports while it works, for a progress display.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SetupEvent {
+    /// A step starts (e.g. "creating the virtual environment").
+    Step(String),
+    /// A line of the installer's output (e.g. "Collecting nvidia-cuda-nvcc==13.0.88").
+    Line(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetupOutcome {
+    pub env: PathBuf,
+    /// True when a complete environment for these requirements already existed.
+    pub already_done: bool,
+    pub log: Option<PathBuf>,
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> SetupError + '_ {
+    move |source| SetupError::Io { path: path.to_path_buf(), source }
+}
+
+/// The interpreter that creates the environment: `RUNG_PYTHON`, else `python3` on PATH.
+fn base_python() -> Result<(PathBuf, String), SetupError> {
+    let py = std::env::var_os("RUNG_PYTHON")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "python3".into());
+    let out = Command::new(&py)
+        .args(["-c", "import sys, venv; print('%d.%d.%d' % sys.version_info[:3]); assert sys.version_info >= (3, 9)"])
+        .output()
+        .map_err(|e| SetupError::NoPython(format!("{}: {e}", py.display())))?;
+    if !out.status.success() {
+        let why = String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("").to_string();
+        return Err(SetupError::NoPython(format!("{}: {why}", py.display())));
+    }
+    Ok((py, String::from_utf8_lossy(&out.stdout).trim().to_string()))
+}
+
+/// The environment folder for the current requirements and Python.
+pub fn env_key(python_version: &str) -> String {
+    let text = format!("{python_version}\n{}", SETUP_REQUIREMENTS.join("\n"));
+    sha256_hex(text.as_bytes())[..12].to_string()
+}
+
+/// Whether the environment that `env` links to is complete.
+pub fn is_set_up() -> bool {
+    rung_env().join(COMPLETE_MARK).is_file()
+}
+
+/// Complete environments for `key`, newest first.
+fn complete_envs(envs: &Path, key: &str) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(envs)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("{key}-")))
+                && p.join(COMPLETE_MARK).is_file()
+        })
+        .collect();
+    found.sort();
+    found.reverse();
+    found
+}
+
+pub fn setup(force: bool, progress: &mut dyn FnMut(SetupEvent)) -> Result<SetupOutcome, SetupError> {
+    let home = rung_home();
+    let (python, py_version) = base_python()?;
+    let envs = home.join("envs");
+    let key = env_key(&py_version);
+    let link = rung_env();
+
+    if !force && let Some(existing) = complete_envs(&envs, &key).into_iter().next() {
+        let already = std::fs::canonicalize(&link).ok() == std::fs::canonicalize(&existing).ok();
+        if !already {
+            switch_link(&link, &existing)?;
+        }
+        return Ok(SetupOutcome { env: existing, already_done: already, log: None });
+    }
+    // A fresh folder for every attempt: virtual environments cannot be moved, and the one in use
+    // must survive a failed attempt untouched.
+    let target = envs.join(format!("{key}-{}", crate::store::now_ms()));
+
+    let logs = home.join("logs");
+    std::fs::create_dir_all(&logs).map_err(io(&logs))?;
+    let log_path = logs.join(format!("setup-{}.log", crate::store::now_ms()));
+    let mut log = std::fs::File::create(&log_path).map_err(io(&log_path))?;
+
+    std::fs::create_dir_all(&envs).map_err(io(&envs))?;
+
+    progress(SetupEvent::Step(format!("creating a virtual environment with Python {py_version}")));
+    let mut venv = Command::new(&python);
+    venv.args(["-m", "venv"]).arg(&target);
+    run_step("creating the virtual environment", venv, &mut log, &log_path, progress, "install python3-venv")
+        .inspect_err(|_| discard(&target))?;
+
+    progress(SetupEvent::Step(format!("installing {} packages (about 1.6 GB)", SETUP_REQUIREMENTS.len())));
+    let mut pip = Command::new(target.join("bin/python"));
+    pip.args(["-m", "pip", "install", "--progress-bar", "off", "--disable-pip-version-check"]).args(SETUP_REQUIREMENTS);
+    run_step(
+        "pip install",
+        pip,
+        &mut log,
+        &log_path,
+        progress,
+        "check the network access to PyPI and the free disk space",
+    )
+    .inspect_err(|_| discard(&target))?;
+
+    progress(SetupEvent::Step("verifying nvcc, triton and numpy".into()));
+    let mut verify = Command::new(target.join("bin/python"));
+    verify.args([
+        "-c",
+        "import os, subprocess, importlib.util as u, numpy, nvidia; \
+         d = os.path.join(list(nvidia.__path__)[0], 'cu13', 'bin'); \
+         print(subprocess.run([os.path.join(d, 'nvcc'), '--version'], check=True, capture_output=True, text=True).stdout.splitlines()[-1]); \
+         assert u.find_spec('triton'), 'triton is missing'",
+    ]);
+    run_step(
+        "verifying the environment",
+        verify,
+        &mut log,
+        &log_path,
+        progress,
+        "run `rung setup --force` to reinstall",
+    )
+    .inspect_err(|_| discard(&target))?;
+
+    let mark = target.join(COMPLETE_MARK);
+    std::fs::write(&mark, SETUP_REQUIREMENTS.join("\n")).map_err(io(&mark))?;
+    let previous = std::fs::canonicalize(&link).ok();
+    switch_link(&link, &target)?;
+    // The environment replaced by --force is no longer used by anything rung starts.
+    if let Some(old) = previous.filter(|old| old.starts_with(&envs) && *old != target) {
+        discard(&old);
+    }
+    Ok(SetupOutcome { env: target, already_done: false, log: Some(log_path) })
+}
+
+fn discard(target: &Path) {
+    let _ = std::fs::remove_dir_all(target);
+}
+
+/// Points `link` at `target` atomically (a new link renamed over the old one).
+fn switch_link(link: &Path, target: &Path) -> Result<(), SetupError> {
+    let tmp = link.with_extension(format!("tmp{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(target, &tmp).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, link).map_err(io(link))
+}
+
+/// Runs one step, streaming its output lines to the log and to `progress`.
+fn run_step(
+    step: &str,
+    mut cmd: Command,
+    log: &mut std::fs::File,
+    log_path: &Path,
+    progress: &mut dyn FnMut(SetupEvent),
+    help: &str,
+) -> Result<(), SetupError> {
+    let _ = writeln!(log, "$ {cmd:?}");
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| SetupError::Step {
+        step: step.into(),
+        code: None,
+        tail: e.to_string(),
+        log: log_path.into(),
+        help: help.into(),
+    })?;
+    // stderr on a thread so neither pipe fills up and blocks the installer.
+    let stderr = child.stderr.take().expect("piped");
+    let err_thread =
+        std::thread::spawn(move || BufReader::new(stderr).lines().map_while(Result::ok).collect::<Vec<String>>());
+    let mut tail: Vec<String> = Vec::new();
+    for line in BufReader::new(child.stdout.take().expect("piped")).lines().map_while(Result::ok) {
+        let _ = writeln!(log, "{line}");
+        progress(SetupEvent::Line(line.clone()));
+        tail.push(line);
+        if tail.len() > 12 {
+            tail.remove(0);
+        }
+    }
+    let status = child.wait().map_err(|e| SetupError::Io { path: log_path.into(), source: e })?;
+    let err_lines = err_thread.join().unwrap_or_default();
+    for line in &err_lines {
+        let _ = writeln!(log, "{line}");
+    }
+    if status.success() {
+        return Ok(());
+    }
+    tail.extend(err_lines.iter().rev().take(12).rev().cloned());
+    Err(SetupError::Step {
+        step: step.into(),
+        code: status.code(),
+        tail: tail.iter().map(|l| format!("  | {l}")).collect::<Vec<_>>().join("\n"),
+        log: log_path.into(),
+        help: help.into(),
+    })
+}

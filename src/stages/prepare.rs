@@ -1,0 +1,289 @@
+//! The prepare rung: everything that can be known about a version before compiling it. For CUDA
+//! versions, the launch header merged over rung.toml and evaluated at every size, and the kernel
+//! signature bound to the problem by name; for Python versions, the entry point and its
+//! parameters. A mismatch here is a diagnostic at the user's line, never a crash at launch.
+
+use std::path::Path;
+
+use crate::diag::{Diagnostic, Pos};
+use crate::launch::{self, Binding};
+use crate::report::{PrepareDetail, SizedLaunch, StageDetail, Verdict};
+use crate::spec::{BUILTIN_VARS, Spec, TensorRole};
+use crate::workspace::{Format, VersionFile, VersionKind};
+
+/// Multiprocessors assumed for launch expressions until the GPU is known (H100 SXM and H200).
+pub const DEFAULT_NUM_SMS: i64 = 132;
+
+pub struct Prepared {
+    pub verdict: Verdict,
+    pub summary: String,
+    pub diagnostics: Vec<Diagnostic>,
+    pub detail: StageDetail,
+}
+
+pub fn prepare(format: Format, spec: Option<&Spec>, v: &VersionFile, source: &str) -> Prepared {
+    let file = v.path.as_path();
+    let mut diags = Vec::new();
+    let mut detail = PrepareDetail { entry: None, bindings: Vec::new(), launches: Vec::new() };
+    match (format, spec, v.kind) {
+        (Format::Rung, Some(spec), VersionKind::Cuda | VersionKind::CudaHost) => {
+            prepare_cuda(spec, file, source, &mut detail, &mut diags)
+        }
+        (Format::Rung, Some(spec), k) if k.is_python() => {
+            prepare_python_entry(spec, file, source, &mut detail, &mut diags)
+        }
+        (Format::Rung, _, VersionKind::Ptx) => {
+            let entries = ptx_entries(source);
+            if entries.is_empty() {
+                diags.push(
+                    Diagnostic::error(file, Pos::new(1, 1), "no `.entry` in this PTX file")
+                        .with_help("a PTX version defines at least one `.visible .entry name(...)` kernel"),
+                );
+            }
+            detail.entry = entries.into_iter().next();
+        }
+        (Format::GpuMode, _, _) => {
+            require_def(file, source, "custom_kernel", "def custom_kernel(data):", &mut detail, &mut diags)
+        }
+        (Format::KernelBench, _, _) => {
+            if source.lines().any(|l| l.trim_start().starts_with("class ModelNew")) {
+                detail.entry = Some("ModelNew".into());
+            } else {
+                diags.push(Diagnostic::error(file, Pos::new(1, 1), "no `class ModelNew`").with_help(
+                    "a KernelBench version defines `class ModelNew(nn.Module)` with the same interface as `Model`",
+                ));
+            }
+        }
+        _ => {}
+    }
+    let errors = diags.iter().filter(|d| d.is_error()).count();
+    let warnings = diags.len() - errors;
+    let verdict = if errors > 0 { Verdict::Fail } else { Verdict::Pass };
+    let summary = match (errors, &detail.entry) {
+        (0, Some(entry)) => format!(
+            "{} `{entry}`: {} parameters bound{}",
+            v.kind,
+            detail.bindings.len(),
+            if warnings > 0 { format!(", {warnings} warning(s)") } else { String::new() }
+        ),
+        (0, None) => format!("{} version", v.kind),
+        (n, _) => {
+            format!("{n} error(s) before compiling: {}", diags.iter().find(|d| d.is_error()).map_or("", |d| &d.message))
+        }
+    };
+    Prepared { verdict, summary, diagnostics: diags, detail: StageDetail::Prepare(detail) }
+}
+
+fn prepare_cuda(spec: &Spec, file: &Path, source: &str, detail: &mut PrepareDetail, diags: &mut Vec<Diagnostic>) {
+    let (sigs, mangled) = launch::find_signatures(source);
+    let header = match launch::parse_header(source, file, spec) {
+        Ok(h) => h,
+        Err(d) => {
+            diags.extend(d);
+            return;
+        }
+    };
+    let wanted = header.kernel.clone().or_else(|| spec.launch.kernel.clone());
+    let sig = match launch::choose(&sigs, wanted.as_deref(), file) {
+        Ok(s) => s,
+        Err(mut d) => {
+            if let Some((name, pos)) = mangled.first().filter(|_| sigs.is_empty()) {
+                d = Diagnostic::error(
+                    file,
+                    *pos,
+                    format!("kernel `{name}` is not extern \"C\", so rung cannot find it by name"),
+                )
+                .with_help(format!("declare it `extern \"C\" __global__ void {name}(...)`"));
+            }
+            diags.push(d);
+            return;
+        }
+    };
+    detail.entry = Some(sig.name.clone());
+    let (bindings, bind_diags) = launch::bind(sig, spec, file);
+    detail.bindings = bindings;
+    diags.extend(bind_diags);
+    if sig.host_entry {
+        return; // rung_run launches its own kernels.
+    }
+    let launch = match launch::merge(&header, spec, file) {
+        Ok(l) => l,
+        Err(d) => {
+            diags.push(d);
+            return;
+        }
+    };
+    for sizes in spec.test_sizes.iter().chain(&spec.bench_sizes) {
+        match launch.eval(spec, sizes, DEFAULT_NUM_SMS) {
+            Ok(dims) => detail.launches.push(SizedLaunch { sizes: sizes.clone(), launch: dims }),
+            Err(msg) => {
+                let at = header_line(source).unwrap_or(Pos::new(1, 1));
+                let sizes_str = sizes.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ");
+                diags.push(
+                    Diagnostic::error(file, at, format!("at {sizes_str}: {msg}"))
+                        .with_help("fix the `// rung:` header (or [launch] in rung.toml) so every size launches"),
+                );
+                return;
+            }
+        }
+    }
+}
+
+fn header_line(source: &str) -> Option<Pos> {
+    source
+        .lines()
+        .position(|l| l.trim_start().strip_prefix("//").is_some_and(|r| r.trim_start().starts_with("rung:")))
+        .map(|i| Pos::new(i as u32 + 1, 1))
+}
+
+/// Python versions of rung.toml problems define `run(...)`, whose parameters bind by name like a
+/// kernel's: tensors (outputs preallocated, written in place), scalars and size variables.
+fn prepare_python_entry(
+    spec: &Spec,
+    file: &Path,
+    source: &str,
+    detail: &mut PrepareDetail,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let Some((params, pos)) = python_def_params(source, "run") else {
+        diags.push(Diagnostic::error(file, Pos::new(1, 1), "no `def run(...)`").with_help(
+            "a Python version defines `def run(x, w, y, ...)` taking rung.toml's tensors, scalars and sizes by name and writing the outputs in place",
+        ));
+        return;
+    };
+    detail.entry = Some("run".into());
+    let size_vars = spec.size_vars();
+    for (name, at) in &params {
+        let b = if let Some((t, role)) = spec.tensor(name) {
+            match role {
+                TensorRole::Input => Binding::Input { param: name.clone(), tensor: t.name.clone(), dtype: t.dtype },
+                TensorRole::Output => Binding::Output { param: name.clone(), tensor: t.name.clone(), dtype: t.dtype },
+            }
+        } else if let Some(s) = spec.scalars.iter().find(|s| &s.name == name) {
+            Binding::Scalar { param: name.clone(), scalar: s.name.clone(), dtype: s.dtype }
+        } else if size_vars.contains(&name.as_str()) || BUILTIN_VARS.contains(&name.as_str()) {
+            Binding::Size { param: name.clone(), var: name.clone() }
+        } else {
+            diags.push(
+                Diagnostic::error(file, *at, format!("parameter `{name}` matches nothing in rung.toml")).with_help(
+                    "parameters are bound by name to rung.toml's inputs, outputs, scalars and size variables",
+                ),
+            );
+            continue;
+        };
+        detail.bindings.push(b);
+    }
+    for t in &spec.outputs {
+        if !params.iter().any(|(n, _)| n == &t.name) {
+            diags.push(
+                Diagnostic::error(
+                    file,
+                    pos,
+                    format!("output `{}` is not a parameter of run(), so nothing can write it", t.name),
+                )
+                .with_help(format!("add `{}` to run()'s parameters and write it in place", t.name)),
+            );
+        }
+    }
+}
+
+fn require_def(
+    file: &Path,
+    source: &str,
+    name: &str,
+    example: &str,
+    detail: &mut PrepareDetail,
+    diags: &mut Vec<Diagnostic>,
+) {
+    if python_def_params(source, name).is_some() {
+        detail.entry = Some(name.to_string());
+    } else {
+        diags.push(
+            Diagnostic::error(file, Pos::new(1, 1), format!("no `def {name}(...)`"))
+                .with_help(format!("define `{example}`")),
+        );
+    }
+}
+
+/// The parameter names of a top-level `def name(...)`, with their positions, `*args`/`**kw` and
+/// `self` excluded; also the position of the name.
+pub fn python_def_params(source: &str, name: &str) -> Option<(Vec<(String, Pos)>, Pos)> {
+    let re = regex::Regex::new(&format!(r"(?m)^def\s+{name}\s*\(")).expect("valid regex");
+    let m = re.find(source)?;
+    let open = m.end() - 1;
+    let mut depth = 0;
+    let mut close = None;
+    for (i, c) in source[open..].char_indices() {
+        match c {
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    close = Some(open + i);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let close = close?;
+    let ident = regex::Regex::new(r"[A-Za-z_][A-Za-z0-9_]*").expect("static regex");
+    let mut params = Vec::new();
+    let (mut depth, mut start) = (0, open + 1);
+    let mut segments = Vec::new();
+    for (i, c) in source[open + 1..close].char_indices() {
+        match c {
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth -= 1,
+            ',' if depth == 0 => {
+                segments.push((start, open + 1 + i));
+                start = open + 2 + i;
+            }
+            _ => {}
+        }
+    }
+    segments.push((start, close));
+    for (s, e) in segments {
+        let seg = &source[s..e];
+        let trimmed = seg.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('*') || trimmed.starts_with('/') {
+            continue;
+        }
+        if let Some(m) = ident.find(trimmed) {
+            let at = s + (seg.len() - trimmed.len()) + m.start();
+            if m.as_str() != "self" {
+                params.push((m.as_str().to_string(), Pos::of_offset(source, at)));
+            }
+        }
+    }
+    Some((params, Pos::of_offset(source, m.start() + 4)))
+}
+
+/// Names of the `.entry` functions of a PTX module.
+pub fn ptx_entries(source: &str) -> Vec<String> {
+    let re = regex::Regex::new(r"\.entry\s+([A-Za-z_$][A-Za-z0-9_$]*)").expect("static regex");
+    re.captures_iter(source).map(|c| c[1].to_string()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_params_with_defaults_annotations_and_newlines() {
+        let src =
+            "import triton\n\ndef run(x, w: \"Tensor\",\n        y, eps=1e-6, *args, rows=(1, 2), **kw):\n    pass\n";
+        let (params, pos) = python_def_params(src, "run").unwrap();
+        let names: Vec<&str> = params.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, vec!["x", "w", "y", "eps", "rows"]);
+        assert_eq!(params[2].1, Pos::new(4, 9));
+        assert_eq!(pos, Pos::new(3, 5));
+        assert!(python_def_params("def running(x): pass", "run").is_none());
+    }
+
+    #[test]
+    fn ptx_entry_names() {
+        let src = ".version 8.0\n.visible .entry copy_kernel(\n.param .u64 p) {}\n.entry $second() {}";
+        assert_eq!(ptx_entries(src), vec!["copy_kernel", "$second"]);
+    }
+}

@@ -1,0 +1,187 @@
+//! The `rung` binary end to end, on workspaces written by `rung new`: JSON that matches the
+//! committed schema, exit codes, errors that name the file and line, history across renames.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn rung(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rung"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        // Keep the machine's own rung environment and Python out of these tests.
+        .env("RUNG_HOME", dir.join(".rung-home"))
+        .output()
+        .expect("rung runs")
+}
+
+fn new_workspace(template: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    let out = rung(tmp.path(), &["new", ws.to_str().unwrap(), "--template", template]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    (tmp, ws)
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn committed_schema() -> serde_json::Value {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/schema/check.schema.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn assert_matches_schema(value: &serde_json::Value) {
+    let schema = committed_schema();
+    let validator = jsonschema::validator_for(&schema).expect("the committed schema is valid");
+    let errors: Vec<String> = validator.iter_errors(value).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    assert!(errors.is_empty(), "output does not match schema/check.schema.json:\n{}", errors.join("\n"));
+}
+
+#[test]
+fn committed_schema_is_generated_from_the_types() {
+    assert_eq!(
+        committed_schema(),
+        rung::report::check_schema(),
+        "schema/check.schema.json is stale: run `cargo run -- schema > schema/check.schema.json`"
+    );
+}
+
+#[test]
+fn check_all_json_matches_the_schema_with_one_record_per_version() {
+    for template in ["vector-add", "rmsnorm"] {
+        let (_tmp, ws) = new_workspace(template);
+        let n_versions = std::fs::read_dir(ws.join("versions")).unwrap().count();
+        let out = rung(&ws, &["check", "--all", "--json"]);
+        let v = json(&out);
+        assert_matches_schema(&v);
+        assert_eq!(v["schema"], 1);
+        assert_eq!(v["versions"].as_array().unwrap().len(), n_versions, "{template}");
+        assert_eq!(out.status.code(), Some(v["exit_code"].as_i64().unwrap() as i32));
+        for rec in v["versions"].as_array().unwrap() {
+            assert_eq!(rec["stages"][0]["stage"], "prepare", "{template}: {rec}");
+            assert_eq!(rec["stages"][0]["verdict"], "pass", "{template}: {rec}");
+        }
+    }
+}
+
+#[test]
+fn seed_is_recorded_and_reproducible() {
+    let (_tmp, ws) = new_workspace("vector-add");
+    let v = json(&rung(&ws, &["check", "--json", "--seed", "1234", "v001"]));
+    assert_eq!(v["seed"], 1234);
+    let h = json(&rung(&ws, &["history", "--json"]));
+    assert_eq!(h["results"][0]["seed"], 1234);
+}
+
+#[test]
+fn invalid_rung_toml_exits_4_and_names_file_line_and_key() {
+    let (_tmp, ws) = new_workspace("vector-add");
+    let toml = std::fs::read_to_string(ws.join("rung.toml")).unwrap();
+    std::fs::write(ws.join("rung.toml"), toml.replacen("dtype = \"f32\"", "dtype = \"f23\"", 1)).unwrap();
+    let out = rung(&ws, &["check"]);
+    assert_eq!(out.status.code(), Some(4));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("rung.toml:13:9: error: inputs[0].dtype: unknown variant `f23`"), "{err}");
+    // Agents still get JSON, valid against the schema.
+    let out = rung(&ws, &["check", "--json"]);
+    assert_eq!(out.status.code(), Some(4));
+    let v = json(&out);
+    assert_matches_schema(&v);
+    assert_eq!(v["diagnostics"][0]["line"], 13);
+    assert_eq!(v["diagnostics"][0]["key"], "inputs[0].dtype");
+    // The user's file is untouched.
+    assert!(std::fs::read_to_string(ws.join("rung.toml")).unwrap().contains("f23"));
+}
+
+#[test]
+fn signature_mismatch_exits_3_with_the_parameter_position() {
+    let (_tmp, ws) = new_workspace("vector-add");
+    let path = ws.join("versions/v001-naive.cu");
+    let src = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, src.replace("float* __restrict__ out", "const float* __restrict__ out")).unwrap();
+    let out = rung(&ws, &["check", "--json"]);
+    assert_eq!(out.status.code(), Some(3));
+    let v = json(&out);
+    let d = &v["versions"][0]["stages"][0]["diagnostics"][0];
+    assert_eq!(d["file"], "versions/v001-naive.cu");
+    assert_eq!((d["line"].as_i64(), d["column"].as_i64()), (Some(4), Some(65)));
+    assert!(d["message"].as_str().unwrap().contains("cannot write it"));
+    // Other versions are unaffected.
+    assert_eq!(v["versions"][1]["verdict"], "pass");
+}
+
+#[test]
+fn unknown_version_is_a_usage_level_error() {
+    let (_tmp, ws) = new_workspace("vector-add");
+    let out = rung(&ws, &["check", "v042"]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no version `v042`"));
+}
+
+#[test]
+fn rename_keeps_the_history_of_a_version() {
+    let (_tmp, ws) = new_workspace("vector-add");
+    assert!(rung(&ws, &["check", "v002"]).status.success());
+    std::fs::rename(ws.join("versions/v002-float4.cu"), ws.join("versions/v002-wide-loads.cu")).unwrap();
+    let v = json(&rung(&ws, &["check", "--json", "v002"]));
+    assert_eq!(v["versions"][0]["path"], "versions/v002-wide-loads.cu");
+    let h = json(&rung(&ws, &["history", "--json", "v002"]));
+    assert_eq!(h["results"].as_array().unwrap().len(), 2, "both checks belong to v002");
+}
+
+#[test]
+fn discovery_skips_editor_files_and_reports_duplicates() {
+    let (_tmp, ws) = new_workspace("vector-add");
+    let versions = ws.join("versions");
+    std::fs::write(versions.join(".v001-naive.cu.swp"), "junk").unwrap();
+    std::fs::write(versions.join("v001-naive.cu~"), "junk").unwrap();
+    std::fs::write(versions.join("common.cuh"), "// shared").unwrap();
+    std::fs::copy(versions.join("v001-naive.cu"), versions.join("v001-copy.cu")).unwrap();
+    let out = rung(&ws, &["check", "--json"]);
+    let v = json(&out);
+    assert_eq!(v["versions"].as_array().unwrap().len(), 3);
+    let d = &v["diagnostics"][0];
+    assert_eq!(d["file"], "versions/v001-naive.cu");
+    assert!(d["message"].as_str().unwrap().contains("already used by versions/v001-copy.cu"), "{d}");
+    assert_eq!(out.status.code(), Some(4));
+}
+
+#[test]
+fn new_never_overwrites() {
+    let (tmp, ws) = new_workspace("vector-add");
+    let out = rung(tmp.path(), &["new", ws.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already exists and is not empty"));
+    let out = rung(tmp.path(), &["new", "other", "--template", "nope"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the templates are: vector-add, rmsnorm"));
+    assert!(!tmp.path().join("other").exists());
+}
+
+#[test]
+fn status_screen_lists_versions_with_their_rungs() {
+    let (_tmp, ws) = new_workspace("rmsnorm");
+    assert!(rung(&ws, &["check"]).status.success());
+    let out = rung(&ws, &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(text.starts_with("rmsnorm"), "{text}");
+    assert!(text.contains("v001     cuda      draft     ✓"), "{text}");
+    // Outside a workspace: a clear pointer to `rung demo`.
+    let out = rung(ws.parent().unwrap(), &[]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("rung demo"));
+}
+
+#[test]
+fn diff_of_sources_and_missing_sass() {
+    let (_tmp, ws) = new_workspace("vector-add");
+    let out = rung(&ws, &["diff", "v001", "v002"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("--- versions/v001-naive.cu") && text.contains("+++ versions/v002-float4.cu"), "{text}");
+    assert!(text.contains("+        float4 x"), "{text}");
+    let out = rung(&ws, &["diff", "v001", "v002", "--sass"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no SASS for v001 yet"));
+}
