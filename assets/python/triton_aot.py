@@ -1,0 +1,1188 @@
+#!/usr/bin/env python3
+"""Ahead-of-time compile the Triton kernels of a rung version file, with no GPU.
+
+    python triton_aot.py --version-file versions/v003.py --arch 90 --out DIR \
+        [--signature-json JSON_OR_PATH] [--kernel NAME ...]
+
+The version module is imported from its path (its `run(...)` wrapper is never
+called). Every `@triton.jit` function defined in it that is not only a helper
+called from another jit function is compiled with
+
+    triton.compile(ASTSource(fn, signature, constexprs, attrs),
+                   target=GPUTarget("cuda", ARCH, 32), options={...})
+
+`--signature-json` is a JSON object (or the path of a file holding one):
+
+    {"rmsnorm_kernel": {"signature": {"x_ptr": "*fp32", "n_cols": "i32", "eps": "fp32"},
+                        "constexprs": {"BLOCK_SIZE": 1024},
+                        "num_warps": 4, "num_stages": 3,
+                        "options": {"maxnreg": 128},          # optional, passed to triton.compile
+                        "divisible_by_16": ["x_ptr", "stride"]}}  # optional, default: all pointers
+
+Types are Triton's ("*fp32", "*bf16", "fp32", "i32", "i64", "constexpr"); rung's dtype
+names ("f32", "*f16", "bf16", "f8e4m3", ...) are accepted too.
+
+Parameters missing from it are taken, in this order, from: literal keyword arguments
+of the `kernel[grid](...)` launch in the file (BLOCK=1024, num_warps=8), the first
+@triton.autotune config, the parameter's default, its annotation, its name. Every
+guess is listed in the kernel's "notes" and makes "inferred" true; a kernel with no
+entry at all is also named in "warnings".
+
+Jit functions called from another jit function of the file (helpers) are skipped
+(listed in "skipped") unless launched, named in --signature-json or --kernel.
+
+Per kernel it writes DIR/<kernel>/<kernel>.{ttir,ttgir,llir,ptx,cubin} (plus any
+other stage the installed Triton produces, e.g. .source), <kernel>.sass when
+nvdisasm (`-c -g`, with version-file line info) or cuobjdump is found next to
+TRITON_PTXAS_PATH / TRITON_PTXAS_BLACKWELL_PATH, on PATH or in Triton's bin/,
+<kernel>.ptxas.txt (the `ptxas -v` report: registers, spills, stack, barriers) and
+meta.json. Registers come from `cuobjdump --dump-resource-usage` of the cubin when
+available.
+
+stdout carries exactly one JSON object:
+    {"version_file", "target", "triton_version", "python", "out", "tools",
+     "kernels": [{"name", "kernel_name", "files": {ext: path}, "num_warps", "num_stages",
+                  "num_ctas", "shared", "registers", "spill_stores", "spill_loads",
+                  "stack_frame", "barriers", "gpu_name", "target", "signature",
+                  "constexprs", "inferred", "notes", ...}],
+     "skipped": [{"name", "reason"}], "warnings": [str],
+     "errors": [{"kernel", "type", "message", "traceback", "lineno", "col", "file", ...}]}
+Error types: SyntaxError / ImportError (importing the version file; lineno in it),
+CompilationError (Triton front end; lineno mapped from Triton's function-relative
+"at L:C" to the version file, "chain" lists call sites through helpers), PTXASError
+and other backend errors ("ptxas" maps each ptxas message through the PTX .loc
+directives to the version file; the rejected PTX is saved as <kernel>.failed.ptx),
+CompilerCrash (the compiler process died; the remaining kernels are still compiled
+by a fresh worker process), UsageError, NoKernelsFound, FileNotFoundError.
+Everything Triton, ptxas or the version module print goes to stderr.
+Exit status: 0 when every kernel compiled, 1 on any error (compilation, syntax,
+import, crash), 2 on bad arguments.
+
+Only `triton` and the standard library are used (no torch). Written for Python 3.9+
+and Triton 3.x; the ASTSource/compile call is adapted to the installed version
+(tested with Triton 3.6.0 and 3.9.0; 3.0-3.2 paths are best effort).
+"""
+
+import argparse
+import ast
+import importlib.util
+import inspect
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+
+# Keep stdout clean for the single JSON object: everything written to fd 1 from
+# here on (print() in Triton, C++ diagnostics, the version module) goes to stderr.
+sys.stdout.flush()
+_JSON_FD = os.dup(1)
+os.dup2(2, 1)
+
+MAX_LOG_CHARS = 20000
+
+triton = None
+tl = None
+
+
+# In the worker process (--_result PATH) the JSON goes to that file, with "done": true.
+_RESULT_PATH = [None]
+
+
+def _write_json_file(path, obj):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, default=_json_default)
+    os.replace(tmp, path)
+
+
+def _emit(obj, code):
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if _RESULT_PATH[0]:
+        obj = dict(obj)
+        obj["done"] = True
+        obj["exit_code"] = code
+        _write_json_file(_RESULT_PATH[0], obj)
+        sys.exit(code)
+    data = (json.dumps(obj, indent=2, default=_json_default) + "\n").encode("utf-8")
+    with os.fdopen(_JSON_FD, "wb") as f:  # buffered write: no short writes on pipes
+        f.write(data)
+    sys.exit(code)
+
+
+def _progress(obj, current):
+    """Worker: record what is being compiled, so the supervisor can name a kernel that crashed."""
+    if _RESULT_PATH[0]:
+        obj = dict(obj)
+        obj["current"] = current
+        _write_json_file(_RESULT_PATH[0], obj)
+
+
+def _json_default(o):
+    if isinstance(o, (set, tuple)):
+        return list(o)
+    if isinstance(o, bytes):
+        return "<%d bytes>" % len(o)
+    if hasattr(o, "_asdict"):
+        return o._asdict()
+    if hasattr(o, "__dict__"):
+        return {k: v for k, v in vars(o).items() if not k.startswith("_")}
+    return str(o)
+
+
+def _tail(text, limit=MAX_LOG_CHARS):
+    if text is None:
+        return None
+    return text if len(text) <= limit else "...[truncated]...\n" + text[-limit:]
+
+
+# --------------------------------------------------------------------------- capture
+
+
+# Output captured during the most recent _Capture block (read after a failed compile).
+_LAST_LOG = [""]
+
+
+class _Capture(object):
+    """Redirect fd 1 and 2 into a temp file; echo it to stderr afterwards."""
+
+    def __init__(self):
+        self.text = ""
+
+    def __enter__(self):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self._tmp = tempfile.TemporaryFile(mode="w+b")
+        self._saved = (os.dup(1), os.dup(2))
+        os.dup2(self._tmp.fileno(), 1)
+        os.dup2(self._tmp.fileno(), 2)
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os.dup2(self._saved[0], 1)
+            os.dup2(self._saved[1], 2)
+            os.close(self._saved[0])
+            os.close(self._saved[1])
+        self._tmp.seek(0)
+        self.text = self._tmp.read().decode("utf-8", "replace")
+        self._tmp.close()
+        _LAST_LOG[0] = self.text
+        if self.text:
+            sys.stderr.write(self.text)
+            sys.stderr.flush()
+        return False
+
+
+# --------------------------------------------------------------------------- types
+
+_DTYPE_ALIASES = {
+    "f32": "fp32", "float32": "fp32", "float": "fp32", "fp32": "fp32",
+    "f16": "fp16", "float16": "fp16", "half": "fp16", "fp16": "fp16",
+    "bf16": "bf16", "bfloat16": "bf16",
+    "f64": "fp64", "float64": "fp64", "double": "fp64", "fp64": "fp64",
+    "f8e4m3": "fp8e4nv", "fp8e4m3": "fp8e4nv", "float8_e4m3fn": "fp8e4nv", "fp8e4nv": "fp8e4nv",
+    "f8e5m2": "fp8e5", "fp8e5m2": "fp8e5", "float8_e5m2": "fp8e5", "fp8e5": "fp8e5",
+    "bool": "i1", "i1": "i1", "int1": "i1",
+    "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "int": "i32",
+    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+}
+
+
+def normalize_type(t):
+    """Map rung / torch / Triton spellings to Triton signature strings."""
+    if not isinstance(t, str):
+        raise ValueError("signature type must be a string, got %r" % (t,))
+    s = t.strip()
+    if s == "constexpr":
+        return s
+    prefix = ""
+    if s.startswith("*k"):
+        prefix, s = "*k", s[2:]
+    elif s.startswith("*"):
+        prefix, s = "*", s[1:]
+    elif s.startswith("ptr<") and s.endswith(">"):
+        prefix, s = "*", s[4:-1]
+    s = s.replace("tl.", "").replace("torch.", "")
+    return prefix + _DTYPE_ALIASES.get(s.lower(), s)
+
+
+def _constexpr_value(v):
+    """JSON value -> constexpr value; "tl.float16"/"float16" strings become tl dtypes."""
+    if isinstance(v, str):
+        name = v[3:] if v.startswith("tl.") else v
+        dt = getattr(tl, name, None)
+        if dt is not None and isinstance(dt, getattr(tl, "dtype", ())):
+            return dt
+    return v
+
+
+_INT_NAMES = {"n", "m", "k", "numel", "n_elements", "size", "rows", "cols", "n_rows", "n_cols",
+              "seq_len", "seqlen", "batch", "nheads", "n_heads", "head_dim", "hidden", "dim",
+              "d", "h", "l", "s", "t", "z", "seed", "ld", "lda", "ldb", "ldc", "total"}
+_INT_PREFIXES = ("stride", "n_", "num_", "len", "offset", "off_", "seq", "max_seqlen", "start", "end")
+_FLOAT_NAMES = {"eps", "epsilon", "scale", "alpha", "beta", "sm_scale", "softmax_scale",
+                "temperature", "momentum", "p_drop", "dropout_p", "negative_slope", "slope",
+                "min_val", "max_val", "lr", "weight_decay", "inv_scale"}
+
+
+def _pointer_elem_from_name(name):
+    low = name.lower()
+    for key, t in (("bf16", "bf16"), ("fp16", "fp16"), ("f16", "fp16"), ("half", "fp16"),
+                   ("fp8", "fp8e4nv"), ("int8", "i8"), ("i8", "i8"), ("idx", "i32"),
+                   ("index", "i32"), ("indices", "i32"), ("i32", "i32"), ("i64", "i64")):
+        if key in low:
+            return t
+    return "fp32"
+
+
+def infer_arg_type(name, annotation):
+    """Best-effort Triton type of a runtime (non-constexpr) parameter; returns (type, reason)."""
+    ann = annotation
+    if ann is not inspect.Parameter.empty and ann is not None:
+        if ann is int:
+            return "i32", "annotation int"
+        if ann is float:
+            return "fp32", "annotation float"
+        if ann is bool:
+            return "i1", "annotation bool"
+        text = ann if isinstance(ann, str) else getattr(ann, "name", None) or str(ann)
+        try:
+            t = normalize_type(str(text))
+            if re.match(r"^\*?k?(fp\d+|bf16|fp8\w*|i\d+|u\d+)$", t):
+                return t, "annotation %r" % (text,)
+        except ValueError:
+            pass
+    low = name.lower()
+    if low in _INT_NAMES or low.startswith(_INT_PREFIXES):
+        return "i32", "name looks like a size/stride"
+    if low in _FLOAT_NAMES:
+        return "fp32", "name looks like a float scalar"
+    return "*" + _pointer_elem_from_name(name), "name taken for a tensor pointer"
+
+
+def infer_constexpr(name, num_warps):
+    up = name.upper()
+    if "BLOCK" in up or "TILE" in up:
+        if up.endswith("_K"):
+            return 32
+        if up.endswith(("_M", "_N")):
+            return 64
+        return 1024
+    if "GROUP" in up:
+        return 8
+    if up in ("NUM_WARPS", "WARPS"):
+        return num_warps
+    if up.startswith(("HAS_", "IS_", "USE_", "EVEN_", "ENABLE_", "APPLY_")):
+        return False
+    if "STAGES" in up:
+        return 3
+    return 1
+
+
+# --------------------------------------------------------------------------- module / kernels
+
+
+def _sanitize(name):
+    return re.sub(r"\W", "_", name)
+
+
+def _same_file(e_filename, path):
+    try:
+        return os.path.samefile(e_filename, path)
+    except OSError:
+        return os.path.abspath(e_filename) == os.path.abspath(path)
+
+
+def _last_frame_in(tb, path):
+    found = None
+    for fs in traceback.extract_tb(tb):
+        if fs.filename and _same_file(fs.filename, path):
+            found = fs
+    return found
+
+
+def _format_exc(e):
+    return "".join(traceback.format_exception(type(e), e, e.__traceback__))
+
+
+def import_version(path):
+    """Import the version file; returns (module, None) or (None, error dict)."""
+    modname = "rung_version_" + _sanitize(os.path.splitext(os.path.basename(path))[0])
+    vdir = os.path.dirname(os.path.abspath(path))
+    if vdir not in sys.path:
+        sys.path.insert(0, vdir)
+    try:
+        spec = importlib.util.spec_from_file_location(modname, path)
+        if spec is None or spec.loader is None:
+            raise ImportError("cannot load %s as a Python module" % path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[modname] = mod
+        spec.loader.exec_module(mod)
+        return mod, None
+    except SyntaxError as e:
+        sys.modules.pop(modname, None)
+        return None, {
+            "kernel": None, "type": "SyntaxError", "exception": type(e).__name__,
+            "message": "%s: %s" % (type(e).__name__, e.msg),
+            "traceback": _format_exc(e),
+            "file": e.filename, "lineno": e.lineno, "col": e.offset,
+            "text": (e.text or "").rstrip("\n") or None,
+            "in_version_file": bool(e.filename) and _same_file(e.filename, path),
+        }
+    except BaseException as e:  # noqa: B902 - report anything raised at import time
+        sys.modules.pop(modname, None)
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        fs = _last_frame_in(e.__traceback__, path)
+        return None, {
+            "kernel": None,
+            "type": "ImportError" if isinstance(e, ImportError) else type(e).__name__,
+            "exception": type(e).__name__,
+            "message": "%s: %s" % (type(e).__name__, e),
+            "traceback": _format_exc(e),
+            "file": fs.filename if fs else None,
+            "lineno": fs.lineno if fs else None,
+            "text": fs.line if fs else None,
+            "in_version_file": fs is not None,
+        }
+
+
+def _unwrap(obj, JITFunction):
+    """JITFunction behind @autotune/@heuristics wrappers; returns (jitfn, [wrappers])."""
+    wrappers = []
+    seen = 0
+    while not isinstance(obj, JITFunction) and hasattr(obj, "fn") and seen < 8:
+        wrappers.append(obj)
+        obj = obj.fn
+        seen += 1
+    return (obj if isinstance(obj, JITFunction) else None), wrappers
+
+
+def _def_line(jf):
+    """Absolute line of the `def` of a JITFunction in its file."""
+    n = getattr(jf, "def_file_line_number", None)
+    if isinstance(n, int):
+        return n
+    try:
+        lines, start = inspect.getsourcelines(jf.fn)
+    except (OSError, TypeError):
+        return None
+    for i, line in enumerate(lines):
+        if re.match(r"\s*(async\s+)?def\s", line):
+            return start + i
+    return start
+
+
+def _jit_src(jf):
+    s = getattr(jf, "src", None)
+    if isinstance(s, str):
+        return s
+    try:
+        import textwrap
+        s = textwrap.dedent(inspect.getsource(jf.fn))
+        m = re.search(r"^def\s+\w+\s*\(", s, re.MULTILINE)
+        return s[m.start():] if m else s
+    except (OSError, TypeError):
+        return ""
+
+
+def _names_used(src):
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return set()
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+
+
+def _launches(path):
+    """Launches `name[grid](..., KW=literal)` in the version file: name -> {keyword: literal value}.
+
+    Only keyword arguments whose value is a literal are kept (BLOCK=1024, num_warps=8);
+    the first launch of a kernel wins."""
+    try:
+        with open(path) as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError):
+        return {}
+    out = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript):
+            v = n.func.value
+            if not isinstance(v, ast.Name):
+                continue
+            kws = {}
+            for kw in n.keywords:
+                if kw.arg is None:
+                    continue
+                try:
+                    kws[kw.arg] = ast.literal_eval(kw.value)
+                except (ValueError, TypeError, SyntaxError):
+                    pass
+            out.setdefault(v.id, {"line": n.lineno, "kwargs": kws})
+    return out
+
+
+def find_kernels(mod, path, JITFunction):
+    """Ordered list of (public name, wrapper object, JITFunction) defined in the version file."""
+    found, seen = [], set()
+    for name, obj in list(vars(mod).items()):
+        jf, wrappers = _unwrap(obj, JITFunction)
+        if jf is None or id(jf) in seen:
+            continue
+        code = getattr(jf.fn, "__code__", None)
+        if code is None or not _same_file(code.co_filename, path):
+            continue
+        seen.add(id(jf))
+        found.append((name, wrappers, jf))
+    return found
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def _chain(e):
+    out, cur, guard = [], e, set()
+    while cur is not None and id(cur) not in guard:
+        guard.add(id(cur))
+        out.append(cur)
+        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
+    return out
+
+
+def _map_compilation_error(err, jit_by_name, path, file_lines):
+    """(file, lineno, col, function) of a Triton CompilationError, lineno absolute in its file."""
+    node = getattr(err, "node", None)
+    src = getattr(err, "src", None) or ""
+    rel = getattr(node, "lineno", None)
+    col = getattr(node, "col_offset", None)
+    if rel is None:
+        return None
+    m = re.search(r"^\s*def\s+(\w+)", src, re.MULTILINE)
+    fname = m.group(1) if m else None
+    jf = jit_by_name.get(fname)
+    if jf is None:
+        return {"file": None, "lineno": None, "function_lineno": rel, "col": col, "function": fname}
+    fpath = jf.fn.__code__.co_filename
+    base = _def_line(jf)
+    lineno = base + rel - 1 if base is not None else None
+    src_lines = src.split("\n")
+    # Sanity check: the excerpt line must match the file; if not, Triton already gave absolute lines.
+    if lineno is not None and _same_file(fpath, path) and 0 < rel <= len(src_lines):
+        want = src_lines[rel - 1].strip()
+        if 0 < lineno <= len(file_lines) and file_lines[lineno - 1].strip() != want:
+            if 0 < rel <= len(file_lines) and file_lines[rel - 1].strip() == want:
+                lineno = rel
+    return {"file": fpath, "lineno": lineno, "function_lineno": rel,
+            "col": (col + 1) if isinstance(col, int) else None, "function": fname,
+            "in_version_file": _same_file(fpath, path)}
+
+
+_DIAG_RE = re.compile(r"^(?P<file>[^\s:][^:]*?):(?P<line>\d+):(?P<col>\d+): (?P<sev>error|warning|note|remark): ?(?P<msg>.*)$",
+                      re.MULTILINE)
+
+
+_PTXAS_MSG_RE = re.compile(r"^ptxas (?P<file>\S+), line (?P<line>\d+); (?P<sev>error|warning)\s*: (?P<msg>.*)$",
+                           re.MULTILINE)
+_PTX_IN_LOG_RE = re.compile(r"(^//\n// Generated by LLVM NVPTX Back-End.*?)(?=^=+$|\Z)", re.MULTILINE | re.DOTALL)
+
+
+def ptx_line_to_source(ptx, ptx_line):
+    """(file, line, col) of the last `.loc` at or before PTX line `ptx_line` (1-based)."""
+    files = {}
+    for m in re.finditer(r'^\s*\.file\s+(\d+)\s+"([^"]*)"(?:\s*,\s*\d+\s*,\s*\d+)?(?:\s+"([^"]*)")?', ptx,
+                         re.MULTILINE):
+        files[int(m.group(1))] = os.path.join(m.group(2), m.group(3)) if m.group(3) else m.group(2)
+    lines = ptx.split("\n")
+    for i in range(min(ptx_line, len(lines)) - 1, -1, -1):
+        m = re.match(r"\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)", lines[i])
+        if m:
+            return files.get(int(m.group(1))), int(m.group(2)), int(m.group(3))
+    return None
+
+
+def build_error(kernel, e, log, jit_by_name, path, file_lines):
+    CompilationError = getattr(getattr(triton, "compiler", None), "CompilationError", None)
+    if CompilationError is None:
+        try:
+            from triton.compiler.errors import CompilationError  # noqa: F811
+        except ImportError:
+            CompilationError = ()
+    err = {"kernel": kernel, "type": type(e).__name__, "message": str(e),
+           "traceback": _tail(_format_exc(e)), "lineno": None, "col": None, "file": None}
+    frames, excs = [], []
+    for c in _chain(e):
+        if CompilationError and isinstance(c, CompilationError):
+            loc = _map_compilation_error(c, jit_by_name, path, file_lines)
+            if loc:
+                msg = getattr(c, "error_message", None)
+                loc["message"] = None if msg is None else str(msg)
+                frames.append(loc)
+                excs.append(c)
+    if frames:
+        err["type"] = "CompilationError" if type(e).__name__ == "CompilationError" else type(e).__name__
+        # outermost error is the kernel; the innermost in the version file is where it went wrong
+        err["chain"] = frames
+        inner = [f for f in frames if f.get("in_version_file")]
+        best = inner[-1] if inner else frames[-1]
+        # the innermost error's text (source excerpt + reason); the outer ones are call sites
+        err["message"] = str(excs[frames.index(best)])
+        err.update({"lineno": best.get("lineno"), "col": best.get("col"), "file": best.get("file"),
+                    "function": best.get("function")})
+        root = _chain(e)[-1]
+        if root is not None and not isinstance(root, CompilationError):
+            err["cause"] = "%s: %s" % (type(root).__name__, root)
+    else:
+        fs = _last_frame_in(e.__traceback__, path)
+        if fs is not None:
+            err.update({"lineno": fs.lineno, "file": fs.filename})
+    # MLIR / LLVM diagnostics carry absolute locations: version.py:LINE:COL: error: ...
+    diags = []
+    for m in _DIAG_RE.finditer(log or ""):
+        diags.append({"file": m.group("file"), "lineno": int(m.group("line")), "col": int(m.group("col")),
+                      "severity": m.group("sev"), "message": m.group("msg")})
+    if diags:
+        err["diagnostics"] = diags[:50]
+        if err["lineno"] is None:
+            first = None
+            for d in diags:
+                if d["severity"] == "error" and os.path.exists(d["file"]) and _same_file(d["file"], path):
+                    first = d
+                    break
+            if first:
+                err.update({"lineno": first["lineno"], "col": first["col"], "file": first["file"]})
+    # ptxas errors point into Triton's temporary .ptx; map them back through its .loc directives
+    text = "\n".join(x for x in (log, str(e)) if x)
+    pmsgs = []
+    for m in _PTXAS_MSG_RE.finditer(text):
+        item = (m.group("file"), int(m.group("line")), m.group("sev"), m.group("msg").strip())
+        if item not in pmsgs:
+            pmsgs.append(item)
+    if pmsgs:
+        pm = _PTX_IN_LOG_RE.search(log or "")
+        ptx = pm.group(1).rstrip("\n") + "\n" if pm else None
+        if ptx:
+            err["failed_ptx"] = ptx
+        out = []
+        for f, line, sev, msg in pmsgs[:100]:
+            d = {"ptx_file": f, "ptx_line": line, "severity": sev, "message": msg}
+            loc = ptx_line_to_source(ptx, line) if ptx else None
+            if loc:
+                d.update({"file": loc[0], "lineno": loc[1], "col": loc[2] or None})
+            out.append(d)
+        err["ptxas"] = out
+        if err["lineno"] is None:
+            for d in out:
+                if d["severity"] == "error" and d.get("file") and os.path.exists(d["file"]) \
+                        and _same_file(d["file"], path):
+                    err.update({"lineno": d["lineno"], "col": d.get("col"), "file": d["file"]})
+                    break
+    if log:
+        err["log"] = _tail(log)
+    return err
+
+
+# --------------------------------------------------------------------------- tools
+
+
+def _tool(name):
+    env = os.environ.get("TRITON_%s_PATH" % name.upper())
+    cands = [env] if env else []
+    for k in ("TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH"):
+        p = os.environ.get(k)
+        if p:
+            cands.append(os.path.join(os.path.dirname(p), name))
+    w = shutil.which(name)
+    if w:
+        cands.append(w)
+    if triton is not None:
+        cands.append(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name))
+    for c in cands:
+        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    return None
+
+
+def _ptxas_for(arch):
+    try:
+        from triton.backends.nvidia import compiler as nvc
+        gp = getattr(nvc, "get_ptxas", None)
+        if gp is not None:
+            try:
+                return gp(arch).path
+            except TypeError:
+                return gp().path
+    except Exception:
+        pass
+    try:
+        from triton import knobs
+        return knobs.nvidia.ptxas.path
+    except Exception:
+        pass
+    return os.environ.get("TRITON_PTXAS_PATH") or _tool("ptxas")
+
+
+def _run(cmd, timeout=300):
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
+        return p.returncode, p.stdout.decode("utf-8", "replace")
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return -1, str(e)
+
+
+_PTXAS_PATTERNS = {
+    "registers": r"Used (\d+) registers",
+    "barriers": r"used (\d+) barriers",
+    "smem_static": r"(\d+) bytes smem",
+    "stack_frame": r"(\d+) bytes stack frame",
+    "spill_stores": r"(\d+) bytes spill stores",
+    "spill_loads": r"(\d+) bytes spill loads",
+}
+
+
+def parse_ptxas_v(text):
+    out = {}
+    for k, pat in _PTXAS_PATTERNS.items():
+        m = re.search(pat, text or "")
+        if m:
+            out[k] = int(m.group(1))
+    return out
+
+
+# --------------------------------------------------------------------------- compile
+
+
+def _ast_source_kwargs(jf, signature, constexprs, attrs):
+    """Build ASTSource(...) arguments for the installed Triton version."""
+    params = inspect.signature(triton.compiler.ASTSource.__init__).parameters
+    if "constexprs" in params:  # Triton >= 3.3 (3.6, 3.9 ...): names in signature, "constexpr" type
+        return dict(fn=jf, signature=dict(signature), constexprs=dict(constexprs), attrs=attrs)
+    # Triton 3.0 - 3.2 ("constants"): best effort, untested
+    arg_names = list(getattr(jf, "arg_names", [])) or list(signature)
+    try:
+        src_text = inspect.getsource(triton.compiler.ASTSource.__init__)
+    except (OSError, TypeError):
+        src_text = ""
+    if "must be integers" in src_text or "isinstance(k, int)" in src_text:  # 3.0 / 3.1
+        sig = {arg_names.index(k): v for k, v in signature.items() if v != "constexpr"}
+        cst = {arg_names.index(k): v for k, v in constexprs.items()}
+        return dict(fn=jf, signature=sig, constants=cst)
+    return dict(fn=jf, signature=dict(signature), constants=dict(constexprs))  # 3.2
+
+
+def _attrs_for(jf, signature, divisible, backend):
+    params = inspect.signature(triton.compiler.ASTSource.__init__).parameters
+    if "constexprs" not in params:
+        return None
+    names = list(signature)
+    try:
+        desc = backend.parse_attr("D") if backend is not None and hasattr(backend, "parse_attr") else None
+    except Exception:
+        desc = None
+    if not desc:
+        desc = [["tt.divisibility", 16]]
+    return {(names.index(n),): desc for n in divisible if n in names}
+
+
+def prepare(name, wrappers, jf, spec, defaults, launch=None):
+    """Signature, constexprs, options for one kernel. Returns dict with 'notes' of every guess."""
+    notes = []
+    spec = spec or {}
+    sig_in = {k: normalize_type(v) for k, v in (spec.get("signature") or {}).items()}
+    cst_in = {k: _constexpr_value(v) for k, v in (spec.get("constexprs") or {}).items()}
+    num_warps = spec.get("num_warps")
+    num_stages = spec.get("num_stages")
+    options = dict(spec.get("options") or {})
+    launch_kw = dict((launch or {}).get("kwargs") or {})
+    launch_line = (launch or {}).get("line")
+    if num_warps is None and isinstance(launch_kw.get("num_warps"), int):
+        num_warps = launch_kw["num_warps"]
+        notes.append("num_warps=%d (literal in the launch at line %s)" % (num_warps, launch_line))
+    if num_stages is None and isinstance(launch_kw.get("num_stages"), int):
+        num_stages = launch_kw["num_stages"]
+        notes.append("num_stages=%d (literal in the launch at line %s)" % (num_stages, launch_line))
+
+    # autotune / heuristics wrappers
+    cfg_kwargs = {}
+    for w in wrappers:
+        configs = getattr(w, "configs", None)
+        if configs:
+            c = configs[0]
+            cfg_kwargs.update(getattr(c, "kwargs", {}) or {})
+            if num_warps is None and getattr(c, "num_warps", None):
+                num_warps = c.num_warps
+            if num_stages is None and getattr(c, "num_stages", None) is not None:
+                num_stages = c.num_stages
+            for opt in ("num_ctas", "maxnreg"):
+                v = getattr(c, opt, None)
+                if v is not None and opt not in options:
+                    options[opt] = v
+            notes.append("@triton.autotune: using config 0 of %d (%s)" % (len(configs), c))
+        if getattr(w, "values", None) and isinstance(w.values, dict):
+            notes.append("@triton.heuristics for %s not evaluated (needs runtime args); "
+                         "values come from --signature-json or defaults" % sorted(w.values))
+    if num_warps is None:
+        num_warps = defaults["num_warps"]
+        notes.append("num_warps=%d (default)" % num_warps)
+    if num_stages is None:
+        num_stages = defaults["num_stages"]
+        notes.append("num_stages=%d (default)" % num_stages)
+
+    sig = inspect.signature(jf.fn)
+    constexpr_idx = set(getattr(jf, "constexprs", []) or [])
+    signature, constexprs = {}, {}
+    unknown = set(sig_in) | set(cst_in)
+    for i, (pname, p) in enumerate(sig.parameters.items()):
+        unknown.discard(pname)
+        ann = p.annotation
+        is_cx = i in constexpr_idx or "constexpr" in str(ann) or sig_in.get(pname) == "constexpr" \
+            or pname in cst_in
+        if is_cx:
+            signature[pname] = "constexpr"
+            if pname in cst_in:
+                constexprs[pname] = cst_in[pname]
+            elif pname in cfg_kwargs:
+                constexprs[pname] = cfg_kwargs[pname]
+            elif pname in launch_kw:
+                constexprs[pname] = launch_kw[pname]
+                notes.append("constexpr %s=%r (literal in the launch at line %s)"
+                             % (pname, launch_kw[pname], launch_line))
+            elif p.default is not inspect.Parameter.empty:
+                d = p.default
+                constexprs[pname] = getattr(d, "value", d)
+                notes.append("constexpr %s=%r (parameter default)" % (pname, constexprs[pname]))
+            else:
+                constexprs[pname] = infer_constexpr(pname, num_warps)
+                notes.append("constexpr %s=%r (guessed from the name)" % (pname, constexprs[pname]))
+        else:
+            if pname in sig_in:
+                signature[pname] = sig_in[pname]
+            else:
+                t, why = infer_arg_type(pname, ann)
+                signature[pname] = t
+                notes.append("%s: %s (%s)" % (pname, t, why))
+    if unknown:
+        notes.append("ignored names not in the kernel's parameters: %s" % sorted(unknown))
+    if "divisible_by_16" in spec:
+        divisible = list(spec["divisible_by_16"] or [])
+    else:
+        divisible = [k for k, v in signature.items() if v.startswith("*")]
+    options.update({"num_warps": int(num_warps), "num_stages": int(num_stages)})
+    return {"signature": signature, "constexprs": constexprs, "options": options,
+            "divisible_by_16": divisible, "notes": notes}
+
+
+def _metadata_dict(md):
+    if hasattr(md, "_asdict"):
+        d = dict(md._asdict())
+    elif isinstance(md, dict):
+        d = dict(md)
+    else:
+        d = {k: v for k, v in vars(md).items() if not k.startswith("_")}
+    t = d.get("target")
+    if t is not None and not isinstance(t, dict):
+        d["target"] = {"backend": getattr(t, "backend", None), "arch": getattr(t, "arch", None),
+                       "warp_size": getattr(t, "warp_size", None)}
+    return json.loads(json.dumps(d, default=_json_default))
+
+
+def clean_kernel_dir(out_dir, name):
+    """Remove what an earlier run left for this kernel (so a failed build leaves no stale IR)."""
+    kdir = os.path.join(out_dir, name)
+    if not os.path.isdir(kdir):
+        return
+    for f in os.listdir(kdir):
+        if f == "meta.json" or f.startswith(name + "."):
+            try:
+                os.remove(os.path.join(kdir, f))
+            except OSError:
+                pass
+
+
+def compile_kernel(name, jf, prep, target, out_dir, tools):
+    backend = None
+    try:
+        from triton.compiler.compiler import make_backend
+        backend = make_backend(target)
+    except Exception:
+        pass
+    attrs = _attrs_for(jf, prep["signature"], prep["divisible_by_16"], backend)
+    kw = _ast_source_kwargs(jf, prep["signature"], prep["constexprs"], attrs)
+    if kw.get("attrs") is None:
+        kw.pop("attrs", None)
+    with _Capture() as cap:
+        src = triton.compiler.ASTSource(**kw)
+        compiled = triton.compile(src, target=target, options=dict(prep["options"]))
+    log = cap.text
+
+    kdir = os.path.join(out_dir, name)
+    os.makedirs(kdir, exist_ok=True)
+    files = {}
+    asm = compiled.asm
+    for ext in list(dict.keys(asm)):
+        data = dict.__getitem__(asm, ext)
+        fp = os.path.join(kdir, "%s.%s" % (name, ext))
+        if isinstance(data, (bytes, bytearray)):
+            with open(fp, "wb") as f:
+                f.write(data)
+        else:
+            with open(fp, "w") as f:
+                f.write(data if isinstance(data, str) else str(data))
+        files[ext] = os.path.abspath(fp)
+
+    md = _metadata_dict(compiled.metadata)
+    ptx = dict.get(asm, "ptx", "") or ""
+    m = re.search(r"^\s*\.target\s+(\w+)", ptx, re.MULTILINE)
+    gpu_name = m.group(1) if m else None
+    notes = list(prep["notes"])
+
+    # resources: the ptxas -v report Triton printed (TRITON_DUMP_PTXAS_LOG), else run ptxas -v ourselves
+    res = parse_ptxas_v(log)
+    ptxas_report = None
+    if "registers" in res:
+        ptxas_report = "\n".join(l for l in log.splitlines() if l.startswith("ptxas") or "bytes stack frame" in l)
+        res["source"] = "ptxas -v (Triton's own ptxas run)"
+    elif ptx and gpu_name:
+        ptxas = _ptxas_for(target.arch)
+        if ptxas:
+            with tempfile.TemporaryDirectory() as td:
+                pf = os.path.join(td, name + ".ptx")
+                with open(pf, "w") as f:
+                    f.write(ptx)
+                cmd = [ptxas, "-v", "-lineinfo", "--gpu-name=%s" % gpu_name]
+                if not md.get("enable_fp_fusion", True):
+                    cmd.append("--fmad=false")
+                if md.get("ptx_options"):
+                    cmd += str(md["ptx_options"]).split()
+                cmd += [pf, "-o", os.path.join(td, name + ".cubin")]
+                rc, text = _run(cmd)
+            ptxas_report = text.replace(td + os.sep, "")
+            res = parse_ptxas_v(text)
+            res["source"] = "ptxas -v re-run on the PTX: " + " ".join(
+                os.path.basename(c) if c.startswith(td) else c for c in cmd)
+    if ptxas_report:
+        fp = os.path.join(kdir, "%s.ptxas.txt" % name)
+        with open(fp, "w") as f:
+            f.write(ptxas_report.rstrip("\n") + "\n")
+        files["ptxas"] = os.path.abspath(fp)
+
+    cubin_path = files.get("cubin")
+    if cubin_path and tools.get("cuobjdump"):
+        rc, text = _run([tools["cuobjdump"], "--dump-resource-usage", cubin_path])
+        m2 = re.search(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)", text)
+        if rc == 0 and m2:
+            res["registers"] = int(m2.group(1))  # exact: read from the cubin Triton produced
+            res["cubin_resource_usage"] = {"REG": int(m2.group(1)), "STACK": int(m2.group(2)),
+                                           "SHARED": int(m2.group(3)), "LOCAL": int(m2.group(4))}
+    sass_tool = None
+    if cubin_path:
+        text, rc = None, -1
+        if tools.get("nvdisasm"):
+            rc, text = _run([tools["nvdisasm"], "-c", "-g", cubin_path])
+            sass_tool = "nvdisasm -c -g"
+        if rc != 0 and tools.get("cuobjdump"):
+            rc, text = _run([tools["cuobjdump"], "--dump-sass", cubin_path])
+            sass_tool = "cuobjdump --dump-sass"
+        if rc == 0 and text:
+            fp = os.path.join(kdir, "%s.sass" % name)
+            with open(fp, "w") as f:
+                f.write(text)
+            files["sass"] = os.path.abspath(fp)
+        else:
+            sass_tool = None
+            notes.append("no SASS: nvdisasm/cuobjdump not found or failed")
+
+    shared = md.get("shared")
+    entry = {
+        "name": name,
+        "kernel_name": md.get("name", name),
+        "files": files,
+        "num_warps": md.get("num_warps", prep["options"]["num_warps"]),
+        "num_stages": md.get("num_stages", prep["options"]["num_stages"]),
+        "num_ctas": md.get("num_ctas"),
+        "shared": shared,
+        "registers": res.get("registers"),
+        "spill_stores": res.get("spill_stores"),
+        "spill_loads": res.get("spill_loads"),
+        "stack_frame": res.get("stack_frame"),
+        "barriers": res.get("barriers"),
+        "gpu_name": gpu_name,
+        "target": md.get("target"),
+        "signature": prep["signature"],
+        "constexprs": {k: (str(v) if not isinstance(v, (int, float, bool, str, type(None))) else v)
+                       for k, v in prep["constexprs"].items()},
+        "inferred": bool(prep["notes"]),
+        "notes": notes,
+    }
+    for extra in ("tmem_size", "global_scratch_size", "profile_scratch_size", "maxnreg", "hash"):
+        if extra in md:
+            entry[extra] = md[extra]
+    meta = dict(entry)
+    meta.update({"triton_version": getattr(triton, "__version__", None),
+                 "resources": res, "sass_tool": sass_tool, "options": prep["options"],
+                 "divisible_by_16": prep["divisible_by_16"], "triton_metadata": md})
+    fp = os.path.join(kdir, "meta.json")
+    with open(fp, "w") as f:
+        json.dump(meta, f, indent=2, default=_json_default)
+    entry["files"]["meta"] = os.path.abspath(fp)
+    return entry
+
+
+# --------------------------------------------------------------------------- main
+
+
+def _parse_arch(s):
+    m = re.match(r"^(?:sm_?|compute_?)?(\d{2,3})([af]?)$", str(s).strip().lower())
+    if not m or not 70 <= int(m.group(1)) < 200:
+        raise ValueError("bad --arch %r (want a compute capability such as 80, 90, 90a, sm_90a, 100)" % s)
+    return int(m.group(1))
+
+
+def _load_sig_json(v):
+    if v is None:
+        return {}
+    text = v
+    if not v.lstrip().startswith("{") and os.path.isfile(v):
+        with open(v) as f:
+            text = f.read()
+    obj = json.loads(text)
+    if not isinstance(obj, dict):
+        raise ValueError("--signature-json must be a JSON object: kernel name -> spec")
+    return obj
+
+
+def main(argv=None):
+    global triton, tl
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--version-file", required=True)
+    ap.add_argument("--arch", required=True, help="compute capability: 90, 90a, sm_90a, 100 ...")
+    ap.add_argument("--out", required=True, help="output directory")
+    ap.add_argument("--signature-json", default=None,
+                    help="JSON object (or a file holding it): kernel -> {signature, constexprs, num_warps, num_stages}")
+    ap.add_argument("--kernel", action="append", default=None, help="only these kernels (repeatable)")
+    ap.add_argument("--num-warps", type=int, default=4, help="default when not in --signature-json")
+    ap.add_argument("--num-stages", type=int, default=3, help="default when not in --signature-json")
+    ap.add_argument("--_result", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--_skip", action="append", default=[], help=argparse.SUPPRESS)
+    usage_error = []
+    ap.error = lambda msg: (usage_error.append(msg), sys.exit(2))
+    raw = list(sys.argv[1:] if argv is None else argv)
+    for i, a in enumerate(raw):  # known before parsing, so usage errors reach the supervisor too
+        if a == "--_result" and i + 1 < len(raw):
+            _RESULT_PATH[0] = raw[i + 1]
+        elif a.startswith("--_result="):
+            _RESULT_PATH[0] = a.split("=", 1)[1]
+
+    result = {"version_file": None, "target": None, "triton_version": None, "python": sys.version.split()[0],
+              "out": None, "kernels": [], "skipped": [], "warnings": [], "errors": []}
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as e:
+        if e.code in (0, None):
+            sys.exit(0)  # --help
+        msg = usage_error[0] if usage_error else "bad command line"
+        sys.stderr.write(ap.format_usage() + "triton_aot.py: error: %s\n" % msg)
+        result["errors"].append({"kernel": None, "type": "UsageError", "message": msg,
+                                 "traceback": None, "lineno": None})
+        _emit(result, 2)
+    _RESULT_PATH[0] = args._result or _RESULT_PATH[0]
+    path = os.path.abspath(args.version_file)
+    out_dir = os.path.abspath(args.out)
+    result["version_file"], result["out"] = path, out_dir
+    try:
+        arch = _parse_arch(args.arch)
+        specs = _load_sig_json(args.signature_json)
+    except ValueError as e:
+        result["errors"].append({"kernel": None, "type": "UsageError", "message": str(e),
+                                 "traceback": None, "lineno": None})
+        _emit(result, 2)
+    if not os.path.isfile(path):
+        result["errors"].append({"kernel": None, "type": "FileNotFoundError",
+                                 "message": "version file not found: %s" % path, "traceback": None, "lineno": None})
+        _emit(result, 1)
+
+    try:
+        import triton as _triton
+        import triton.language as _tl
+        import triton.compiler  # noqa: F401
+        from triton.backends.compiler import GPUTarget
+        from triton.runtime.jit import JITFunction
+    except Exception as e:
+        result["errors"].append({"kernel": None, "type": "ImportError", "exception": type(e).__name__,
+                                 "message": "cannot import triton: %s" % e, "traceback": _format_exc(e),
+                                 "lineno": None})
+        _emit(result, 1)
+    triton, tl = _triton, _tl
+    result["triton_version"] = getattr(triton, "__version__", None)
+    target = GPUTarget("cuda", arch, 32)
+    result["target"] = {"backend": "cuda", "arch": arch, "warp_size": 32}
+    for k in ("TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH"):
+        if os.environ.get(k):
+            result.setdefault("ptxas", {})[k] = os.environ[k]
+    os.environ.setdefault("TRITON_DUMP_PTXAS_LOG", "1")  # lets us read registers/spills from Triton's ptxas run
+
+    mod, err = import_version(path)
+    if err is not None:
+        result["errors"].append(err)
+        _emit(result, 1)
+
+    with open(path) as f:
+        file_lines = f.read().split("\n")
+    found = find_kernels(mod, path, JITFunction)
+    jit_by_name = {jf.fn.__name__: jf for _, _, jf in found}
+    for name, obj in vars(mod).items():  # jit functions imported from elsewhere, for error mapping
+        jf, _ = _unwrap(obj, JITFunction)
+        if jf is not None:
+            jit_by_name.setdefault(jf.fn.__name__, jf)
+
+    # helpers: jit functions called from another jit function of the file
+    used_by = {}
+    for name, _, jf in found:
+        for n in _names_used(_jit_src(jf)):
+            if n != jf.fn.__name__:
+                used_by.setdefault(n, []).append(name)
+    launched = _launches(path)
+    selected = []
+    for name, wrappers, jf in found:
+        if name in args._skip:
+            continue  # crashed the compiler in an earlier worker; the supervisor reports it
+        if args.kernel:
+            keep, why = name in args.kernel, "not in --kernel"
+        elif name in specs or name in launched:
+            keep, why = True, ""
+        elif name in used_by:
+            keep, why = False, "helper called from %s" % ", ".join(sorted(set(used_by[name])))
+        else:
+            keep, why = True, ""
+        if keep:
+            selected.append((name, wrappers, jf))
+        else:
+            result["skipped"].append({"name": name, "reason": why})
+    for k in list(specs) + list(args.kernel or []):
+        if k not in {n for n, _, _ in found}:
+            result["warnings"].append("kernel %r (from the command line / --signature-json) is not a "
+                                      "@triton.jit function of the version file" % k)
+    if not selected and not args._skip:
+        result["errors"].append({"kernel": None, "type": "NoKernelsFound",
+                                 "message": "no @triton.jit kernel found in %s" % path,
+                                 "traceback": None, "lineno": None})
+        _emit(result, 1)
+
+    tools = {"nvdisasm": _tool("nvdisasm"), "cuobjdump": _tool("cuobjdump")}
+    result["tools"] = tools
+    os.makedirs(out_dir, exist_ok=True)
+    defaults = {"num_warps": args.num_warps, "num_stages": args.num_stages}
+    for name, wrappers, jf in selected:
+        spec = specs.get(name)
+        try:
+            prep = prepare(name, wrappers, jf, spec, defaults, launched.get(name))
+        except Exception as e:
+            result["errors"].append({"kernel": name, "type": "SignatureError", "message": str(e),
+                                     "traceback": _format_exc(e), "lineno": None})
+            continue
+        if spec is None:
+            result["warnings"].append("%s: no entry in --signature-json; signature inferred: %s"
+                                      % (name, "; ".join(prep["notes"]) or "from annotations"))
+        _LAST_LOG[0] = ""
+        _progress(result, name)
+        clean_kernel_dir(out_dir, name)
+        try:
+            entry = compile_kernel(name, jf, prep, target, out_dir, tools)
+            result["kernels"].append(entry)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # CompilationError, RuntimeError from MLIR passes / ptxas, ...
+            if isinstance(e, SystemExit):
+                e = RuntimeError("SystemExit(%r) during compilation" % (e.code,))
+            err = build_error(name, e, _LAST_LOG[0], jit_by_name, path, file_lines)
+            ptx = err.pop("failed_ptx", None)
+            if ptx:  # the PTX ptxas rejected: its line numbers are the ones in err["ptxas"]
+                kdir = os.path.join(out_dir, name)
+                os.makedirs(kdir, exist_ok=True)
+                fp = os.path.join(kdir, "%s.failed.ptx" % name)
+                with open(fp, "w") as f:
+                    f.write(ptx)
+                err["files"] = {"failed_ptx": fp}
+            err["signature"] = prep["signature"]
+            err["constexprs"] = {k: (v if isinstance(v, (int, float, bool, str, type(None))) else str(v))
+                                 for k, v in prep["constexprs"].items()}
+            result["errors"].append(err)
+    _emit(result, 1 if result["errors"] else 0)
+
+
+def supervise(argv=None):
+    """Run main() in a worker process so that a compiler crash (abort, segfault in MLIR/LLVM or
+    ptxas' host code) still ends in one JSON object; the crashed kernel is reported and the
+    remaining ones are compiled by a new worker."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if any(a in ("-h", "--help") or a.startswith("--_") for a in argv):
+        return main(argv)
+    crashed = []
+    with tempfile.TemporaryDirectory(prefix="triton_aot_") as td:
+        res_path = os.path.join(td, "result.json")
+        while True:
+            cmd = [sys.executable, os.path.abspath(__file__)] + argv + ["--_result", res_path]
+            for k in crashed:
+                cmd += ["--_skip", k["kernel"]]
+            if os.path.exists(res_path):
+                os.remove(res_path)
+            # stream the worker's output to our stderr as it comes, keeping the tail for a crash report
+            p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            tail = b""
+            while True:
+                chunk = os.read(p.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                os.write(2, chunk)
+                tail = (tail + chunk)[-4 * MAX_LOG_CHARS:]
+            p.stdout.close()
+            rc = p.wait()
+            log = tail.decode("utf-8", "replace")
+            result = None
+            if os.path.exists(res_path):
+                try:
+                    with open(res_path) as f:
+                        result = json.load(f)
+                except ValueError:
+                    result = None
+            if result is not None and result.get("done") and rc in (0, 1, 2):
+                break
+            current = (result or {}).get("current")
+            if rc < 0:
+                try:
+                    import signal
+                    how = "was killed by %s" % signal.Signals(-rc).name
+                except (ValueError, AttributeError):
+                    how = "was killed by signal %d" % -rc
+            else:
+                how = "exited with status %d without a result" % rc
+            err = {"kernel": current, "type": "CompilerCrash",
+                   "message": "the compiler process %s%s" % (how, " while compiling %s" % current if current else ""),
+                   "traceback": None, "lineno": None, "log": _tail(log)}
+            if current is None or any(c["kernel"] == current for c in crashed) or len(crashed) >= 64:
+                result = result or {"version_file": None, "target": None, "triton_version": None,
+                                    "python": sys.version.split()[0], "out": None, "kernels": [], "skipped": [],
+                                    "warnings": [], "errors": []}
+                result["errors"] = list(result.get("errors", [])) + [err]
+                rc = 1
+                break
+            crashed.append(err)
+    for k in ("done", "current", "exit_code"):
+        result.pop(k, None)
+    if crashed:
+        result["errors"] = crashed + [e for e in result.get("errors", [])
+                                      if not any(e.get("kernel") == c["kernel"] and e.get("type") == "CompilerCrash"
+                                                 for c in crashed)]
+        rc = max(rc, 1)
+    _emit(result, rc)
+
+
+if __name__ == "__main__":
+    supervise()
