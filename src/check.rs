@@ -6,9 +6,12 @@ use std::time::{Instant, SystemTime};
 
 use crate::diag::{Diagnostic, Pos};
 use crate::exit;
+use crate::gpu::GpuProbe;
 use crate::report::{CheckReport, SCHEMA, Stage, StageDetail, StageResult, Verdict, VersionReport, millis, rfc3339};
+use crate::stages::build::{self, BuildEnv};
 use crate::stages::prepare;
 use crate::store::{NewResult, Status, Store, StoreError, sha256_hex};
+use crate::toolchain::Toolchain;
 use crate::workspace::{VersionFile, Workspace};
 
 #[derive(Debug, Clone, Default)]
@@ -27,8 +30,30 @@ pub fn draw_seed() -> u64 {
     h.finish() >> 11 // keep it exactly representable as a JSON number (53 bits)
 }
 
+/// What the machine offers: found once per check, not per version.
+pub struct Machine {
+    pub toolchain: Toolchain,
+    pub gpu: GpuProbe,
+}
+
+impl Machine {
+    pub fn discover() -> Machine {
+        Machine { toolchain: Toolchain::discover(), gpu: crate::gpu::probe() }
+    }
+}
+
 /// Checks versions of an opened workspace and records every stage result in `store`.
 pub fn check(ws: &Workspace, store: &mut Store, opts: &CheckOptions) -> Result<CheckReport, StoreError> {
+    check_on(ws, store, opts, &Machine::discover())
+}
+
+/// As [`check`], with the machine's tools given (tests pin them).
+pub fn check_on(
+    ws: &Workspace,
+    store: &mut Store,
+    opts: &CheckOptions,
+    machine: &Machine,
+) -> Result<CheckReport, StoreError> {
     let seed = opts.seed.unwrap_or_else(draw_seed);
     let mut diagnostics = ws.diagnostics.clone();
     let mut chosen: Vec<&VersionFile> = Vec::new();
@@ -55,7 +80,7 @@ pub fn check(ws: &Workspace, store: &mut Store, opts: &CheckOptions) -> Result<C
 
     let mut versions = Vec::new();
     for v in chosen {
-        versions.push(check_version(ws, store, v, seed)?);
+        versions.push(check_version(ws, store, v, seed, machine)?);
     }
     let mut report = CheckReport {
         schema: SCHEMA,
@@ -72,7 +97,13 @@ pub fn check(ws: &Workspace, store: &mut Store, opts: &CheckOptions) -> Result<C
     Ok(report)
 }
 
-fn check_version(ws: &Workspace, store: &mut Store, v: &VersionFile, seed: u64) -> Result<VersionReport, StoreError> {
+fn check_version(
+    ws: &Workspace,
+    store: &mut Store,
+    v: &VersionFile,
+    seed: u64,
+    machine: &Machine,
+) -> Result<VersionReport, StoreError> {
     let (source, read_error) = match ws.read_source(v) {
         Ok(s) => (s, None),
         Err(e) => (String::new(), Some(e)),
@@ -103,7 +134,32 @@ fn check_version(ws: &Workspace, store: &mut Store, v: &VersionFile, seed: u64) 
         result_id: None,
         detail: p.detail,
     };
+    let prepared = result.verdict == Verdict::Pass;
     stages.push(record(store, v, &source_hash, seed, started, result)?);
+
+    if prepared {
+        let env = BuildEnv {
+            ws,
+            toolchain: &machine.toolchain,
+            gpu_arch: machine.gpu.first().map(|g| g.arch()),
+            timeout: ws.spec.as_ref().map_or(crate::spec::Limits::default().build, |s| s.limits.build),
+        };
+        let started = SystemTime::now();
+        let t0 = Instant::now();
+        let b = build::build(&env, store, v, &source)?;
+        let result = StageResult {
+            stage: Stage::Build,
+            verdict: b.verdict,
+            summary: b.summary,
+            started_at: rfc3339(started),
+            duration_ms: millis(t0.elapsed()),
+            diagnostics: b.diagnostics,
+            tools: b.tools,
+            result_id: None,
+            detail: b.detail,
+        };
+        stages.push(record(store, v, &source_hash, seed, started, result)?);
+    }
 
     let verdict = stages.iter().map(|s| s.verdict).max().unwrap_or(Verdict::Pass);
     Ok(VersionReport {

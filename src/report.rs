@@ -166,6 +166,7 @@ pub struct StageResult {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum StageDetail {
     Prepare(PrepareDetail),
+    Build(crate::stages::build::BuildDetail),
     /// Nothing beyond the summary (a stage that failed before producing anything).
     None,
 }

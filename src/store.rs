@@ -28,7 +28,8 @@ pub const DUMPS_DIR: &str = "dumps";
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Each entry moves the schema from version `i` to `i + 1`. Never edit a shipped entry; append.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE versions (
     id          TEXT PRIMARY KEY,
     path        TEXT NOT NULL,
@@ -61,7 +62,15 @@ CREATE TABLE results (
     pid         INTEGER NOT NULL
 );
 CREATE INDEX results_by_version ON results (version, stage, id);
-"#];
+"#,
+    r#"
+CREATE TABLE build_cache (
+    key        TEXT PRIMARY KEY,
+    detail     TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+"#,
+];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
@@ -336,6 +345,24 @@ impl Store {
             .map_err(self.err())?;
         let rows = st.query_map(params![version, limit as i64], result_row).map_err(self.err())?;
         rows.collect::<Result<_, _>>().map_err(self.err())
+    }
+
+    /// A successful build's details, by its cache key (source, headers, options, tool versions).
+    pub fn cached_build(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.conn
+            .query_row("SELECT detail FROM build_cache WHERE key = ?1", [key], |r| r.get(0))
+            .optional()
+            .map_err(self.err())
+    }
+
+    pub fn put_cached_build(&mut self, key: &str, detail: &str) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO build_cache (key, detail, created_at) VALUES (?1, ?2, ?3)",
+                params![key, detail, now_ms()],
+            )
+            .map(|_| ())
+            .map_err(self.err())
     }
 
     pub fn result_count(&self) -> Result<i64, StoreError> {

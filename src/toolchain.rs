@@ -123,7 +123,35 @@ fn cuda_roots(current_python_wheels: Option<PathBuf>) -> Vec<(PathBuf, &'static 
     roots
 }
 
+/// A tool's version, remembered per (path, size, modification time) in rung's home so that a
+/// check of an unchanged version runs no tool at all.
 fn version_of(path: &Path) -> Option<String> {
+    let meta = std::fs::metadata(path).ok()?;
+    let stamp = format!(
+        "{}|{}|{}",
+        path.display(),
+        meta.len(),
+        meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos())
+    );
+    let cache_file = rung_home().join("tool-versions.json");
+    let mut cache: BTreeMap<String, String> =
+        std::fs::read(&cache_file).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+    if let Some(v) = cache.get(&stamp) {
+        return Some(v.clone());
+    }
+    let v = ask_version(path)?;
+    cache.insert(stamp, v.clone());
+    // Best effort: a lost race or a read-only home only costs a `--version` call next time.
+    if std::fs::create_dir_all(rung_home()).is_ok() {
+        let tmp = cache_file.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::write(&tmp, serde_json::to_vec(&cache).unwrap_or_default()).is_ok() {
+            let _ = std::fs::rename(&tmp, &cache_file);
+        }
+    }
+    Some(v)
+}
+
+fn ask_version(path: &Path) -> Option<String> {
     let out = Command::new(path).arg("--version").output().ok()?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     // "Cuda compilation tools, release 13.0, V13.0.88" / "NVIDIA (R) Nsight Compute ... Version 2025.3.1.0"

@@ -1,4 +1,5 @@
 //! The rungs. Each stage takes a version (and what earlier stages produced) and returns a typed
 //! [`crate::report::StageResult`]; later stages run only when earlier ones pass.
 
+pub mod build;
 pub mod prepare;

@@ -1,0 +1,280 @@
+//! The build rung with the real CUDA toolchain (installed by `rung setup`, as `.ci/run` does).
+//! Without it these tests say so and pass, unless RUNG_REQUIRE_TOOLCHAIN is set (CI sets it),
+//! in which case a missing toolchain is a failure.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn rung(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rung"));
+    cmd.args(args).current_dir(dir).env("NO_COLOR", "1");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("rung runs")
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The real nvcc, or None (with a message) when this machine has no CUDA toolchain.
+fn real_nvcc() -> Option<PathBuf> {
+    let out = Command::new(env!("CARGO_BIN_EXE_rung")).args(["doctor", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let nvcc = v["toolchain"]["nvcc"]["path"].as_str().map(PathBuf::from);
+    let triton = v["toolchain"]["python"]["packages"]["triton"].is_string();
+    if nvcc.is_none() || !triton {
+        if std::env::var_os("RUNG_REQUIRE_TOOLCHAIN").is_some() {
+            panic!("RUNG_REQUIRE_TOOLCHAIN is set but `rung doctor` finds no nvcc or Triton: run `rung setup`");
+        }
+        eprintln!("SKIPPED: no CUDA toolchain or Triton here (run `rung setup` to enable the build tests)");
+        return None;
+    }
+    nvcc
+}
+
+fn workspace(template: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    assert!(rung(tmp.path(), &["new", ws.to_str().unwrap(), "--template", template], &[]).status.success());
+    (tmp, ws)
+}
+
+#[test]
+fn every_version_of_a_fresh_workspace_has_ptx_cubin_and_sass() {
+    let Some(_) = real_nvcc() else { return };
+    for template in ["rmsnorm", "vector-add"] {
+        let (_tmp, ws) = workspace(template);
+        let out = rung(&ws, &["check", "--all", "--json"], &[]);
+        let v = json(&out);
+        let text = String::from_utf8_lossy(&out.stdout).to_lowercase();
+        assert!(!text.contains("not implemented"), "{template}");
+        for rec in v["versions"].as_array().unwrap() {
+            let id = rec["id"].as_str().unwrap();
+            let build = &rec["stages"][1];
+            assert_eq!(build["stage"], "build", "{id}");
+            assert_eq!(build["verdict"], "pass", "{id}: {build}");
+            let kernels = build["detail"]["kernels"].as_array().unwrap();
+            assert!(!kernels.is_empty(), "{id}: a resource report per kernel");
+            assert!(kernels[0]["resources"]["registers"].as_u64().unwrap() > 0, "{id}");
+            let dumps = ws.join(".rung/dumps").join(id);
+            let names: Vec<String> = std::fs::read_dir(&dumps)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            let mut wanted = vec!["ptx", "cubin", "sass"];
+            if rec["kind"] == "triton" {
+                wanted.extend(["ttir", "ttgir", "llir"]);
+                assert_eq!(build["detail"]["ahead_of_time"], true);
+            }
+            for ext in wanted {
+                let f = names
+                    .iter()
+                    .find(|n| n.ends_with(&format!(".{ext}")))
+                    .unwrap_or_else(|| panic!("{id}: no .{ext} in {names:?}"));
+                let content = std::fs::read(dumps.join(f)).unwrap();
+                assert!(!content.is_empty(), "{id}: {f} is empty");
+            }
+            let sass =
+                std::fs::read_to_string(dumps.join(names.iter().find(|n| n.ends_with(".sass")).unwrap())).unwrap();
+            assert!(sass.contains("EXIT"), "{id}: the SASS is a disassembly");
+        }
+        assert_eq!(out.status.code(), Some(0), "{template}");
+    }
+}
+
+#[test]
+fn an_unchanged_version_is_not_rebuilt_and_a_changed_option_is() {
+    let Some(nvcc) = real_nvcc() else { return };
+    let (tmp, ws) = workspace("vector-add");
+    // A counting nvcc first in the search order (CUDA_HOME), forwarding to the real one, with the
+    // real ptxas and cuobjdump beside it.
+    let root = tmp.path().join("cuda");
+    let bin = root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let count = tmp.path().join("nvcc-calls");
+    std::fs::write(
+        bin.join("nvcc"),
+        format!("#!/bin/sh\necho call >> '{}'\nexec '{}' \"$@\"\n", count.display(), nvcc.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(bin.join("nvcc"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    for tool in ["ptxas", "cuobjdump", "nvdisasm"] {
+        std::os::unix::fs::symlink(nvcc.parent().unwrap().join(tool), bin.join(tool)).unwrap();
+    }
+    let env = [("CUDA_HOME", root.to_str().unwrap())];
+    let calls = || std::fs::read_to_string(&count).map_or(0, |s| s.lines().count());
+
+    let first = json(&rung(&ws, &["check", "--json", "v001"], &env));
+    assert_eq!(first["versions"][0]["stages"][1]["verdict"], "pass", "{first}");
+    assert!(
+        first["versions"][0]["stages"][1]["detail"]["commands"][0]
+            .as_str()
+            .unwrap()
+            .starts_with(&bin.join("nvcc").display().to_string())
+    );
+    // The first check compiles (and asks nvcc its version once, remembered from then on).
+    let n = calls();
+    assert!(n >= 1);
+
+    let second = json(&rung(&ws, &["check", "--json", "v001"], &env));
+    assert_eq!(calls(), n, "an unchanged version calls nvcc zero times");
+    assert_eq!(second["versions"][0]["stages"][1]["detail"]["cached"], true);
+    assert!(ws.join(".rung/dumps/v001/v001.sass").is_file());
+
+    // One build option changes: rebuilt.
+    let toml = std::fs::read_to_string(ws.join("rung.toml")).unwrap();
+    std::fs::write(ws.join("rung.toml"), toml.replace("# flags = [\"-O3\"]", "flags = [\"-DRUNG_TEST=1\"]")).unwrap();
+    let third = json(&rung(&ws, &["check", "--json", "v001"], &env));
+    assert_eq!(calls(), n + 1, "a changed flag rebuilds");
+    assert_eq!(third["versions"][0]["stages"][1]["detail"]["cached"], false);
+    assert!(third["versions"][0]["stages"][1]["detail"]["commands"][0].as_str().unwrap().contains("-DRUNG_TEST=1"));
+
+    // So does a change to a header the version includes.
+    std::fs::write(ws.join("versions/common.cuh"), "#define RUNG_UNUSED 1\n").unwrap();
+    let src = std::fs::read_to_string(ws.join("versions/v001-naive.cu")).unwrap();
+    std::fs::write(ws.join("versions/v001-naive.cu"), format!("#include \"common.cuh\"\n{src}")).unwrap();
+    rung(&ws, &["check", "--json", "v001"], &env);
+    assert_eq!(calls(), n + 2);
+    rung(&ws, &["check", "--json", "v001"], &env);
+    assert_eq!(calls(), n + 2);
+    std::fs::write(ws.join("versions/common.cuh"), "#define RUNG_UNUSED 2\n").unwrap();
+    rung(&ws, &["check", "--json", "v001"], &env);
+    assert_eq!(calls(), n + 3, "a changed header rebuilds");
+}
+
+/// Adds a version file and returns its build stage's diagnostics (file, line, column, message).
+fn build_diagnostics(ws: &Path, name: &str, source: &str) -> (serde_json::Value, Vec<(String, u64, u64, String)>) {
+    std::fs::write(ws.join("versions").join(name), source).unwrap();
+    let id = name.split('-').next().unwrap();
+    let v = json(&rung(ws, &["check", "--json", id], &[]));
+    let stage = v["versions"][0]["stages"].as_array().unwrap().last().unwrap().clone();
+    let diags = stage["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["severity"] == "error")
+        .map(|d| {
+            (
+                d["file"].as_str().unwrap().to_string(),
+                d["line"].as_u64().unwrap(),
+                d["column"].as_u64().unwrap(),
+                d["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    (stage, diags)
+}
+
+const TYPE_ERROR: &str = r#"// rung: grid="cdiv(n, 256)" block=256
+extern "C" __global__ void vector_add(const float* __restrict__ a, const float* __restrict__ b,
+                                      float* __restrict__ out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int wrong = out;
+    if (i < n) out[i] = a[i] + b[i] + wrong;
+}
+"#;
+
+#[test]
+fn a_type_error_is_reported_at_its_line_in_the_version() {
+    let Some(_) = real_nvcc() else { return };
+    let (_tmp, ws) = workspace("vector-add");
+    let (stage, d) = build_diagnostics(&ws, "v010-type-error.cu", TYPE_ERROR);
+    assert_eq!(stage["verdict"], "fail");
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!((d[0].0.as_str(), d[0].1, d[0].2), ("versions/v010-type-error.cu", 5, 17));
+    assert!(d[0].3.contains("cannot be used to initialize an entity of type \"int\""));
+}
+
+const WGMMA: &str = r#"// rung: grid="cdiv(n, 256)" block=256
+extern "C" __global__ void vector_add(const float* __restrict__ a, const float* __restrict__ b,
+                                      float* __restrict__ out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    if (i < n) out[i] = a[i] + b[i];
+}
+"#;
+
+#[test]
+fn wgmma_builds_for_sm_90a_and_on_plain_sm_90_points_at_the_asm_line() {
+    let Some(_) = real_nvcc() else { return };
+    let (_tmp, ws) = workspace("vector-add");
+    // rung picks sm_90a by itself...
+    let (stage, d) = build_diagnostics(&ws, "v011-wgmma.cu", WGMMA);
+    assert!(d.is_empty(), "{d:?}");
+    assert_eq!(stage["detail"]["arch"], "sm_90a");
+    assert!(stage["detail"]["arch_reason"].as_str().unwrap().contains("wgmma"));
+    // ...and when rung.toml pins plain sm_90, the error lands on the asm line with the fix.
+    let toml = std::fs::read_to_string(ws.join("rung.toml")).unwrap();
+    std::fs::write(ws.join("rung.toml"), toml.replace("# arch = \"sm_90a\"", "arch = \"sm_90\"")).unwrap();
+    let (stage, d) = build_diagnostics(&ws, "v011-wgmma.cu", WGMMA);
+    assert_eq!(stage["verdict"], "fail");
+    assert!(!d.is_empty());
+    assert_eq!((d[0].0.as_str(), d[0].1), ("versions/v011-wgmma.cu", 5), "{d:?}");
+    assert!(d[0].3.contains("wgmma.fence"), "{d:?}");
+    assert!(stage["diagnostics"][0]["help"].as_str().unwrap().contains("sm_90a"));
+}
+
+const TRITON_ERROR: &str = r#"import triton
+import triton.language as tl
+
+
+@triton.jit
+def vector_add_kernel(a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    a = tl.load(a_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, a + bee, mask=mask)
+
+
+def run(a, b, out, n):
+    vector_add_kernel[(triton.cdiv(n, 1024),)](a, b, out, n, BLOCK=1024)
+"#;
+
+#[test]
+fn a_triton_error_is_reported_at_its_line() {
+    let Some(_) = real_nvcc() else { return };
+    let (_tmp, ws) = workspace("vector-add");
+    let (stage, d) = build_diagnostics(&ws, "v012-triton-error.py", TRITON_ERROR);
+    assert_eq!(stage["verdict"], "fail");
+    assert_eq!((d[0].0.as_str(), d[0].1), ("versions/v012-triton-error.py", 10), "{d:?}");
+    assert!(d[0].3.contains("bee"), "{d:?}");
+}
+
+#[test]
+fn a_python_syntax_error_is_reported_at_its_line() {
+    let Some(_) = real_nvcc() else { return };
+    let (_tmp, ws) = workspace("vector-add");
+    let src = TRITON_ERROR.replace("def run(a, b, out, n):", "def run(a, b, out, n)").replace("a + bee", "a");
+    let (stage, d) = build_diagnostics(&ws, "v013-syntax.py", &src);
+    assert_eq!(stage["verdict"], "fail");
+    assert_eq!((d[0].0.as_str(), d[0].1), ("versions/v013-syntax.py", 13), "{d:?}");
+    assert!(d[0].3.contains("SyntaxError"), "{d:?}");
+}
+
+#[test]
+fn a_ptx_version_assembles_and_its_errors_cite_its_lines() {
+    let Some(_) = real_nvcc() else { return };
+    let (_tmp, ws) = workspace("vector-add");
+    // Make a PTX version from the CUDA one, through rung itself.
+    assert!(rung(&ws, &["check", "v001"], &[]).status.success());
+    let ptx = std::fs::read_to_string(ws.join(".rung/dumps/v001/v001.ptx")).unwrap();
+    std::fs::write(ws.join("versions/v020-hand.ptx"), &ptx).unwrap();
+    let v = json(&rung(&ws, &["check", "--json", "v020"], &[]));
+    assert_eq!(v["versions"][0]["kind"], "ptx");
+    assert_eq!(v["versions"][0]["stages"][1]["verdict"], "pass", "{v}");
+    // Break one instruction.
+    let (line_no, _) =
+        ptx.lines().enumerate().find(|(_, l)| l.trim_start().starts_with("add.f32")).expect("an add.f32");
+    let broken: String = ptx
+        .lines()
+        .enumerate()
+        .map(|(i, l)| if i == line_no { "\tadd.f32 %f99, %f1;\n".to_string() } else { format!("{l}\n") })
+        .collect();
+    let (stage, d) = build_diagnostics(&ws, "v020-hand.ptx", &broken);
+    assert_eq!(stage["verdict"], "fail");
+    assert_eq!((d[0].0.as_str(), d[0].1), ("versions/v020-hand.ptx", line_no as u64 + 1), "{d:?}");
+}
