@@ -8,6 +8,7 @@ pub mod exit;
 pub mod expr;
 pub mod gpu;
 pub mod launch;
+pub mod nvrtc;
 pub mod parsers;
 pub mod report;
 pub mod setup;

@@ -278,3 +278,21 @@ fn a_ptx_version_assembles_and_its_errors_cite_its_lines() {
     assert_eq!(stage["verdict"], "fail");
     assert_eq!((d[0].0.as_str(), d[0].1), ("versions/v020-hand.ptx", line_no as u64 + 1), "{d:?}");
 }
+
+#[test]
+fn nvrtc_builds_and_reports_errors_like_nvcc() {
+    let Some(_) = real_nvcc() else { return };
+    let (_tmp, ws) = workspace("vector-add");
+    let toml = std::fs::read_to_string(ws.join("rung.toml")).unwrap();
+    std::fs::write(ws.join("rung.toml"), toml.replace("# flags = [\"-O3\"]", "compiler = \"nvrtc\"")).unwrap();
+    let v = json(&rung(&ws, &["check", "--json", "v002"], &[]));
+    let build = &v["versions"][0]["stages"][1];
+    assert_eq!(build["verdict"], "pass", "{build}");
+    assert_eq!(build["detail"]["compiler"], "nvrtc");
+    assert!(build["detail"]["commands"][0].as_str().unwrap().contains(" internal-nvrtc versions/v002-float4.cu "));
+    assert!(ws.join(".rung/dumps/v002/v002.sass").is_file());
+    let (stage, d) = build_diagnostics(&ws, "v010-type-error.cu", TYPE_ERROR);
+    assert_eq!(stage["detail"]["compiler"], "nvrtc");
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!((d[0].0.as_str(), d[0].1, d[0].2), ("versions/v010-type-error.cu", 5, 17));
+}

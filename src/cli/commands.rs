@@ -39,6 +39,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Some(Command::Doctor { json }) => doctor(json),
         Some(Command::Setup { force }) => setup_cmd(force),
         Some(Command::Demo { dir }) => demo(dir.unwrap_or_else(|| PathBuf::from("rung-demo"))),
+        Some(Command::InternalNvrtc { source, out, options }) => internal_nvrtc(&source, &out, &options),
         Some(Command::Schema) => {
             println!("{}", serde_json::to_string_pretty(&rung::report::check_schema())?);
             Ok(exit::OK)
@@ -271,6 +272,26 @@ fn demo(dir: PathBuf) -> Result<i32> {
     status(&dir)?;
     println!("\nnext: cd {} and edit versions/, then `rung check` (or `rung diff v001 v004`)", dir.display());
     Ok(code)
+}
+
+fn internal_nvrtc(source: &Path, out: &Path, options: &[String]) -> Result<i32> {
+    let text = std::fs::read_to_string(source).with_context(|| format!("reading {}", source.display()))?;
+    match rung::nvrtc::compile(&text, &source.to_string_lossy(), options) {
+        Ok(outcome) => {
+            eprint!("{}", outcome.log);
+            match outcome.ptx {
+                Some(ptx) => {
+                    std::fs::write(out, ptx).with_context(|| format!("writing {}", out.display()))?;
+                    Ok(exit::OK)
+                }
+                None => Ok(exit::BUILD_FAILED),
+            }
+        }
+        Err(e) => {
+            eprintln!("nvrtc error: {e}");
+            Ok(exit::INTERNAL)
+        }
+    }
 }
 
 /// Colour when stdout is a terminal and NO_COLOR is unset (no-color.org).

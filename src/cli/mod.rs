@@ -67,6 +67,18 @@ pub enum Command {
     Demo { dir: Option<PathBuf> },
     /// Print the JSON schema of `rung check --json`.
     Schema,
+    /// Compile with NVRTC in this process (run by the build rung with NVRTC's library path).
+    #[command(hide = true)]
+    InternalNvrtc {
+        /// The source file, relative to the working directory; also the name in diagnostics.
+        source: PathBuf,
+        /// Where to write the PTX.
+        #[arg(long)]
+        out: PathBuf,
+        /// NVRTC options.
+        #[arg(last = true)]
+        options: Vec<String>,
+    },
 }
 
 #[derive(Args, Debug)]

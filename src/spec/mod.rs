@@ -21,7 +21,7 @@ use crate::diag::{Diagnostic, Pos};
 use crate::dtype::{DType, Tolerance};
 use crate::expr::Expr;
 
-pub use raw::{Init, RunnerKind};
+pub use raw::{CompilerChoice, Init, RunnerKind};
 
 pub const FILE_NAME: &str = "rung.toml";
 
@@ -101,6 +101,7 @@ pub struct BuildSpec {
     pub arch: Option<String>,
     /// Extra flags for nvcc / NVRTC.
     pub flags: Vec<String>,
+    pub compiler: CompilerChoice,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -106,6 +106,8 @@ pub(super) struct RawLaunch {
 pub(super) struct RawBuild {
     pub arch: Option<String>,
     #[serde(default)]
+    pub compiler: CompilerChoice,
+    #[serde(default)]
     pub flags: Vec<String>,
 }
 
@@ -127,6 +129,18 @@ pub(super) struct RawLimits {
     pub build: Option<Seconds>,
     pub run: Option<Seconds>,
     pub bench: Option<Seconds>,
+}
+
+/// Which CUDA C++ compiler builds `.cu` versions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CompilerChoice {
+    /// nvcc when found, else NVRTC.
+    #[default]
+    Auto,
+    Nvcc,
+    /// NVRTC, the compiler JIT frameworks use (no host code: not for `rung_run` versions).
+    Nvrtc,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -422,7 +422,8 @@ pub(super) fn validate(raw: RawSpec, text: &str, file: &Path) -> Result<Spec, Ve
         }
     }
 
-    let build = BuildSpec { arch: raw.build.arch.clone(), flags: raw.build.flags.clone() };
+    let build =
+        BuildSpec { arch: raw.build.arch.clone(), flags: raw.build.flags.clone(), compiler: raw.build.compiler };
     if let Some(arch) = &raw.build.arch {
         let re = regex::Regex::new(r"^sm_\d{2,3}[af]?$").expect("static regex");
         if !re.is_match(arch) {

@@ -26,6 +26,7 @@ use crate::parsers::{
     parse_all, parse_resources,
 };
 use crate::report::{StageDetail, Verdict};
+use crate::spec::CompilerChoice;
 use crate::store::{Objects, Store, StoreError, sha256_hex};
 use crate::toolchain::{Tool, Toolchain};
 use crate::workspace::{VersionFile, VersionKind, Workspace};
@@ -290,6 +291,10 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
     }
 
     let pinned = spec.and_then(|s| s.build.arch.as_deref());
+    let choice = spec.map_or(CompilerChoice::Auto, |s| s.build.compiler);
+    let use_nvrtc = v.kind == VersionKind::Cuda
+        && (choice == CompilerChoice::Nvrtc
+            || (choice == CompilerChoice::Auto && tc.nvcc.is_none() && tc.nvrtc_lib_dir.is_some()));
     let (arch, arch_reason) = choose_arch(env.gpu_arch.as_deref(), pinned, source);
     let flags: Vec<String> = spec.map(|s| s.build.flags.clone()).unwrap_or_default();
     let tools = match v.kind {
@@ -303,6 +308,12 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
             t
         }
         VersionKind::Ptx => tool_versions(&[("ptxas", &tc.ptxas), ("cuobjdump", &tc.cuobjdump)]),
+        _ if use_nvrtc => {
+            let mut t = tool_versions(&[("ptxas", &tc.ptxas), ("cuobjdump", &tc.cuobjdump)]);
+            let lib = tc.nvrtc_lib_dir.as_ref().map(|d| d.display().to_string()).unwrap_or_default();
+            t.insert("nvrtc".into(), lib);
+            t
+        }
         _ => tool_versions(&[("nvcc", &tc.nvcc), ("ptxas", &tc.ptxas), ("cuobjdump", &tc.cuobjdump)]),
     };
 
@@ -312,7 +323,10 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
     if v.kind != VersionKind::Triton {
         local_includes(&version_dir, source, &mut includes);
     }
-    let mut key_text = format!("rung-build {BUILD_LOGIC_VERSION}\n{}\n{arch}\n{flags:?}\n{tools:?}\n", v.kind.name());
+    let mut key_text = format!(
+        "rung-build {BUILD_LOGIC_VERSION}\n{}\n{arch}\n{flags:?}\n{tools:?}\nnvrtc={use_nvrtc}\n",
+        v.kind.name()
+    );
     key_text.push_str(source);
     for (p, text) in &includes {
         key_text.push_str(&format!("\n--- {}\n{text}", p.display()));
@@ -340,7 +354,15 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
         VersionKind::Triton if !tc.has_python_package("triton") => Some("Triton is not installed"),
         VersionKind::Triton if tc.ptxas.is_none() => Some("no ptxas for Triton"),
         VersionKind::Ptx if tc.ptxas.is_none() => Some("no ptxas"),
-        VersionKind::Cuda | VersionKind::CudaHost if tc.nvcc.is_none() || tc.ptxas.is_none() => Some("no nvcc"),
+        VersionKind::Cuda if use_nvrtc && tc.nvrtc_lib_dir.is_none() => Some("no NVRTC (libnvrtc.so.13)"),
+        VersionKind::Cuda | VersionKind::CudaHost if !use_nvrtc && tc.nvcc.is_none() => {
+            Some(if v.kind == VersionKind::CudaHost {
+                "no nvcc (rung_run versions need it)"
+            } else {
+                "no nvcc or NVRTC"
+            })
+        }
+        _ if tc.ptxas.is_none() => Some("no ptxas"),
         _ if tc.cuobjdump.is_none() && tc.nvdisasm.is_none() => Some("no cuobjdump or nvdisasm for SASS"),
         _ => None,
     };
@@ -373,6 +395,7 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
         compiler: match v.kind {
             VersionKind::Triton => "triton".into(),
             VersionKind::Ptx => "ptxas".into(),
+            _ if use_nvrtc => "nvrtc".into(),
             _ => "nvcc".into(),
         },
         arch: arch.clone(),
@@ -387,7 +410,7 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
     };
     let produced = match v.kind {
         VersionKind::Triton => build_triton(&mut s, &arch, &mut detail),
-        _ => build_cuda(&mut s, &arch, &flags, &mut detail),
+        _ => build_cuda(&mut s, &arch, &flags, use_nvrtc, &mut detail),
     };
     detail.commands = std::mem::take(&mut s.commands);
     let diagnostics = std::mem::take(&mut s.diagnostics);
@@ -489,7 +512,13 @@ fn link_dumps(objects: &Objects, state: &Path, id: &str, artefacts: &[Artefact])
 
 type Files = Vec<(String, String, Vec<u8>)>;
 
-fn build_cuda(s: &mut Session, arch: &str, flags: &[String], detail: &mut BuildDetail) -> Result<Files, ()> {
+fn build_cuda(
+    s: &mut Session,
+    arch: &str,
+    flags: &[String],
+    use_nvrtc: bool,
+    detail: &mut BuildDetail,
+) -> Result<Files, ()> {
     let tc = s.env.toolchain;
     let id = s.v.id.clone();
     let ptx_path = s.tmp.join(format!("{id}.ptx"));
@@ -506,16 +535,20 @@ fn build_cuda(s: &mut Session, arch: &str, flags: &[String], detail: &mut BuildD
         let ptx = std::fs::read(s.env.ws.root.join(&s.v.path)).map_err(|_| ())?;
         files.push((format!("{id}.ptx"), "ptx".into(), ptx));
     } else {
-        let nvcc = &tc.nvcc.as_ref().expect("checked").path;
-        let mut cmd = Command::new(nvcc);
-        cmd.arg("-ptx")
-            .arg(format!("-arch={virt}"))
-            .args(["-lineinfo", "-O3", "-std=c++17"])
-            .args(flags)
-            .arg("-o")
-            .arg(s.rel(&ptx_path))
-            .arg(&s.v.path);
-        s.step_reading_ptx(cmd, &[&NvccFrontend, &PtxasOutput, &NvlinkOutput], Some(&ptx_path))?;
+        if use_nvrtc {
+            nvrtc_ptx(s, &virt, flags, &ptx_path)?;
+        } else {
+            let nvcc = &tc.nvcc.as_ref().expect("checked").path;
+            let mut cmd = Command::new(nvcc);
+            cmd.arg("-ptx")
+                .arg(format!("-arch={virt}"))
+                .args(["-lineinfo", "-O3", "-std=c++17"])
+                .args(flags)
+                .arg("-o")
+                .arg(s.rel(&ptx_path))
+                .arg(&s.v.path);
+            s.step_reading_ptx(cmd, &[&NvccFrontend, &PtxasOutput, &NvlinkOutput], Some(&ptx_path))?;
+        }
         let ptx = std::fs::read(&ptx_path).map_err(|_| ())?;
         let mut cmd = Command::new(&tc.ptxas.as_ref().expect("checked").path);
         cmd.arg(format!("-arch={arch}")).args(["-v", "-lineinfo", "-o"]).arg(s.rel(&cubin_path)).arg(s.rel(&ptx_path));
@@ -525,7 +558,7 @@ fn build_cuda(s: &mut Session, arch: &str, flags: &[String], detail: &mut BuildD
 
         if s.v.kind == VersionKind::CudaHost {
             let so = s.tmp.join(format!("lib{id}.so"));
-            let mut cmd = Command::new(nvcc);
+            let mut cmd = Command::new(&tc.nvcc.as_ref().expect("checked").path);
             cmd.args(["-shared", "-Xcompiler", "-fPIC"])
                 .arg(format!("-gencode=arch={virt},code={arch}"))
                 .args(["-lineinfo", "-O3", "-std=c++17"])
@@ -542,6 +575,30 @@ fn build_cuda(s: &mut Session, arch: &str, flags: &[String], detail: &mut BuildD
     files.push((format!("{id}.cubin"), "cubin".into(), cubin));
     files.push((format!("{id}.sass"), "sass".into(), sass.into_bytes()));
     Ok(files)
+}
+
+/// The front end through NVRTC, in a child process whose library path lets NVRTC find its
+/// builtins. Its log is in nvcc's format, naming the version by its workspace path.
+fn nvrtc_ptx(s: &mut Session, virt: &str, flags: &[String], ptx_path: &Path) -> Result<(), ()> {
+    let tc = s.env.toolchain;
+    let lib = tc.nvrtc_lib_dir.as_ref().expect("checked");
+    let exe = std::env::current_exe().map_err(|_| ())?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("internal-nvrtc").arg(&s.v.path).arg("--out").arg(s.rel(ptx_path)).arg("--");
+    cmd.arg(format!("--gpu-architecture={virt}")).args(["-lineinfo", "-std=c++17"]);
+    if let Some(dir) = s.v.path.parent() {
+        cmd.arg(format!("-I{}", dir.display()));
+    }
+    if let Some(include) = lib.parent().map(|p| p.join("include")).filter(|p| p.is_dir()) {
+        cmd.arg(format!("-I{}", include.display()));
+    }
+    cmd.args(flags);
+    let mut paths = vec![lib.clone()];
+    paths.extend(std::env::split_paths(&std::env::var_os("LD_LIBRARY_PATH").unwrap_or_default()));
+    if let Ok(joined) = std::env::join_paths(paths) {
+        cmd.env("LD_LIBRARY_PATH", joined);
+    }
+    s.step(cmd, &[&NvccFrontend]).map(|_| ())
 }
 
 fn kernels_from(ptxas_stderr: &str) -> Vec<KernelBuild> {
