@@ -8,6 +8,10 @@ use rung::parsers::{
     NvccFrontend, NvlinkOutput, OutputParser, ParseContext, PtxLineMap, PtxasOutput, PythonTraceback, parse_resources,
 };
 
+/// Where the fixtures were captured: absolute paths in the tools' output start with this,
+/// wherever the repository is checked out now.
+const CAPTURED_AT: &str = "/work/main/tests/fixtures/build";
+
 fn fixture(case: &str, file: &str) -> String {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/build").join(case).join(file);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
@@ -120,8 +124,8 @@ fn ptxas_errors_in_a_ptx_version() {
 fn inline_ptx_errors_land_on_the_asm_line() {
     let mut ctx = ParseContext::for_version("kernel.cu");
     ctx.ptx.insert("kernel.ptx".into(), PtxLineMap::new(&fixture("inline-ptx-error", "kernel.ptx")));
-    let ptx_file_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/build/inline-ptx-error");
-    ctx.path_map.push((ptx_file_dir.join("kernel.cu").display().to_string(), PathBuf::from("kernel.cu")));
+    // The PTX's `.file` names the source by the absolute path it was captured at.
+    ctx.path_map.push((format!("{CAPTURED_AT}/inline-ptx-error/kernel.cu"), PathBuf::from("kernel.cu")));
     // nvcc cites its temporary PTX; the map is matched as the only PTX known.
     let ds = PtxasOutput.parse(&fixture("inline-ptx-error", "stderr.txt"), &ctx);
     assert_eq!(ds.len(), 2);
@@ -174,8 +178,7 @@ fn resource_report_per_kernel() {
 #[test]
 fn python_syntax_error_with_column() {
     let mut ctx = ParseContext::for_version("versions/v003.py");
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/build/python-syntax-error");
-    ctx.path_map.push((dir.join("version.py").display().to_string(), PathBuf::from("versions/v003.py")));
+    ctx.path_map.push((format!("{CAPTURED_AT}/python-syntax-error/version.py"), PathBuf::from("versions/v003.py")));
     let got = run(&PythonTraceback, &fixture("python-syntax-error", "stderr.txt"), &ctx);
     assert_eq!(got, vec!["versions/v003.py:7:62 error SyntaxError: expected ':'"]);
 }
@@ -183,8 +186,7 @@ fn python_syntax_error_with_column() {
 #[test]
 fn python_import_error_at_the_user_frame() {
     let mut ctx = ParseContext::for_version("versions/v003.py");
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/build/python-import-error");
-    ctx.path_map.push((dir.join("version.py").display().to_string(), PathBuf::from("versions/v003.py")));
+    ctx.path_map.push((format!("{CAPTURED_AT}/python-import-error/version.py"), PathBuf::from("versions/v003.py")));
     let ds = PythonTraceback.parse(&fixture("python-import-error", "stderr.txt"), &ctx);
     assert_eq!(ds.len(), 1);
     assert_eq!((ds[0].file.as_path(), ds[0].line), (Path::new("versions/v003.py"), 4));
