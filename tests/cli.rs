@@ -195,6 +195,10 @@ fn diff_of_sources_and_missing_sass() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("--- versions/v001-naive.cu") && text.contains("+++ versions/v002-float4.cu"), "{text}");
     assert!(text.contains("+        float4 x"), "{text}");
+    // This test's rung home has no toolchain: diff tries to build, and says why it cannot.
     let out = rung(&ws, &["diff", "v001", "v002", "--sass"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no SASS for v001 yet"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("run `rung setup`"), "{err}");
+    assert!(err.contains("v001 has no SASS (its build failed; see above)"), "{err}");
 }

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+use rung::asm::{self, AsmKind, Normalize};
 use rung::check::{self, CheckOptions};
 use rung::exit;
 use rung::report::{CheckReport, SCHEMA};
@@ -15,7 +16,7 @@ use rung::toolchain::Toolchain;
 use rung::workspace::{OpenError, Workspace};
 
 use super::render;
-use super::{CheckArgs, Cli, Command};
+use super::{CheckArgs, Cli, Command, DiffArgs, DiffLayout};
 
 pub fn run(cli: Cli) -> Result<i32> {
     let ws_dir = cli.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
@@ -24,18 +25,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Some(Command::New { dir, template }) => new(&dir, template.as_deref().unwrap_or(templates::DEFAULT_TEMPLATE)),
         Some(Command::Check(args)) => check_cmd(&ws_dir, &args),
         Some(Command::History { version, json, limit }) => history(&ws_dir, version.as_deref(), json, limit),
-        Some(Command::Diff { a, b, ptx, sass }) => diff(
-            &ws_dir,
-            &a,
-            &b,
-            if ptx {
-                "ptx"
-            } else if sass {
-                "sass"
-            } else {
-                "source"
-            },
-        ),
+        Some(Command::Diff(args)) => diff(&ws_dir, &args),
         Some(Command::Doctor { json }) => doctor(json),
         Some(Command::Setup { force }) => setup_cmd(force),
         Some(Command::Demo { dir }) => demo(dir.unwrap_or_else(|| PathBuf::from("rung-demo"))),
@@ -143,39 +133,71 @@ fn history(dir: &Path, version: Option<&str>, json: bool, limit: usize) -> Resul
     Ok(exit::OK)
 }
 
-fn diff(dir: &Path, a: &str, b: &str, what: &str) -> Result<i32> {
+fn diff(dir: &Path, args: &DiffArgs) -> Result<i32> {
     let ws = match open(dir) {
         Ok(ws) => ws,
         Err(code) => return Ok(code),
     };
-    let mut texts = Vec::new();
-    for id in [a, b] {
-        let Some(v) = ws.version(id) else {
-            eprintln!(
-                "rung diff: no version `{id}`\n  help: versions here: {}",
-                ws.versions.iter().map(|v| v.id.as_str()).collect::<Vec<_>>().join(", ")
-            );
-            return Ok(exit::USAGE);
-        };
-        let text = if what == "source" {
-            ws.read_source(v).with_context(|| format!("reading {}", v.path.display()))?
-        } else {
-            match render::dump_text(&ws, &v.id, what) {
-                Some(t) => t,
-                None => {
-                    eprintln!(
-                        "rung diff: no {} for {} yet\n  help: build it first: rung check {}",
-                        what.to_uppercase(),
-                        v.id,
-                        v.id
-                    );
-                    return Ok(exit::BUILD_FAILED);
-                }
+    let mut versions = Vec::new();
+    for id in [&args.a, &args.b] {
+        match ws.version(id) {
+            Some(v) => versions.push(v.clone()),
+            None => {
+                eprintln!(
+                    "rung diff: no version `{id}`\n  help: versions here: {}",
+                    ws.versions.iter().map(|v| v.id.as_str()).collect::<Vec<_>>().join(", ")
+                );
+                return Ok(exit::USAGE);
             }
-        };
-        texts.push((v.path.display().to_string(), text));
+        }
     }
-    print!("{}", render::unified_diff(&texts[0], &texts[1], color()));
+    if !args.ptx && !args.sass {
+        let mut texts = Vec::new();
+        for v in &versions {
+            let text = ws.read_source(v).with_context(|| format!("reading {}", v.path.display()))?;
+            texts.push((v.path.display().to_string(), text));
+        }
+        print!("{}", render::unified_diff(&texts[0], &texts[1], color()));
+        return Ok(exit::OK);
+    }
+    let kind = if args.ptx { AsmKind::Ptx } else { AsmKind::Sass };
+    let ext = if args.ptx { "ptx" } else { "sass" };
+    // Build what is not built yet (a cached build costs nothing).
+    let missing: Vec<String> =
+        versions.iter().filter(|v| render::dump_text(&ws, &v.id, ext).is_none()).map(|v| v.id.clone()).collect();
+    if !missing.is_empty() {
+        let mut store = open_store(&ws)?;
+        let report = check::check(&ws, &mut store, &CheckOptions { versions: missing.clone(), seed: None })?;
+        for v in report.versions.iter().filter(|v| v.verdict != rung::report::Verdict::Pass) {
+            eprint!("{}", render::check_report(&CheckReport { versions: vec![v.clone()], ..report.clone() }, false));
+        }
+    }
+    let mut listings = Vec::new();
+    for v in &versions {
+        let Some(text) = render::dump_text(&ws, &v.id, ext) else {
+            eprintln!("rung diff: {} has no {} (its build failed; see above)", v.id, ext.to_uppercase());
+            return Ok(exit::BUILD_FAILED);
+        };
+        let mut ks = asm::parse(kind, &text);
+        if let Some(k) = &args.kernel {
+            ks.retain(|l| &l.name == k);
+        }
+        listings.push(ks);
+    }
+    let d = asm::diff::diff(kind, &listings[0], &listings[1], Normalize { registers: args.regs });
+    if args.json {
+        let doc = serde_json::json!({ "schema": SCHEMA, "a": versions[0].id, "b": versions[1].id, "diff": d });
+        println!("{}", serde_json::to_string(&doc)?);
+        return Ok(exit::OK);
+    }
+    let width = crossterm::terminal::size().map(|(w, _)| w as usize).ok().filter(|_| std::io::stdout().is_terminal());
+    let width = width.or_else(|| std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok())).unwrap_or(100);
+    let side = match args.layout {
+        Some(DiffLayout::Side) => true,
+        Some(DiffLayout::Unified) => false,
+        None => width >= 140,
+    };
+    print!("{}", render::asm_diff(&d, &versions[0].id, &versions[1].id, side, width, color()));
     Ok(exit::OK)
 }
 

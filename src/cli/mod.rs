@@ -44,14 +44,7 @@ pub enum Command {
         limit: usize,
     },
     /// Diff two versions: their sources, or their PTX or SASS once built.
-    Diff {
-        a: String,
-        b: String,
-        #[arg(long, conflicts_with = "sass")]
-        ptx: bool,
-        #[arg(long)]
-        sass: bool,
-    },
+    Diff(DiffArgs),
     /// What rung found on this machine (CUDA, Python, GPU, profilers) and what is missing.
     Doctor {
         #[arg(long)]
@@ -79,6 +72,36 @@ pub enum Command {
         #[arg(last = true)]
         options: Vec<String>,
     },
+}
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    pub a: String,
+    pub b: String,
+    /// Compare the PTX (built if needed).
+    #[arg(long, conflicts_with = "sass")]
+    pub ptx: bool,
+    /// Compare the SASS (built if needed).
+    #[arg(long)]
+    pub sass: bool,
+    /// One JSON document: aligned rows, hunks, inline changes, instruction mixes.
+    #[arg(long)]
+    pub json: bool,
+    /// Rename registers by first use, so a different allocation does not hide the same code.
+    #[arg(long)]
+    pub regs: bool,
+    /// Only this kernel.
+    #[arg(long)]
+    pub kernel: Option<String>,
+    /// Force one layout (default: side by side when the terminal is wide enough).
+    #[arg(long, value_enum)]
+    pub layout: Option<DiffLayout>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiffLayout {
+    Side,
+    Unified,
 }
 
 #[derive(Args, Debug)]

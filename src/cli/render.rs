@@ -256,3 +256,171 @@ pub fn doctor(tc: &Toolchain, gpu: &GpuProbe, on: bool) -> String {
     );
     out
 }
+
+/// Pads or cuts `s` to `w` display columns.
+fn fit(s: &str, w: usize) -> String {
+    let n = s.chars().count();
+    if n <= w {
+        format!("{s}{}", " ".repeat(w - n))
+    } else {
+        format!("{}…", s.chars().take(w.saturating_sub(1)).collect::<String>())
+    }
+}
+
+/// A side's text with its changed spans emphasised.
+fn emphasise(side: &rung::asm::diff::Side, base: &str, on: bool) -> String {
+    if !on || side.changed.is_empty() {
+        return paint(base, &side.text, on);
+    }
+    let mut out = String::new();
+    let mut at = 0;
+    for &(s, e) in &side.changed {
+        out.push_str(&paint(base, &side.text[at..s], on));
+        out.push_str(&paint(&format!("{base};1;4"), &side.text[s..e], on));
+        at = e;
+    }
+    out.push_str(&paint(base, &side.text[at..], on));
+    out
+}
+
+/// The mix table: every class and memory width that differs, then the rest.
+fn mix_table(k: &rung::asm::diff::KernelDiff, a: &str, b: &str, on: bool) -> String {
+    use std::collections::BTreeSet;
+    let (Some(l), Some(r)) = (&k.left_mix, &k.right_mix) else { return String::new() };
+    let mut out = format!("  {:<32} {:>8} {:>8}\n", "instruction mix", a, b);
+    let row = |name: &str, x: usize, y: usize| {
+        let text = format!(
+            "  {:<32} {:>8} {:>8}{}\n",
+            name,
+            x,
+            y,
+            if x != y { format!("  {:+}", y as i64 - x as i64) } else { String::new() }
+        );
+        if x != y { paint("1", &text, on) } else { text }
+    };
+    out.push_str(&row("instructions", l.instructions, r.instructions));
+    let classes: BTreeSet<&String> = l.classes.keys().chain(r.classes.keys()).collect();
+    for c in classes {
+        out.push_str(&row(c, l.count(c), r.count(c)));
+    }
+    for (name, ml, mr) in [("", &l.memory, &r.memory), ("", &l.tensor, &r.tensor)] {
+        let _ = name;
+        let keys: BTreeSet<&String> = ml.keys().chain(mr.keys()).collect();
+        for key in keys {
+            out.push_str(&row(
+                &format!("  {key}"),
+                ml.get(key).copied().unwrap_or(0),
+                mr.get(key).copied().unwrap_or(0),
+            ));
+        }
+    }
+    out
+}
+
+/// A run of changed rows in unified layout: all removed lines, then all added ones.
+fn flush_unified(out: &mut String, pending: &mut Vec<&rung::asm::diff::Row>, on: bool) {
+    for x in pending.iter().filter_map(|r| r.left.as_ref()) {
+        let _ = writeln!(out, "{} {}", paint("31", "-", on), emphasise(x, "31", on));
+    }
+    for x in pending.iter().filter_map(|r| r.right.as_ref()) {
+        let _ = writeln!(out, "{} {}", paint("32", "+", on), emphasise(x, "32", on));
+    }
+    pending.clear();
+}
+
+pub fn asm_diff(d: &rung::asm::diff::AsmDiff, a: &str, b: &str, side_by_side: bool, width: usize, on: bool) -> String {
+    use rung::asm::diff::RowKind;
+    let mut out = String::new();
+    for k in &d.kernels {
+        let name = match (&k.left, &k.right) {
+            (Some(l), Some(r)) if l == r => l.clone(),
+            (Some(l), Some(r)) => format!("{l} → {r}"),
+            (Some(l), None) => format!("{l} (only in {a})"),
+            (None, Some(r)) => format!("{r} (only in {b})"),
+            (None, None) => continue,
+        };
+        let _ = writeln!(
+            out,
+            "{}",
+            paint("1;36", &format!("━━ {name}  {a} → {b}  −{} +{} lines", k.deleted, k.inserted), on)
+        );
+        out.push_str(&mix_table(k, a, b, on));
+        if k.hunks.is_empty() {
+            let _ = writeln!(out, "  (no differences)");
+            continue;
+        }
+        let col = width.saturating_sub(5) / 2;
+        for &(s, e) in &k.hunks {
+            let block = k.rows[s].block.as_deref().map(|b| format!(" in {b}")).unwrap_or_default();
+            let first = |f: fn(&rung::asm::diff::Row) -> Option<&rung::asm::diff::Side>| {
+                k.rows[s..e].iter().find_map(|r| f(r).map(|x| x.line + 1)).unwrap_or(0)
+            };
+            let _ = writeln!(
+                out,
+                "{}",
+                paint(
+                    "36",
+                    &format!("@@ {a}:{} {b}:{}{block} @@", first(|r| r.left.as_ref()), first(|r| r.right.as_ref())),
+                    on
+                )
+            );
+            let mut pending: Vec<&rung::asm::diff::Row> = Vec::new();
+            for r in &k.rows[s..e] {
+                let (code, mark) = match r.kind {
+                    RowKind::Equal => ("", ' '),
+                    RowKind::Delete => ("31", '-'),
+                    RowKind::Insert => ("32", '+'),
+                    RowKind::Replace => ("33", '~'),
+                };
+                if side_by_side {
+                    let l = r.left.as_ref().map(|x| fit(&x.text, col)).unwrap_or_else(|| " ".repeat(col));
+                    let rt = r.right.as_ref().map(|x| fit(&x.text, col)).unwrap_or_default();
+                    let (l, rt) = if on && r.kind != RowKind::Equal {
+                        let lcode = if r.kind == RowKind::Insert {
+                            ""
+                        } else if r.kind == RowKind::Replace {
+                            "33"
+                        } else {
+                            "31"
+                        };
+                        let rcode = if r.kind == RowKind::Delete {
+                            ""
+                        } else if r.kind == RowKind::Replace {
+                            "33"
+                        } else {
+                            "32"
+                        };
+                        let ls = r.left.as_ref().map_or(l.clone(), |x| {
+                            let fitted = rung::asm::diff::Side {
+                                text: fit(&x.text, col),
+                                changed: x.changed.iter().copied().filter(|&(_, e)| e <= col).collect(),
+                                ..x.clone()
+                            };
+                            emphasise(&fitted, lcode, on)
+                        });
+                        let rs = r.right.as_ref().map_or(rt.clone(), |x| {
+                            let fitted = rung::asm::diff::Side {
+                                text: fit(&x.text, col),
+                                changed: x.changed.iter().copied().filter(|&(_, e)| e <= col).collect(),
+                                ..x.clone()
+                            };
+                            emphasise(&fitted, rcode, on)
+                        });
+                        (ls, rs)
+                    } else {
+                        (l, rt)
+                    };
+                    let _ = writeln!(out, "{mark} {l} │ {rt}");
+                } else if r.kind == RowKind::Equal {
+                    flush_unified(&mut out, &mut pending, on);
+                    let _ = writeln!(out, "  {}", r.left.as_ref().map_or("", |x| x.text.as_str()));
+                } else {
+                    let _ = code;
+                    pending.push(r);
+                }
+            }
+            flush_unified(&mut out, &mut pending, on);
+        }
+    }
+    out
+}

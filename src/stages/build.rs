@@ -32,7 +32,7 @@ use crate::toolchain::{Tool, Toolchain};
 use crate::workspace::{VersionFile, VersionKind, Workspace};
 
 /// Bump when the build's commands or outputs change, so cached builds are redone.
-const BUILD_LOGIC_VERSION: u32 = 1;
+const BUILD_LOGIC_VERSION: u32 = 2;
 
 /// The Triton ahead-of-time compiler, shipped inside the binary.
 const TRITON_AOT: &str = include_str!("../../assets/python/triton_aot.py");
@@ -307,14 +307,22 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
             }
             t
         }
-        VersionKind::Ptx => tool_versions(&[("ptxas", &tc.ptxas), ("cuobjdump", &tc.cuobjdump)]),
+        VersionKind::Ptx => {
+            tool_versions(&[("ptxas", &tc.ptxas), ("nvdisasm", &tc.nvdisasm), ("cuobjdump", &tc.cuobjdump)])
+        }
         _ if use_nvrtc => {
-            let mut t = tool_versions(&[("ptxas", &tc.ptxas), ("cuobjdump", &tc.cuobjdump)]);
+            let mut t =
+                tool_versions(&[("ptxas", &tc.ptxas), ("nvdisasm", &tc.nvdisasm), ("cuobjdump", &tc.cuobjdump)]);
             let lib = tc.nvrtc_lib_dir.as_ref().map(|d| d.display().to_string()).unwrap_or_default();
             t.insert("nvrtc".into(), lib);
             t
         }
-        _ => tool_versions(&[("nvcc", &tc.nvcc), ("ptxas", &tc.ptxas), ("cuobjdump", &tc.cuobjdump)]),
+        _ => tool_versions(&[
+            ("nvcc", &tc.nvcc),
+            ("ptxas", &tc.ptxas),
+            ("nvdisasm", &tc.nvdisasm),
+            ("cuobjdump", &tc.cuobjdump),
+        ]),
     };
 
     // The cache key: everything that can change the output.
@@ -608,17 +616,19 @@ fn kernels_from(ptxas_stderr: &str) -> Vec<KernelBuild> {
         .collect()
 }
 
+/// SASS through `nvdisasm -c -g` when present: it names branch targets with labels and keeps
+/// the source line of each instruction; else `cuobjdump --dump-sass`.
 fn disassemble(s: &mut Session, cubin: &Path) -> Result<String, ()> {
     let tc = s.env.toolchain;
-    let mut cmd = match (&tc.cuobjdump, &tc.nvdisasm) {
-        (Some(c), _) => {
-            let mut cmd = Command::new(&c.path);
-            cmd.arg("--dump-sass").arg(s.rel(cubin));
-            cmd
-        }
-        (None, Some(n)) => {
+    let mut cmd = match (&tc.nvdisasm, &tc.cuobjdump) {
+        (Some(n), _) => {
             let mut cmd = Command::new(&n.path);
             cmd.args(["-c", "-g"]).arg(s.rel(cubin));
+            cmd
+        }
+        (None, Some(c)) => {
+            let mut cmd = Command::new(&c.path);
+            cmd.arg("--dump-sass").arg(s.rel(cubin));
             cmd
         }
         (None, None) => return Err(()),
