@@ -8,6 +8,7 @@ pub mod dtype;
 pub mod exit;
 pub mod expr;
 pub mod gpu;
+pub mod highlight;
 pub mod launch;
 pub mod nvrtc;
 pub mod parsers;

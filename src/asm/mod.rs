@@ -75,8 +75,6 @@ pub fn parse(kind: AsmKind, text: &str) -> Vec<KernelListing> {
     }
 }
 
-static SASS_INSTR: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^\s*/\*(?P<addr>[0-9a-fA-F]{4,})\*/\s+(?P<body>[^;]*?)\s*;").expect("static regex"));
 static SASS_FUNCTION: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^\s*Function : (?P<name>\S+)").expect("static regex"));
 static NVDISASM_SECTION: LazyLock<Regex> =
@@ -86,41 +84,60 @@ static SASS_LABEL: LazyLock<Regex> =
 static LINE_INFO: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r#"//## File ".*", line (?P<line>\d+)"#).expect("static regex"));
 
+/// `/*0040*/  @P0 LDG.E R2, [R4.64] ; /* 0x... */` → (0x40, "@P0 LDG.E R2, [R4.64]"), by hand:
+/// this runs once per line of listings 100,000 lines long.
+fn sass_instruction(raw: &str) -> Option<(u32, &str)> {
+    let t = raw.trim_start().strip_prefix("/*")?;
+    let end = t.find("*/")?;
+    let addr = u32::from_str_radix(&t[..end], 16).ok()?;
+    let rest = &t[end + 2..];
+    let semi = rest.find(';')?;
+    Some((addr, rest[..semi].trim()))
+}
+
 fn parse_sass(text: &str) -> Vec<KernelListing> {
     let mut kernels: Vec<KernelListing> = Vec::new();
     let mut source_line = None;
     for raw in text.lines() {
-        if let Some(c) = SASS_FUNCTION.captures(raw).or_else(|| NVDISASM_SECTION.captures(raw)) {
-            kernels.push(KernelListing { name: c["name"].to_string(), lines: Vec::new() });
-            source_line = None;
-            continue;
-        }
-        if let Some(c) = LINE_INFO.captures(raw) {
-            source_line = c["line"].parse().ok();
-            continue;
-        }
-        let Some(k) = kernels.last_mut() else { continue };
-        if let Some(c) = SASS_LABEL.captures(raw) {
-            let label = c["label"].to_string();
+        let t = raw.trim_start();
+        if let Some((addr, body)) = sass_instruction(raw) {
+            let Some(k) = kernels.last_mut() else { continue };
+            let body = squeeze(body);
+            let instr = split_instr(&body, false);
             k.lines.push(AsmLine {
-                text: format!("{label}:"),
-                address: None,
-                label: Some(label),
-                instr: None,
+                text: format!("{body} ;"),
+                address: Some(addr),
+                label: None,
+                instr: Some(instr),
                 source_line,
             });
             continue;
         }
-        let Some(c) = SASS_INSTR.captures(raw) else { continue };
-        let body = squeeze(&c["body"]);
-        let instr = split_instr(&body, false);
-        k.lines.push(AsmLine {
-            text: format!("{body} ;"),
-            address: u32::from_str_radix(&c["addr"], 16).ok(),
-            label: None,
-            instr: Some(instr),
-            source_line,
-        });
+        if t.starts_with("//##") {
+            if let Some(c) = LINE_INFO.captures(raw) {
+                source_line = c["line"].parse().ok();
+            }
+            continue;
+        }
+        if t.starts_with(".L_") {
+            if let (Some(k), Some(c)) = (kernels.last_mut(), SASS_LABEL.captures(raw)) {
+                let label = c["label"].to_string();
+                k.lines.push(AsmLine {
+                    text: format!("{label}:"),
+                    address: None,
+                    label: Some(label),
+                    instr: None,
+                    source_line,
+                });
+            }
+            continue;
+        }
+        if (t.starts_with("Function") || t.starts_with("//---"))
+            && let Some(c) = SASS_FUNCTION.captures(raw).or_else(|| NVDISASM_SECTION.captures(raw))
+        {
+            kernels.push(KernelListing { name: c["name"].to_string(), lines: Vec::new() });
+            source_line = None;
+        }
     }
     if !text.contains(".L_x_") {
         kernels.iter_mut().for_each(label_branch_targets);
@@ -131,7 +148,7 @@ fn parse_sass(text: &str) -> Vec<KernelListing> {
         let used: std::collections::HashSet<String> = k
             .lines
             .iter()
-            .filter(|l| l.instr.is_some())
+            .filter(|l| l.instr.is_some() && l.text.contains(".L_"))
             .flat_map(|l| SASS_LABEL_USE.find_iter(&l.text).map(|m| m.as_str().to_string()).collect::<Vec<_>>())
             .collect();
         k.lines.retain(|l| l.label.as_ref().is_none_or(|name| used.contains(name)));
@@ -196,6 +213,9 @@ fn label_branch_targets(k: &mut KernelListing) {
 }
 
 fn squeeze(s: &str) -> String {
+    if !s.contains("  ") && !s.contains('\t') {
+        return s.to_string();
+    }
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
@@ -329,6 +349,10 @@ pub fn normalized_lines(kind: AsmKind, k: &KernelListing, n: Normalize) -> Vec<S
     k.lines
         .iter()
         .map(|l| {
+            let has_label = if kind == AsmKind::Sass { l.text.contains(".L_") } else { l.text.contains("$L") };
+            if !has_label && !n.registers {
+                return l.text.clone();
+            }
             let text = label_re.replace_all(&l.text, |c: &regex::Captures| {
                 let next = labels.len();
                 let i = *labels.entry(c[0].to_string()).or_insert(next);

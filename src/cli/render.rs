@@ -413,7 +413,10 @@ pub fn asm_diff(d: &rung::asm::diff::AsmDiff, a: &str, b: &str, side_by_side: bo
                     let _ = writeln!(out, "{mark} {l} │ {rt}");
                 } else if r.kind == RowKind::Equal {
                     flush_unified(&mut out, &mut pending, on);
-                    let _ = writeln!(out, "  {}", r.left.as_ref().map_or("", |x| x.text.as_str()));
+                    let text = r.left.as_ref().map_or("", |x| x.text.as_str());
+                    let ext = if d.kind == rung::asm::AsmKind::Sass { "sass" } else { "ptx" };
+                    let shown = if on { rung::highlight::ansi_lines(ext, [text]).remove(0) } else { text.to_string() };
+                    let _ = writeln!(out, "  {shown}");
                 } else {
                     let _ = code;
                     pending.push(r);
