@@ -123,17 +123,8 @@ fn check_version(
         },
         None => prepare::prepare(ws.format, ws.spec.as_ref(), v, &source),
     };
-    let result = StageResult {
-        stage: Stage::Prepare,
-        verdict: p.verdict,
-        summary: p.summary,
-        started_at: rfc3339(started),
-        duration_ms: millis(t0.elapsed()),
-        diagnostics: p.diagnostics,
-        tools: BTreeMap::new(),
-        result_id: None,
-        detail: p.detail,
-    };
+    let result =
+        stage_result(Stage::Prepare, (started, t0), p.verdict, p.summary, p.diagnostics, BTreeMap::new(), p.detail);
     let prepared = result.verdict == Verdict::Pass;
     stages.push(record(store, v, &source_hash, seed, started, result)?);
 
@@ -147,17 +138,7 @@ fn check_version(
         let started = SystemTime::now();
         let t0 = Instant::now();
         let b = build::build(&env, store, v, &source)?;
-        let result = StageResult {
-            stage: Stage::Build,
-            verdict: b.verdict,
-            summary: b.summary,
-            started_at: rfc3339(started),
-            duration_ms: millis(t0.elapsed()),
-            diagnostics: b.diagnostics,
-            tools: b.tools,
-            result_id: None,
-            detail: b.detail,
-        };
+        let result = stage_result(Stage::Build, (started, t0), b.verdict, b.summary, b.diagnostics, b.tools, b.detail);
         stages.push(record(store, v, &source_hash, seed, started, result)?);
     }
 
@@ -171,6 +152,29 @@ fn check_version(
         verdict,
         stages,
     })
+}
+
+/// A stage's result, timed from `started` (wall clock) / `t0` (monotonic) to now.
+fn stage_result(
+    stage: Stage,
+    (started, t0): (SystemTime, Instant),
+    verdict: Verdict,
+    summary: String,
+    diagnostics: Vec<crate::diag::Diagnostic>,
+    tools: BTreeMap<String, String>,
+    detail: StageDetail,
+) -> StageResult {
+    StageResult {
+        stage,
+        verdict,
+        summary,
+        started_at: rfc3339(started),
+        duration_ms: millis(t0.elapsed()),
+        diagnostics,
+        tools,
+        result_id: None,
+        detail,
+    }
 }
 
 fn record(

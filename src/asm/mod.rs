@@ -42,6 +42,12 @@ pub struct AsmLine {
     pub source_line: Option<u32>,
 }
 
+impl AsmLine {
+    fn label(label: String, source_line: Option<u32>) -> AsmLine {
+        AsmLine { text: format!("{label}:"), address: None, label: Some(label), instr: None, source_line }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Instr {
     /// `@P0`, `@!PT`, `@%p1`.
@@ -122,13 +128,7 @@ fn parse_sass(text: &str) -> Vec<KernelListing> {
         if t.starts_with(".L_") {
             if let (Some(k), Some(c)) = (kernels.last_mut(), SASS_LABEL.captures(raw)) {
                 let label = c["label"].to_string();
-                k.lines.push(AsmLine {
-                    text: format!("{label}:"),
-                    address: None,
-                    label: Some(label),
-                    instr: None,
-                    source_line,
-                });
+                k.lines.push(AsmLine::label(label, source_line));
             }
             continue;
         }
@@ -199,13 +199,7 @@ fn label_branch_targets(k: &mut KernelListing) {
     for l in k.lines.drain(..) {
         if let Some(a) = l.address.filter(|a| targets.binary_search(a).is_ok()) {
             let label = name(a);
-            out.push(AsmLine {
-                text: format!("{label}:"),
-                address: None,
-                label: Some(label),
-                instr: None,
-                source_line: l.source_line,
-            });
+            out.push(AsmLine::label(label, l.source_line));
         }
         out.push(l);
     }
@@ -304,13 +298,7 @@ fn parse_ptx(text: &str) -> Vec<KernelListing> {
         }
         if let Some(c) = PTX_LABEL.captures(line) {
             let label = c["label"].to_string();
-            k.lines.push(AsmLine {
-                text: format!("{label}:"),
-                address: None,
-                label: Some(label),
-                instr: None,
-                source_line,
-            });
+            k.lines.push(AsmLine::label(label, source_line));
             continue;
         }
         let text = squeeze(line);
