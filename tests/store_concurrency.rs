@@ -14,15 +14,16 @@ const ROWS_PER_WRITER: usize = 2000;
 
 fn spawn_child(dir: &Path, writer: usize, rows: usize) -> Child {
     Command::new(std::env::current_exe().unwrap())
-        .args(["child", "--exact", "--nocapture", "--test-threads=1"])
+        .args(["child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
         .env("RUNG_STORE_CHILD", format!("{}|{writer}|{rows}", dir.display()))
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap()
 }
 
-/// Not a test on its own: the body of a writer process (a no-op unless spawned by the tests).
+/// Not a test on its own: the body of a writer process, run only by the tests below.
 #[test]
+#[ignore = "a writer process for the tests below, not a test by itself"]
 fn child() {
     let Ok(spec) = std::env::var("RUNG_STORE_CHILD") else { return };
     let mut parts = spec.split('|');
