@@ -43,8 +43,10 @@ pub enum VersionKind {
     Ptx,
     Triton,
     CuteDsl,
+    #[serde(rename = "tilelang")]
     TileLang,
     /// PyTorch (a GPU MODE `custom_kernel` or a KernelBench `ModelNew` without a DSL).
+    #[serde(rename = "pytorch")]
     PyTorch,
 }
 
@@ -366,6 +368,21 @@ mod tests {
             assert!(is_ignored_name(n), "{n}");
         }
         assert!(!is_ignored_name("v001.cu"));
+    }
+
+    #[test]
+    fn kind_names_match_their_json() {
+        for k in [
+            VersionKind::Cuda,
+            VersionKind::CudaHost,
+            VersionKind::Ptx,
+            VersionKind::Triton,
+            VersionKind::CuteDsl,
+            VersionKind::TileLang,
+            VersionKind::PyTorch,
+        ] {
+            assert_eq!(serde_json::to_value(k).unwrap(), k.name(), "{k:?}");
+        }
     }
 
     #[test]

@@ -296,3 +296,36 @@ fn nvrtc_builds_and_reports_errors_like_nvcc() {
     assert_eq!(d.len(), 1, "{d:?}");
     assert_eq!((d[0].0.as_str(), d[0].1, d[0].2), ("versions/v010-type-error.cu", 5, 17));
 }
+
+const HOST_ENTRY: &str = r#"// Two kernels and a host entry: rung calls rung_run instead of launching a kernel itself.
+__global__ void half_add(const float* a, const float* b, float* out, int n, int offset) {
+    int i = offset + blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a[i] + b[i];
+}
+
+extern "C" int rung_run(const float* a, const float* b, float* out, int n) {
+    int half = n / 2;
+    half_add<<<(half + 255) / 256, 256>>>(a, b, out, half, 0);
+    half_add<<<(n - half + 255) / 256, 256>>>(a, b, out, n, half);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_rung_run_host_entry_builds_as_a_shared_object() {
+    let Some(_) = real_nvcc() else { return };
+    let (_tmp, ws) = workspace("vector-add");
+    std::fs::write(ws.join("versions/v030-host.cu"), HOST_ENTRY).unwrap();
+    let v = json(&rung(&ws, &["check", "--json", "v030"], &[]));
+    let rec = &v["versions"][0];
+    assert_eq!(rec["kind"], "cuda-host");
+    assert_eq!(rec["stages"][0]["detail"]["entry"], "rung_run");
+    let build = &rec["stages"][1];
+    assert_eq!(build["verdict"], "pass", "{build}");
+    let kinds: Vec<&str> =
+        build["detail"]["artefacts"].as_array().unwrap().iter().map(|a| a["kind"].as_str().unwrap()).collect();
+    assert!(kinds.contains(&"so") && kinds.contains(&"sass"), "{kinds:?}");
+    let so = std::fs::read(ws.join(".rung/dumps/v030/libv030.so")).unwrap();
+    assert_eq!(&so[..4], b"\x7fELF");
+    assert!(build["detail"]["commands"].as_array().unwrap().iter().any(|c| c.as_str().unwrap().contains("-shared")));
+}

@@ -202,3 +202,70 @@ fn diff_of_sources_and_missing_sass() {
     assert!(err.contains("run `rung setup`"), "{err}");
     assert!(err.contains("v001 has no SASS (its build failed; see above)"), "{err}");
 }
+
+fn write(dir: &Path, files: &[(&str, &str)]) {
+    for (name, text) in files {
+        let p = dir.join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+}
+
+#[test]
+fn gpu_mode_problem_folders_open_unmodified() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path();
+    write(
+        ws,
+        &[
+            (
+                "reference.py",
+                "import torch\n\ndef ref_kernel(data):\n    a, b = data\n    return a + b\n\ndef generate_input(size, seed):\n    pass\n\ndef check_implementation(data, output):\n    pass\n",
+            ),
+            ("task.yml", "tests:\n  - {size: 1024, seed: 1}\nbenchmarks:\n  - {size: 1048576, seed: 2}\n"),
+            ("submission.py", "import torch\n\ndef custom_kernel(data):\n    a, b = data\n    return a + b\n"),
+            ("submission_bad.py", "import torch\n\ndef kernel(data):\n    return data\n"),
+        ],
+    );
+    let before: Vec<_> = std::fs::read_dir(ws).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let v = json(&rung(ws, &["check", "--json"]));
+    assert_eq!(v["format"], "gpu-mode");
+    let ids: Vec<&str> = v["versions"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, vec!["submission", "submission_bad"]);
+    assert_eq!(v["versions"][0]["stages"][0]["verdict"], "pass");
+    assert_eq!(v["versions"][0]["stages"][0]["detail"]["entry"], "custom_kernel");
+    let bad = &v["versions"][1]["stages"][0];
+    assert_eq!(bad["verdict"], "fail");
+    assert!(bad["diagnostics"][0]["help"].as_str().unwrap().contains("def custom_kernel(data):"));
+    // Nothing of the user's was changed: only rung's own .rung/ was added.
+    let mut after: Vec<_> = std::fs::read_dir(ws).unwrap().map(|e| e.unwrap().file_name()).collect();
+    after.retain(|n| n != ".rung" && n != ".rung-home");
+    assert_eq!(after.len(), before.len());
+}
+
+#[test]
+fn kernelbench_problem_files_open_unmodified() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path();
+    write(
+        ws,
+        &[
+            (
+                "19_ReLU.py",
+                "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n\ndef get_inputs():\n    return [torch.randn(16, 16384)]\n\ndef get_init_inputs():\n    return []\n",
+            ),
+            (
+                "versions/v001-relu.py",
+                "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.clamp_min(x, 0)\n",
+            ),
+        ],
+    );
+    let v = json(&rung(ws, &["check", "--json"]));
+    assert_eq!(v["format"], "kernel-bench");
+    assert_eq!(v["versions"][0]["id"], "v001");
+    assert_eq!(v["versions"][0]["kind"], "pytorch");
+    assert_eq!(v["versions"][0]["stages"][0]["detail"]["entry"], "ModelNew");
+    // The problem file itself also opens as the workspace.
+    let v = json(&rung(ws, &["-C", "19_ReLU.py", "check", "--json"]));
+    assert_eq!(v["format"], "kernel-bench");
+}

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use rung::diag::Severity;
 use rung::parsers::{
-    NvccFrontend, NvlinkOutput, OutputParser, ParseContext, PtxLineMap, PtxasOutput, PythonTraceback, parse_resources,
+    HostLinker, NvccFrontend, NvlinkOutput, OutputParser, ParseContext, PtxLineMap, PtxasOutput, PythonTraceback,
+    parse_resources,
 };
 
 /// Where the fixtures were captured: absolute paths in the tools' output start with this,
@@ -192,4 +193,19 @@ fn python_import_error_at_the_user_frame() {
     assert_eq!((ds[0].file.as_path(), ds[0].line), (Path::new("versions/v003.py"), 4));
     assert_eq!(ds[0].message, "ModuleNotFoundError: No module named 'rung_helpers'");
     assert!(ds[0].tool_text.as_deref().unwrap().starts_with("Traceback"));
+}
+
+#[test]
+fn host_linker_missing_library() {
+    let ds = HostLinker.parse(&fixture("host-ld-error", "stderr.txt"), &ParseContext::for_version("versions/v030.cu"));
+    let msgs: Vec<&str> = ds.iter().map(|d| d.message.as_str()).collect();
+    assert_eq!(
+        msgs,
+        vec![
+            "ld: cannot find -lcudadevrt: No such file or directory",
+            "ld: cannot find -lcudart_static: No such file or directory"
+        ],
+        "collect2's restatement is dropped"
+    );
+    assert!(ds[1].help.as_deref().unwrap().contains("libcudart_static"));
 }

@@ -12,7 +12,7 @@ mod python;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub use nvcc::{NvccFrontend, NvlinkOutput};
+pub use nvcc::{HostLinker, NvccFrontend, NvlinkOutput};
 pub use ptxas::{KernelResources, PtxasOutput, parse_resources};
 pub use python::PythonTraceback;
 

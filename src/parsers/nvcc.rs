@@ -140,3 +140,37 @@ impl OutputParser for NvlinkOutput {
             .collect()
     }
 }
+
+static HOST_LD: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:\S*/)?(?:ld|collect2)(?:\.\w+)?: (?:error: )?(?P<msg>.*)$").expect("static regex")
+});
+
+/// The host linker nvcc runs for `rung_run` shared objects (`/usr/bin/ld: cannot find -lX`).
+pub struct HostLinker;
+
+impl OutputParser for HostLinker {
+    fn tool(&self) -> &'static str {
+        "ld"
+    }
+
+    fn parse(&self, text: &str, ctx: &ParseContext) -> Vec<Diagnostic> {
+        text.lines()
+            .filter_map(|l| {
+                let c = HOST_LD.captures(l)?;
+                let msg = c["msg"].trim();
+                // collect2's "ld returned 1 exit status" only restates the lines before it.
+                if msg.starts_with("ld returned") {
+                    return None;
+                }
+                let mut d = Diagnostic::error(&ctx.version_file, Pos::WHOLE_FILE, format!("ld: {msg}"));
+                if let Some(lib) = msg.strip_prefix("cannot find -l").and_then(|r| r.split(':').next()) {
+                    d.help = Some(format!(
+                        "the linker finds no lib{lib}: add its folder with `flags = [\"-L/path/to/lib\"]` under [build] in rung.toml"
+                    ));
+                }
+                d.tool_text = Some(l.to_string());
+                Some(d)
+            })
+            .collect()
+    }
+}

@@ -22,8 +22,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::diag::{Diagnostic, Pos, Severity};
 use crate::parsers::{
-    KernelResources, NvccFrontend, NvlinkOutput, OutputParser, ParseContext, PtxLineMap, PtxasOutput, PythonTraceback,
-    parse_all, parse_resources,
+    HostLinker, KernelResources, NvccFrontend, NvlinkOutput, OutputParser, ParseContext, PtxLineMap, PtxasOutput,
+    PythonTraceback, parse_all, parse_resources,
 };
 use crate::report::{StageDetail, Verdict};
 use crate::spec::CompilerChoice;
@@ -566,7 +566,19 @@ fn build_cuda(
 
         if s.v.kind == VersionKind::CudaHost {
             let so = s.tmp.join(format!("lib{id}.so"));
-            let mut cmd = Command::new(&tc.nvcc.as_ref().expect("checked").path);
+            let nvcc = &tc.nvcc.as_ref().expect("checked").path;
+            let mut cmd = Command::new(nvcc);
+            // The CUDA runtime beside nvcc: a pip-installed toolchain keeps it in lib/, where
+            // nvcc's own link line does not look.
+            if let Some(root) = nvcc.parent().and_then(Path::parent) {
+                for lib in ["lib", "lib64"]
+                    .map(|l| root.join(l))
+                    .into_iter()
+                    .filter(|l| l.join("libcudart_static.a").is_file())
+                {
+                    cmd.arg(format!("-L{}", lib.display()));
+                }
+            }
             cmd.args(["-shared", "-Xcompiler", "-fPIC"])
                 .arg(format!("-gencode=arch={virt},code={arch}"))
                 .args(["-lineinfo", "-O3", "-std=c++17"])
@@ -574,7 +586,7 @@ fn build_cuda(
                 .arg("-o")
                 .arg(s.rel(&so))
                 .arg(&s.v.path);
-            s.step(cmd, &[&NvccFrontend, &PtxasOutput, &NvlinkOutput])?;
+            s.step(cmd, &[&NvccFrontend, &PtxasOutput, &NvlinkOutput, &HostLinker])?;
             files.push((format!("lib{id}.so"), "so".into(), std::fs::read(&so).map_err(|_| ())?));
         }
     }
