@@ -114,6 +114,11 @@ fn signature_mismatch_exits_3_with_the_parameter_position() {
     assert_eq!(d["file"], "versions/v001-naive.cu");
     assert_eq!((d["line"].as_i64(), d["column"].as_i64()), (Some(4), Some(65)));
     assert!(d["message"].as_str().unwrap().contains("cannot write it"));
+    // People get the line itself with a caret under the parameter.
+    let text = String::from_utf8_lossy(&rung(&ws, &["check", "v001"]).stdout).into_owned();
+    let at = text.find("      4 |").unwrap_or_else(|| panic!("{text}"));
+    let caret_line = text[at..].lines().nth(1).unwrap();
+    assert_eq!(caret_line.find('^'), Some("      4 | ".len() + 64), "{text}");
     // Other versions are unaffected.
     let v = json(&rung(&ws, &["check", "--json", "v002"]));
     assert_eq!(v["versions"][0]["stages"][0]["verdict"], "pass");

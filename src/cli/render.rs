@@ -42,7 +42,8 @@ pub fn status(ws: &Workspace, store: &Store, on: bool) -> Result<String, StoreEr
         let _ = writeln!(out, "{}", paint(if d.is_error() { "31" } else { "33" }, &d.to_string(), on));
     }
     let _ = writeln!(out);
-    let head: Vec<String> = COLUMNS.iter().map(|s| format!("{:<5}", &s.name()[..s.name().len().min(5)])).collect();
+    let head: Vec<String> =
+        ["prep", "build", "run", "check", "bench", "roof"].iter().map(|h| format!("{h:<5}")).collect();
     let _ = writeln!(out, "  {:<8} {:<9} {:<9} {}  LATEST", "VERSION", "KIND", "STATUS", head.join(" "));
     for v in &ws.versions {
         let latest = store.latest_results(&v.id)?;
@@ -101,9 +102,14 @@ pub fn check_report(r: &CheckReport, on: bool) -> String {
                     Severity::Warning => "33",
                     Severity::Note => "36",
                 };
-                for (i, line) in d.to_string().lines().enumerate() {
-                    let text = if i == 0 { paint(code, line, on) } else { line.to_string() };
-                    let _ = writeln!(out, "      {text}");
+                let text = d.to_string();
+                let mut lines = text.lines();
+                if let Some(first) = lines.next() {
+                    let _ = writeln!(out, "      {}", paint(code, first, on));
+                }
+                out.push_str(&snippet(&r.workspace, d, code, on));
+                for line in lines {
+                    let _ = writeln!(out, "      {line}");
                 }
             }
         }
@@ -116,6 +122,23 @@ pub fn check_report(r: &CheckReport, on: bool) -> String {
         r.seed,
         r.exit_code
     );
+    out
+}
+
+/// The diagnostic's source line with a caret under its column, as compilers print it.
+fn snippet(root: &std::path::Path, d: &rung::diag::Diagnostic, code: &str, on: bool) -> String {
+    if d.line == 0 {
+        return String::new();
+    }
+    let Ok(text) = std::fs::read_to_string(root.join(&d.file)) else { return String::new() };
+    let Some(src) = text.lines().nth(d.line as usize - 1) else { return String::new() };
+    let num = d.line.to_string();
+    let mut out = format!("      {} | {}\n", paint("2", &num, on), src.trim_end());
+    if d.column > 0 {
+        // Tabs keep their width so the caret lines up.
+        let pad: String = src.chars().take(d.column as usize - 1).map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
+        let _ = writeln!(out, "      {} | {pad}{}", " ".repeat(num.len()), paint(code, "^", on));
+    }
     out
 }
 
