@@ -1,0 +1,269 @@
+//! The comparison metrics, pinned (DESIGN.md, "Metrics"): computed once, in Rust and in f64,
+//! whatever ran the kernel, so every part of rung and every report agrees.
+//!
+//! With o = output and r = reference, element-wise:
+//! - max abs err = max |o − r|; mean abs err; MSE; RMSE
+//! - rel err = |o − r| / max(|r|, 1e-6 · max|r|, tiny), reported as its maximum
+//! - PSNR = 20·log10(max|r|) − 10·log10(MSE), +∞ when MSE = 0
+//! - cosine similarity = Σ o·r / (‖o‖ ‖r‖), 1 when both are zero
+//! - a mismatch is an element with |o − r| > atol + rtol·|r| (allclose's rule), or a NaN/Inf in o
+//!   where r is finite; a NaN in both counts as equal.
+//!
+//! Non-finite outputs are counted separately and left out of the sums, so one NaN does not turn
+//! every other number into NaN.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::dtype::Tolerance;
+
+/// How many mismatching elements are listed with their indices.
+pub const MAX_LISTED: usize = 8;
+/// The error map's resolution (cells per side, at most).
+pub const MAP_CELLS: usize = 32;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Comparison {
+    pub elements: usize,
+    pub max_abs_err: f64,
+    pub max_rel_err: f64,
+    pub mean_abs_err: f64,
+    pub mse: f64,
+    pub rmse: f64,
+    /// dB; `null` in JSON when infinite (MSE = 0).
+    pub psnr: Option<f64>,
+    pub cosine: f64,
+    pub mismatches: usize,
+    /// The first mismatches: multi-dimensional index, output, reference.
+    pub first_mismatches: Vec<Mismatch>,
+    pub nan_count: usize,
+    pub inf_count: usize,
+    /// Max abs error per cell of a coarse grid over the last two dimensions (or the only one),
+    /// row-major, `map_shape[0] × map_shape[1]` cells.
+    pub error_map: Vec<f64>,
+    pub map_shape: [usize; 2],
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Mismatch {
+    pub index: Vec<usize>,
+    pub output: f64,
+    pub reference: f64,
+}
+
+/// Why a comparison fails, in words, or `None` when it passes the tolerance.
+pub fn judge(c: &Comparison, tol: &Tolerance) -> Option<String> {
+    if c.nan_count + c.inf_count > 0 && c.mismatches > 0 {
+        return Some(format!(
+            "{} NaN and {} Inf in the output where the reference is finite",
+            c.nan_count, c.inf_count
+        ));
+    }
+    if c.mismatches > 0 {
+        let m = &c.first_mismatches[0];
+        return Some(format!(
+            "{} of {} elements differ beyond atol {:.0e} + rtol {:.0e}·|ref|; first at {:?}: {} vs {} (max abs err {:.3e})",
+            c.mismatches, c.elements, tol.atol, tol.rtol, m.index, m.output, m.reference, c.max_abs_err
+        ));
+    }
+    if let (Some(min), Some(psnr)) = (tol.min_psnr, c.psnr)
+        && psnr < min
+    {
+        return Some(format!("PSNR {psnr:.1} dB is below the minimum {min:.1} dB"));
+    }
+    if let Some(min) = tol.min_cosine
+        && c.cosine < min
+    {
+        return Some(format!("cosine similarity {:.6} is below the minimum {min}", c.cosine));
+    }
+    None
+}
+
+fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
+    let mut idx = vec![0; shape.len()];
+    for (d, &n) in shape.iter().enumerate().rev() {
+        if n > 0 {
+            idx[d] = i % n;
+            i /= n;
+        }
+    }
+    idx
+}
+
+/// Compares an output with its reference (both already converted to f64), of `shape`.
+pub fn compare(output: &[f64], reference: &[f64], shape: &[usize], tol: &Tolerance) -> Comparison {
+    assert_eq!(output.len(), reference.len(), "compare: lengths differ");
+    let n = output.len();
+    let max_ref = reference.iter().filter(|r| r.is_finite()).fold(0f64, |m, r| m.max(r.abs()));
+    let floor = (1e-6 * max_ref).max(f64::MIN_POSITIVE);
+
+    // The error map over the last two dimensions (rows × cols); 1-D tensors are one row.
+    let (rows, cols) = match shape {
+        [] => (1, 1),
+        [c] => (1, *c),
+        [.., r, c] => (*r, *c),
+    };
+    let map_shape = [rows.clamp(1, MAP_CELLS), cols.clamp(1, MAP_CELLS)];
+    let mut error_map = vec![0f64; map_shape[0] * map_shape[1]];
+
+    let mut c = Comparison {
+        elements: n,
+        max_abs_err: 0.0,
+        max_rel_err: 0.0,
+        mean_abs_err: 0.0,
+        mse: 0.0,
+        rmse: 0.0,
+        psnr: None,
+        cosine: 1.0,
+        mismatches: 0,
+        first_mismatches: Vec::new(),
+        nan_count: 0,
+        inf_count: 0,
+        error_map: Vec::new(),
+        map_shape,
+    };
+    let (mut sum_abs, mut sum_sq, mut dot, mut oo, mut rr) = (0f64, 0f64, 0f64, 0f64, 0f64);
+    let mut finite = 0usize;
+    for (i, (&o, &r)) in output.iter().zip(reference).enumerate() {
+        let mismatch;
+        if !o.is_finite() {
+            if o.is_nan() {
+                c.nan_count += 1;
+            } else {
+                c.inf_count += 1;
+            }
+            // NaN vs NaN, or the same infinity, is agreement.
+            mismatch = !(o.is_nan() && r.is_nan() || o == r);
+        } else if !r.is_finite() {
+            mismatch = true;
+        } else {
+            let err = (o - r).abs();
+            finite += 1;
+            sum_abs += err;
+            sum_sq += err * err;
+            dot += o * r;
+            oo += o * o;
+            rr += r * r;
+            c.max_abs_err = c.max_abs_err.max(err);
+            c.max_rel_err = c.max_rel_err.max(err / r.abs().max(floor));
+            mismatch = err > tol.atol + tol.rtol * r.abs();
+            let (row, col) = ((i / cols.max(1)) % rows.max(1), i % cols.max(1));
+            let cell = (row * map_shape[0] / rows.max(1)) * map_shape[1] + col * map_shape[1] / cols.max(1);
+            error_map[cell] = error_map[cell].max(err);
+        }
+        if mismatch {
+            c.mismatches += 1;
+            if c.first_mismatches.len() < MAX_LISTED {
+                c.first_mismatches.push(Mismatch { index: unravel(i, shape), output: o, reference: r });
+            }
+        }
+    }
+    if finite > 0 {
+        c.mean_abs_err = sum_abs / finite as f64;
+        c.mse = sum_sq / finite as f64;
+        c.rmse = c.mse.sqrt();
+    }
+    c.psnr = if c.mse == 0.0 { None } else { Some(20.0 * max_ref.log10() - 10.0 * c.mse.log10()) };
+    c.cosine = if oo == 0.0 && rr == 0.0 {
+        1.0
+    } else if oo == 0.0 || rr == 0.0 {
+        0.0
+    } else {
+        dot / (oo.sqrt() * rr.sqrt())
+    };
+    c.error_map = error_map;
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tol(atol: f64, rtol: f64) -> Tolerance {
+        Tolerance { atol, rtol, min_psnr: None, min_cosine: None }
+    }
+
+    #[test]
+    fn known_values() {
+        let r = [1.0, 2.0, -4.0, 0.0];
+        let o = [1.0, 2.5, -4.0, 0.1];
+        let c = compare(&o, &r, &[2, 2], &tol(1e-5, 1e-4));
+        assert_eq!(c.max_abs_err, 0.5);
+        assert!((c.mean_abs_err - 0.15).abs() < 1e-12);
+        assert!((c.mse - (0.25 + 0.01) / 4.0).abs() < 1e-12);
+        // rel err of the last element: 0.1 / max(0, 1e-6 * 4, tiny) = 25000.
+        assert!((c.max_rel_err - 0.1 / 4e-6).abs() < 1e-6);
+        assert!((c.psnr.unwrap() - (20.0 * 4f64.log10() - 10.0 * c.mse.log10())).abs() < 1e-12);
+        let dot = 1.0 + 5.0 + 16.0;
+        let cos = dot / ((1.0f64 + 6.25 + 16.0 + 0.01).sqrt() * 21f64.sqrt());
+        assert!((c.cosine - cos).abs() < 1e-12);
+        assert_eq!(c.mismatches, 2);
+        assert_eq!(c.first_mismatches[0].index, vec![0, 1]);
+        assert_eq!(c.first_mismatches[1].index, vec![1, 1]);
+        assert!(judge(&c, &tol(1e-5, 1e-4)).unwrap().starts_with("2 of 4 elements differ"));
+    }
+
+    #[test]
+    fn exact_match_has_infinite_psnr_and_unit_cosine() {
+        let v = [0.5, -1.5, 3.0];
+        let c = compare(&v, &v, &[3], &tol(0.0, 0.0));
+        assert_eq!((c.mse, c.psnr, c.cosine, c.mismatches), (0.0, None, 1.0, 0));
+        let z = [0.0; 3];
+        assert_eq!(compare(&z, &z, &[3], &tol(0.0, 0.0)).cosine, 1.0);
+        assert_eq!(judge(&c, &tol(0.0, 0.0)), None);
+    }
+
+    #[test]
+    fn nans_are_counted_not_summed() {
+        let r = [1.0, f64::NAN, 2.0];
+        let o = [f64::NAN, f64::NAN, 2.0];
+        let c = compare(&o, &r, &[3], &tol(1e-5, 1e-4));
+        assert_eq!(c.nan_count, 2);
+        assert_eq!(c.mismatches, 1, "NaN where the reference is NaN agrees");
+        assert_eq!(c.max_abs_err, 0.0);
+        assert!(judge(&c, &tol(1e-5, 1e-4)).unwrap().contains("NaN"));
+    }
+
+    #[test]
+    fn fused_multiply_add_rounding_passes_the_f32_defaults() {
+        // a + b*3 in f32 with one rounding (FMA) against two roundings, near zero.
+        let (mut o, mut r) = (Vec::new(), Vec::new());
+        for i in 0..10_000 {
+            let a = (i as f32 * 0.37).sin();
+            let b = -(a / 3.0) + (i as f32 * 1e-9);
+            r.push((a + b * 3.0) as f64);
+            o.push(b.mul_add(3.0, a) as f64);
+        }
+        // torch.allclose's defaults fail this honest kernel...
+        let allclose = tol(1e-8, 1e-5);
+        assert!(compare(&o, &r, &[10_000], &allclose).mismatches > 0);
+        // ...rung's f32 defaults do not.
+        let f32 = crate::dtype::DType::F32.default_tolerance();
+        let c = compare(&o, &r, &[10_000], &f32);
+        assert_eq!(judge(&c, &f32), None, "{c:?}");
+    }
+
+    #[test]
+    fn reduced_precision_judged_by_psnr_and_cosine() {
+        let r: Vec<f64> = (0..1000).map(|i| (i as f64 * 0.1).sin()).collect();
+        let noisy: Vec<f64> = r.iter().enumerate().map(|(i, v)| v + if i % 2 == 0 { 0.05 } else { -0.05 }).collect();
+        let t = Tolerance { atol: 1.0, rtol: 1.0, min_psnr: Some(30.0), min_cosine: Some(0.999) };
+        let c = compare(&noisy, &r, &[1000], &t);
+        assert!((c.psnr.unwrap() - 26.0).abs() < 0.1, "{:?}", c.psnr);
+        assert!(judge(&c, &t).unwrap().starts_with("PSNR 26.0 dB is below the minimum 30.0 dB"));
+    }
+
+    #[test]
+    fn error_map_locates_the_error() {
+        let rows = 64;
+        let cols = 64;
+        let r = vec![0.0; rows * cols];
+        let mut o = r.clone();
+        o[63 * cols + 63] = 1.0;
+        let c = compare(&o, &r, &[rows, cols], &tol(1e-5, 0.0));
+        assert_eq!(c.map_shape, [32, 32]);
+        assert_eq!(c.error_map[31 * 32 + 31], 1.0);
+        assert_eq!(c.error_map.iter().filter(|e| **e > 0.0).count(), 1);
+        assert_eq!(c.first_mismatches[0].index, vec![63, 63]);
+    }
+}
