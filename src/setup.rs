@@ -108,6 +108,7 @@ pub fn setup(force: bool, progress: &mut dyn FnMut(SetupEvent)) -> Result<SetupO
         }
         return Ok(SetupOutcome { env: existing, already_done: already, log: None });
     }
+    sweep_abandoned(&envs);
     // A fresh folder for every attempt: virtual environments cannot be moved, and the one in use
     // must survive a failed attempt untouched.
     let target = envs.join(format!("{key}-{}", crate::store::now_ms()));
@@ -166,6 +167,24 @@ pub fn setup(force: bool, progress: &mut dyn FnMut(SetupEvent)) -> Result<SetupO
         discard(&old);
     }
     Ok(SetupOutcome { env: target, already_done: false, log: Some(log_path) })
+}
+
+/// Removes environments an interrupted setup left incomplete. One younger than an hour may be
+/// another setup's work in progress, so it stays.
+fn sweep_abandoned(envs: &Path) {
+    let Ok(entries) = std::fs::read_dir(envs) else { return };
+    for e in entries.flatten() {
+        let p = e.path();
+        let old = e
+            .metadata()
+            .ok()
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age.as_secs() > 3600);
+        if p.is_dir() && old && !p.join(COMPLETE_MARK).is_file() {
+            discard(&p);
+        }
+    }
 }
 
 fn discard(target: &Path) {
@@ -227,4 +246,31 @@ fn run_step(
         log: log_path.into(),
         help: help.into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_old_incomplete_environments_are_swept() {
+        let envs = tempfile::tempdir().unwrap();
+        let make = |name: &str, complete: bool, age_s: u64| {
+            let d = envs.path().join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            if complete {
+                std::fs::write(d.join(COMPLETE_MARK), "").unwrap();
+            }
+            let t = std::time::SystemTime::now() - std::time::Duration::from_secs(age_s);
+            std::fs::File::open(&d).unwrap().set_modified(t).unwrap();
+            d
+        };
+        let abandoned = make("k-1", false, 7200);
+        let in_progress = make("k-2", false, 60);
+        let complete = make("k-3", true, 7200);
+        sweep_abandoned(envs.path());
+        assert!(!abandoned.exists());
+        assert!(in_progress.exists());
+        assert!(complete.exists());
+    }
 }
