@@ -26,6 +26,8 @@ pub enum SetupError {
     Step { step: String, code: Option<i32>, tail: String, log: PathBuf, help: String },
     #[error("{}: {source}", path.display())]
     Io { path: PathBuf, source: std::io::Error },
+    #[error("unknown extra `{0}`\n  help: the extras are: {1}")]
+    UnknownExtra(String, String),
 }
 
 /// What setup reports while it works, for a progress display.
@@ -66,42 +68,69 @@ fn base_python() -> Result<(PathBuf, String), SetupError> {
     Ok((py, String::from_utf8_lossy(&out.stdout).trim().to_string()))
 }
 
-/// The environment folder for the current requirements and Python.
-pub fn env_key(python_version: &str) -> String {
-    let text = format!("{python_version}\n{}", SETUP_REQUIREMENTS.join("\n"));
+/// Optional packages `rung setup --with NAME` adds: name, pip requirement, what it enables.
+pub const EXTRAS: &[(&str, &str, &str)] = &[
+    ("cute-dsl", "nvidia-cutlass-dsl==4.8.1", "CuTe DSL versions (about 300 MB)"),
+    ("tilelang", "tilelang", "TileLang versions"),
+];
+
+/// The pip requirements for the base set plus `extras`, or an error naming the known extras.
+pub fn requirements(extras: &[String]) -> Result<Vec<String>, SetupError> {
+    let mut reqs: Vec<String> = SETUP_REQUIREMENTS.iter().map(|r| r.to_string()).collect();
+    for e in extras {
+        let Some((_, req, _)) = EXTRAS.iter().find(|(n, _, _)| n == e) else {
+            return Err(SetupError::UnknownExtra(
+                e.clone(),
+                EXTRAS.iter().map(|(n, _, _)| *n).collect::<Vec<_>>().join(", "),
+            ));
+        };
+        if !reqs.iter().any(|r| r == req) {
+            reqs.push(req.to_string());
+        }
+    }
+    Ok(reqs)
+}
+
+/// The environment folder's name prefix for these requirements and this Python.
+pub fn env_key(python_version: &str, reqs: &[String]) -> String {
+    let text = format!("{python_version}\n{}", reqs.join("\n"));
     sha256_hex(text.as_bytes())[..12].to_string()
 }
 
-/// Whether the environment that `env` links to is complete.
-pub fn is_set_up() -> bool {
-    rung_env().join(COMPLETE_MARK).is_file()
-}
-
-/// Complete environments for `key`, newest first.
-fn complete_envs(envs: &Path, key: &str) -> Vec<PathBuf> {
-    let mut found: Vec<PathBuf> = std::fs::read_dir(envs)
+/// Complete environments for this Python holding at least `reqs`, newest first. Their
+/// `.complete` file lists the Python version, then one requirement per line.
+fn complete_envs(envs: &Path, python_version: &str, reqs: &[String]) -> Vec<PathBuf> {
+    let mut found: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(envs)
         .into_iter()
         .flatten()
         .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("{key}-")))
-                && p.join(COMPLETE_MARK).is_file()
+        .filter_map(|e| {
+            let p = e.path();
+            let mark = std::fs::read_to_string(p.join(COMPLETE_MARK)).ok()?;
+            let mut lines = mark.lines();
+            let holds = lines.next() == Some(&format!("python {python_version}")[..]) && {
+                let have: Vec<&str> = lines.collect();
+                reqs.iter().all(|r| have.contains(&r.as_str()))
+            };
+            let when = e.metadata().ok()?.modified().ok()?;
+            holds.then_some((when, p))
         })
         .collect();
     found.sort();
-    found.reverse();
-    found
+    found.into_iter().rev().map(|(_, p)| p).collect()
 }
 
-pub fn setup(force: bool, progress: &mut dyn FnMut(SetupEvent)) -> Result<SetupOutcome, SetupError> {
+/// Installs the base requirements plus `extras` (names from [`EXTRAS`]).
+pub fn setup(force: bool, extras: &[String], progress: &mut dyn FnMut(SetupEvent)) -> Result<SetupOutcome, SetupError> {
+    let reqs = requirements(extras)?;
     let home = rung_home();
     let (python, py_version) = base_python()?;
     let envs = home.join("envs");
-    let key = env_key(&py_version);
+    let key = env_key(&py_version, &reqs);
     let link = rung_env();
 
-    if !force && let Some(existing) = complete_envs(&envs, &key).into_iter().next() {
+    // An environment that already holds everything asked for (e.g. one made with more extras).
+    if !force && let Some(existing) = complete_envs(&envs, &py_version, &reqs).into_iter().next() {
         let already = std::fs::canonicalize(&link).ok() == std::fs::canonicalize(&existing).ok();
         if !already {
             switch_link(&link, &existing)?;
@@ -126,9 +155,9 @@ pub fn setup(force: bool, progress: &mut dyn FnMut(SetupEvent)) -> Result<SetupO
     run_step("creating the virtual environment", venv, &mut log, &log_path, progress, "install python3-venv")
         .inspect_err(|_| discard(&target))?;
 
-    progress(SetupEvent::Step(format!("installing {} packages (about 1.6 GB)", SETUP_REQUIREMENTS.len())));
+    progress(SetupEvent::Step(format!("installing {} packages (about 1.6 GB): {}", reqs.len(), reqs.join(" "))));
     let mut pip = Command::new(target.join("bin/python"));
-    pip.args(["-m", "pip", "install", "--progress-bar", "off", "--disable-pip-version-check"]).args(SETUP_REQUIREMENTS);
+    pip.args(["-m", "pip", "install", "--progress-bar", "off", "--disable-pip-version-check"]).args(&reqs);
     run_step(
         "pip install",
         pip,
@@ -159,7 +188,7 @@ pub fn setup(force: bool, progress: &mut dyn FnMut(SetupEvent)) -> Result<SetupO
     .inspect_err(|_| discard(&target))?;
 
     let mark = target.join(COMPLETE_MARK);
-    std::fs::write(&mark, SETUP_REQUIREMENTS.join("\n")).map_err(io(&mark))?;
+    std::fs::write(&mark, format!("python {py_version}\n{}\n", reqs.join("\n"))).map_err(io(&mark))?;
     let previous = std::fs::canonicalize(&link).ok();
     switch_link(&link, &target)?;
     // The environment replaced by --force is no longer used by anything rung starts.

@@ -68,6 +68,15 @@ fn every_version_of_a_fresh_workspace_has_ptx_cubin_and_sass() {
             if rec["kind"] == "triton" {
                 wanted.extend(["ttir", "ttgir", "llir"]);
                 assert_eq!(build["detail"]["ahead_of_time"], true);
+                // The kernel run() really launches at the bench size, not a guess: the demo's
+                // wrapper picks 32 warps for 8192 columns.
+                assert!(
+                    build["detail"]["notes"][0].as_str().unwrap().starts_with("kernels captured from run()"),
+                    "{build}"
+                );
+                if template == "rmsnorm" {
+                    assert_eq!(kernels[0]["num_warps"], 32, "{build}");
+                }
             }
             for ext in wanted {
                 let f = names
@@ -328,4 +337,47 @@ fn a_rung_run_host_entry_builds_as_a_shared_object() {
     let so = std::fs::read(ws.join(".rung/dumps/v030/libv030.so")).unwrap();
     assert_eq!(&so[..4], b"\x7fELF");
     assert!(build["detail"]["commands"].as_array().unwrap().iter().any(|c| c.as_str().unwrap().contains("-shared")));
+}
+
+/// Whether rung's Python has the CuTe DSL (`rung setup --with cute-dsl`).
+fn cute_dsl() -> bool {
+    let out = Command::new(env!("CARGO_BIN_EXE_rung")).args(["doctor", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    if v["toolchain"]["python"]["packages"]["cutlass"].is_string() {
+        return true;
+    }
+    if std::env::var_os("RUNG_REQUIRE_TOOLCHAIN").is_some() {
+        panic!("RUNG_REQUIRE_TOOLCHAIN is set but the CuTe DSL is missing: run `rung setup --with cute-dsl`");
+    }
+    eprintln!("SKIPPED: no CuTe DSL here (run `rung setup --with cute-dsl`)");
+    false
+}
+
+#[test]
+fn cute_dsl_versions_compile_ahead_of_time_and_report_errors_at_their_line() {
+    if real_nvcc().is_none() || !cute_dsl() {
+        return;
+    }
+    let (_tmp, ws) = workspace("vector-add");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cute");
+    let good = std::fs::read_to_string(fixtures.join("v001-cute-add.py")).unwrap();
+    let v = {
+        std::fs::write(ws.join("versions/v040-cute.py"), &good).unwrap();
+        json(&rung(&ws, &["check", "--json", "v040"], &[]))
+    };
+    let rec = &v["versions"][0];
+    assert_eq!(rec["kind"], "cute-dsl");
+    let build = &rec["stages"][1];
+    assert_eq!(build["verdict"], "pass", "{build}");
+    assert_eq!(build["detail"]["compiler"], "cute-dsl");
+    assert_eq!(build["detail"]["arch"], "sm_90a");
+    assert!(build["detail"]["kernels"][0]["resources"]["registers"].as_u64().unwrap() > 0);
+    for ext in ["ptx", "cubin", "sass", "mlir"] {
+        assert!(ws.join(format!(".rung/dumps/v040/add.{ext}")).is_file(), "{ext}");
+    }
+    let bad = std::fs::read_to_string(fixtures.join("v002-cute-error.py")).unwrap();
+    let (stage, d) = build_diagnostics(&ws, "v041-cute-error.py", &bad);
+    assert_eq!(stage["verdict"], "fail");
+    assert_eq!((d[0].0.as_str(), d[0].1, d[0].2), ("versions/v041-cute-error.py", 19, 25), "{d:?}");
+    assert!(d[0].3.contains("name 'bb' is not defined"), "{d:?}");
 }

@@ -27,7 +27,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Some(Command::History { version, json, limit }) => history(&ws_dir, version.as_deref(), json, limit),
         Some(Command::Diff(args)) => diff(&ws_dir, &args),
         Some(Command::Doctor { json }) => doctor(json),
-        Some(Command::Setup { force }) => setup_cmd(force),
+        Some(Command::Setup { force, with }) => setup_cmd(force, &with),
         Some(Command::Demo { dir }) => demo(dir.unwrap_or_else(|| PathBuf::from("rung-demo"))),
         Some(Command::InternalNvrtc { source, out, options }) => internal_nvrtc(&source, &out, &options),
         Some(Command::Schema) => {
@@ -215,8 +215,8 @@ fn doctor(json: bool) -> Result<i32> {
     Ok(exit::OK)
 }
 
-fn setup_cmd(force: bool) -> Result<i32> {
-    match run_setup(force) {
+fn setup_cmd(force: bool, extras: &[String]) -> Result<i32> {
+    match run_setup(force, extras) {
         Ok(()) => Ok(exit::OK),
         Err(e) => {
             eprintln!("rung setup: {e}");
@@ -225,14 +225,14 @@ fn setup_cmd(force: bool) -> Result<i32> {
     }
 }
 
-fn run_setup(force: bool) -> Result<(), setup::SetupError> {
+fn run_setup(force: bool, extras: &[String]) -> Result<(), setup::SetupError> {
     let bar = indicatif::ProgressBar::new_spinner();
     if !std::io::stderr().is_terminal() {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
     let mut step = String::new();
-    let outcome = setup::setup(force, &mut |ev| match ev {
+    let outcome = setup::setup(force, extras, &mut |ev| match ev {
         SetupEvent::Step(s) => {
             bar.println(format!("• {s}"));
             step = s;
@@ -285,7 +285,7 @@ fn demo(dir: PathBuf) -> Result<i32> {
     let tc = Toolchain::discover();
     if !tc.can_build_cuda() {
         println!("rung demo: no CUDA toolchain found, so running `rung setup` first (CUDA 13 from Python wheels)");
-        if let Err(e) = run_setup(false) {
+        if let Err(e) = run_setup(false, &[]) {
             eprintln!("rung demo: setup failed, so the demo can be checked only partly: {e}");
         }
     }

@@ -55,6 +55,9 @@ pub enum Command {
         /// Reinstall even when a complete environment exists.
         #[arg(long)]
         force: bool,
+        /// Also install an optional package set: cute-dsl (nvidia-cutlass-dsl), tilelang.
+        #[arg(long, value_name = "EXTRA")]
+        with: Vec<String>,
     },
     /// Write the demo workspace into DIR (default ./rung-demo), set up if needed, check it, show it.
     Demo { dir: Option<PathBuf> },

@@ -34,8 +34,9 @@ use crate::workspace::{VersionFile, VersionKind, Workspace};
 /// Bump when the build's commands or outputs change, so cached builds are redone.
 const BUILD_LOGIC_VERSION: u32 = 2;
 
-/// The Triton ahead-of-time compiler, shipped inside the binary.
+/// The Triton and CuTe DSL ahead-of-time compilers, shipped inside the binary.
 const TRITON_AOT: &str = include_str!("../../assets/python/triton_aot.py");
+const CUTE_AOT: &str = include_str!("../../assets/python/cute_aot.py");
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct BuildDetail {
@@ -197,6 +198,8 @@ fn run_tool(mut cmd: Command, timeout: Duration) -> Result<Output, String> {
 struct Session<'a> {
     env: &'a BuildEnv<'a>,
     v: &'a VersionFile,
+    /// For Triton: the run() arguments to capture launches with.
+    launch: Option<serde_json::Value>,
     tmp: PathBuf,
     commands: Vec<String>,
     diagnostics: Vec<Diagnostic>,
@@ -263,7 +266,12 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
     let spec = env.ws.spec.as_ref();
     let tc = env.toolchain;
     let is_cuda = matches!(v.kind, VersionKind::Cuda | VersionKind::CudaHost | VersionKind::Ptx);
-    if !is_cuda && v.kind != VersionKind::Triton {
+    let aot = match v.kind {
+        VersionKind::Triton => true,
+        VersionKind::CuteDsl => tc.has_python_package("cutlass"),
+        _ => false,
+    };
+    if !is_cuda && !aot {
         let (what, install) = match v.kind {
             VersionKind::CuteDsl => {
                 ("CuTe DSL", "pip install nvidia-cutlass-dsl into rung's Python (see `rung doctor`)")
@@ -272,7 +280,6 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
             _ => ("PyTorch", "nothing: PyTorch versions are compiled when they run"),
         };
         let installed = match v.kind {
-            VersionKind::CuteDsl => tc.has_python_package("cutlass"),
             VersionKind::TileLang => tc.has_python_package("tilelang"),
             _ => true,
         };
@@ -298,6 +305,14 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
     let (arch, arch_reason) = choose_arch(env.gpu_arch.as_deref(), pinned, source);
     let flags: Vec<String> = spec.map(|s| s.build.flags.clone()).unwrap_or_default();
     let tools = match v.kind {
+        VersionKind::CuteDsl => {
+            let mut t = tool_versions(&[("nvdisasm", &tc.nvdisasm), ("cuobjdump", &tc.cuobjdump)]);
+            if let Some(p) = &tc.python {
+                t.insert("python".into(), p.version.clone());
+                t.insert("nvidia-cutlass-dsl".into(), p.packages.get("cutlass").cloned().unwrap_or_default());
+            }
+            t
+        }
         VersionKind::Triton => {
             let mut t =
                 tool_versions(&[("ptxas", &tc.ptxas), ("nvdisasm", &tc.nvdisasm), ("cuobjdump", &tc.cuobjdump)]);
@@ -328,7 +343,7 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
     // The cache key: everything that can change the output.
     let mut includes = BTreeMap::new();
     let version_dir = env.ws.root.join(&v.path).parent().map(Path::to_path_buf).unwrap_or_default();
-    if v.kind != VersionKind::Triton {
+    if !aot {
         local_includes(&version_dir, source, &mut includes);
     }
     let mut key_text = format!(
@@ -338,6 +353,11 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
     key_text.push_str(source);
     for (p, text) in &includes {
         key_text.push_str(&format!("\n--- {}\n{text}", p.display()));
+    }
+    // Triton kernels are captured from run() at one size: that size's arguments are an input.
+    let launch = if v.kind == VersionKind::Triton { spec.and_then(|s| launch_json(s, source)) } else { None };
+    if let Some(l) = &launch {
+        key_text.push_str(&format!("\n--- launch\n{l}"));
     }
     let cache_key = sha256_hex(key_text.as_bytes());
 
@@ -361,6 +381,7 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
     let missing = match v.kind {
         VersionKind::Triton if !tc.has_python_package("triton") => Some("Triton is not installed"),
         VersionKind::Triton if tc.ptxas.is_none() => Some("no ptxas for Triton"),
+        VersionKind::CuteDsl => None,
         VersionKind::Ptx if tc.ptxas.is_none() => Some("no ptxas"),
         VersionKind::Cuda if use_nvrtc && tc.nvrtc_lib_dir.is_none() => Some("no NVRTC (libnvrtc.so.13)"),
         VersionKind::Cuda | VersionKind::CudaHost if !use_nvrtc && tc.nvcc.is_none() => {
@@ -398,17 +419,18 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
     let mut ctx = ParseContext::for_version(&v.path);
     // Tools print absolute paths for files given relative to the workspace root, sometimes.
     ctx.path_map.push((format!("{}/", env.ws.root.display()), PathBuf::new()));
-    let mut s = Session { env, v, tmp: tmp.clone(), commands: Vec::new(), diagnostics: Vec::new(), ctx };
+    let mut s = Session { env, v, launch, tmp: tmp.clone(), commands: Vec::new(), diagnostics: Vec::new(), ctx };
     let mut detail = BuildDetail {
         compiler: match v.kind {
             VersionKind::Triton => "triton".into(),
+            VersionKind::CuteDsl => "cute-dsl".into(),
             VersionKind::Ptx => "ptxas".into(),
             _ if use_nvrtc => "nvrtc".into(),
             _ => "nvcc".into(),
         },
         arch: arch.clone(),
         arch_reason,
-        ahead_of_time: v.kind == VersionKind::Triton,
+        ahead_of_time: aot,
         cached: false,
         cache_key: cache_key.clone(),
         commands: vec![],
@@ -417,7 +439,8 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
         notes: vec![],
     };
     let produced = match v.kind {
-        VersionKind::Triton => build_triton(&mut s, &arch, &mut detail),
+        VersionKind::Triton => build_python_aot(&mut s, AotTool::Triton, &arch, &mut detail),
+        VersionKind::CuteDsl => build_python_aot(&mut s, AotTool::Cute, &arch, &mut detail),
         _ => build_cuda(&mut s, &arch, &flags, use_nvrtc, &mut detail),
     };
     detail.commands = std::mem::take(&mut s.commands);
@@ -650,6 +673,31 @@ fn disassemble(s: &mut Session, cubin: &Path) -> Result<String, ()> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// The arguments `run(...)` gets at the first benchmark size (else the last test size), for
+/// triton_aot.py to call it with fake tensors and compile the kernels it really launches.
+fn launch_json(spec: &crate::spec::Spec, source: &str) -> Option<serde_json::Value> {
+    use crate::expr::Scope;
+    let sizes = spec.bench_sizes.first().or(spec.test_sizes.last())?;
+    let (params, _) = crate::stages::prepare::python_def_params(source, "run")?;
+    let scope = spec.scope(sizes, None);
+    let mut args = serde_json::Map::new();
+    for (name, _) in params {
+        let v = if let Some((t, _)) = spec.tensor(&name) {
+            let shape = spec.shape_at(t, sizes).ok()?;
+            serde_json::json!({ "tensor": { "dtype": t.dtype.name(), "shape": shape } })
+        } else if let Some(sc) = spec.scalars.iter().find(|sc| sc.name == name) {
+            match &sc.value {
+                crate::spec::ScalarValue::Number(n) => serde_json::json!({ "value": n }),
+                crate::spec::ScalarValue::Expr(e) => serde_json::json!({ "value": e.eval_int(&scope).ok()? }),
+            }
+        } else {
+            serde_json::json!({ "value": scope.var(&name)? })
+        };
+        args.insert(name, v);
+    }
+    Some(serde_json::json!({ "args": args, "sizes": sizes }))
+}
+
 /// What triton_aot.py prints.
 #[derive(Deserialize)]
 struct AotReport {
@@ -687,36 +735,59 @@ struct AotError {
     kind: String,
     message: String,
     #[serde(default)]
-    traceback: String,
+    traceback: Option<String>,
     lineno: Option<u32>,
     col: Option<u32>,
 }
 
-fn build_triton(s: &mut Session, arch: &str, detail: &mut BuildDetail) -> Result<Files, ()> {
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum AotTool {
+    Triton,
+    Cute,
+}
+
+/// Triton or CuTe DSL kernels compiled ahead of time by the embedded Python scripts, which print
+/// one JSON report (kernels with their files and resources, or errors at the version's lines).
+fn build_python_aot(s: &mut Session, tool: AotTool, arch: &str, detail: &mut BuildDetail) -> Result<Files, ()> {
     let tc = s.env.toolchain;
     let python = &tc.python.as_ref().expect("checked").path;
-    let ptxas = &tc.ptxas.as_ref().expect("checked").path;
-    let script = s.tmp.join("triton_aot.py");
-    std::fs::write(&script, TRITON_AOT).map_err(|_| ())?;
+    let (name, text) = match tool {
+        AotTool::Triton => ("triton_aot.py", TRITON_AOT),
+        AotTool::Cute => ("cute_aot.py", CUTE_AOT),
+    };
+    let script = s.tmp.join(name);
+    std::fs::write(&script, text).map_err(|_| ())?;
     let out_dir = s.tmp.join("aot");
+    // CuTe DSL compiles for the architecture-specific target (sm_90a on Hopper).
+    let target = match tool {
+        AotTool::Cute if !arch.ends_with('a') => format!("{}a", arch.trim_start_matches("sm_")),
+        _ => arch.trim_start_matches("sm_").to_string(),
+    };
+    detail.arch = format!("sm_{target}");
     let mut cmd = Command::new(python);
     cmd.arg(s.rel(&script))
         .arg("--version-file")
         .arg(&s.v.path)
         .arg("--arch")
-        .arg(arch.trim_start_matches("sm_"))
+        .arg(target)
         .arg("--out")
-        .arg(s.rel(&out_dir))
-        .env("TRITON_PTXAS_PATH", ptxas)
-        .env("TRITON_PTXAS_BLACKWELL_PATH", ptxas)
-        .env("TRITON_CACHE_DIR", s.env.ws.state_dir().join("triton-cache"))
-        .env("TRITON_DEFAULT_FP_FUSION", "1");
-    if let Some(bin) = ptxas.parent() {
+        .arg(s.rel(&out_dir));
+    if let Some(ptxas) = tc.ptxas.as_ref().map(|t| &t.path) {
+        cmd.env("TRITON_PTXAS_PATH", ptxas).env("TRITON_PTXAS_BLACKWELL_PATH", ptxas);
+    }
+    cmd.env("TRITON_CACHE_DIR", s.env.ws.state_dir().join("triton-cache")).env("TRITON_DEFAULT_FP_FUSION", "1");
+    if let Some(bin) = tc.nvdisasm.as_ref().or(tc.ptxas.as_ref()).and_then(|t| t.path.parent()) {
         let path = std::env::var_os("PATH").unwrap_or_default();
         let joined = std::env::join_paths(std::iter::once(bin.to_path_buf()).chain(std::env::split_paths(&path)));
         if let Ok(p) = joined {
             cmd.env("PATH", p);
         }
+    }
+    if let Some(launch) = s.launch.as_ref().filter(|_| tool == AotTool::Triton) {
+        let path = s.tmp.join("launch.json");
+        std::fs::write(&path, launch.to_string()).map_err(|_| ())?;
+        cmd.arg("--launch-json").arg(s.rel(&path));
+        detail.notes.push(format!("kernels captured from run() at {}", launch["sizes"]));
     }
     cmd.current_dir(&s.env.ws.root);
     s.commands.push(quote(&cmd));
@@ -750,8 +821,10 @@ fn build_triton(s: &mut Session, arch: &str, detail: &mut BuildDetail) -> Result
             None => format!("{}: {head}", e.kind),
         };
         let mut d = Diagnostic::error(&s.v.path, pos, msg);
-        d.tool_text =
-            Some(if e.traceback.is_empty() { e.message.clone() } else { format!("{}\n{}", e.message, e.traceback) });
+        d.tool_text = Some(match e.traceback.as_deref().filter(|t| !t.is_empty()) {
+            Some(tb) => format!("{}\n{tb}", e.message),
+            None => e.message.clone(),
+        });
         s.diagnostics.push(d);
     }
     detail.notes.extend(report.warnings.iter().cloned());
@@ -768,10 +841,17 @@ fn build_triton(s: &mut Session, arch: &str, detail: &mut BuildDetail) -> Result
         return Err(());
     }
     if report.kernels.is_empty() {
-        s.diagnostics.push(
-            Diagnostic::error(&s.v.path, Pos::new(1, 1), "no @triton.jit kernel found")
-                .with_help("a Triton version defines at least one @triton.jit kernel and a run(...) that launches it"),
-        );
+        let (what, help) = match tool {
+            AotTool::Triton => (
+                "no @triton.jit kernel found",
+                "a Triton version defines at least one @triton.jit kernel and a run(...) that launches it",
+            ),
+            AotTool::Cute => (
+                "no @cute.jit function found",
+                "a CuTe DSL version defines a @cute.jit function that launches its @cute.kernel, and a run(...)",
+            ),
+        };
+        s.diagnostics.push(Diagnostic::error(&s.v.path, Pos::new(1, 1), what).with_help(help));
         return Err(());
     }
     let mut files: Files = Vec::new();
