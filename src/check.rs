@@ -9,7 +9,7 @@ use crate::exit;
 use crate::gpu::GpuProbe;
 use crate::report::{CheckReport, SCHEMA, Stage, StageDetail, StageResult, Verdict, VersionReport, millis, rfc3339};
 use crate::stages::build::{self, BuildEnv};
-use crate::stages::prepare;
+use crate::stages::{prepare, run};
 use crate::store::{NewResult, Status, Store, StoreError, sha256_hex};
 use crate::toolchain::Toolchain;
 use crate::workspace::{VersionFile, Workspace};
@@ -138,8 +138,31 @@ fn check_version(
         let started = SystemTime::now();
         let t0 = Instant::now();
         let b = build::build(&env, store, v, &source)?;
+        let built = b.verdict == Verdict::Pass;
         let result = stage_result(Stage::Build, (started, t0), b.verdict, b.summary, b.diagnostics, b.tools, b.detail);
         stages.push(record(store, v, &source_hash, seed, started, result)?);
+
+        if built {
+            let started = SystemTime::now();
+            let t0 = Instant::now();
+            let out = run::run_and_check(ws, &machine.toolchain, machine.gpu.first().is_some(), v, &source, seed);
+            let (verdict, summary, diags, detail) = out.run;
+            let result = stage_result(Stage::Run, (started, t0), verdict, summary, diags, BTreeMap::new(), detail);
+            stages.push(record(store, v, &source_hash, seed, started, result)?);
+            if let Some((verdict, summary, diags, detail)) = out.check {
+                let started = SystemTime::now();
+                let result = stage_result(
+                    Stage::Check,
+                    (started, Instant::now()),
+                    verdict,
+                    summary,
+                    diags,
+                    BTreeMap::new(),
+                    detail,
+                );
+                stages.push(record(store, v, &source_hash, seed, started, result)?);
+            }
+        }
     }
 
     let verdict = stages.iter().map(|s| s.verdict).max().unwrap_or(Verdict::Pass);

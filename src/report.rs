@@ -167,6 +167,8 @@ pub struct StageResult {
 pub enum StageDetail {
     Prepare(PrepareDetail),
     Build(crate::stages::build::BuildDetail),
+    Run(crate::stages::run::RunDetail),
+    Check(crate::stages::run::CheckDetail),
     /// Nothing beyond the summary (a stage that failed before producing anything).
     None,
 }

@@ -160,7 +160,9 @@ fn build_diagnostics(ws: &Path, name: &str, source: &str) -> (serde_json::Value,
     std::fs::write(ws.join("versions").join(name), source).unwrap();
     let id = name.split('-').next().unwrap();
     let v = json(&rung(ws, &["check", "--json", id], &[]));
-    let stage = v["versions"][0]["stages"].as_array().unwrap().last().unwrap().clone();
+    let stages = v["versions"][0]["stages"].as_array().unwrap();
+    // The build stage when there is one (a failed prepare stops before it).
+    let stage = stages.iter().find(|s| s["stage"] == "build").unwrap_or(&stages[0]).clone();
     let diags = stage["diagnostics"]
         .as_array()
         .unwrap()

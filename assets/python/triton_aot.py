@@ -100,6 +100,7 @@ import inspect
 import json
 import operator
 import os
+import signal
 import re
 import shutil
 import subprocess
@@ -1420,8 +1421,21 @@ def capture_launches(mod, launch, target, path):
         JITFunction._do_compile = fake_do_compile
         if Autotuner is not None:
             Autotuner.run = autotune_run
-        with _Capture():
-            run_fn(**kwargs)
+        # A wrapper that never returns must not hang the build: capture for at most
+        # RUNG_CAPTURE_SECONDS (default 20), then fall back to inference.
+        def _too_slow(signum, frame):
+            raise TimeoutError("run() did not return within %s s with fake tensors" % limit)
+        limit = int(os.environ.get("RUNG_CAPTURE_SECONDS", "20"))
+        old_handler = signal.signal(signal.SIGALRM, _too_slow) if hasattr(signal, "SIGALRM") else None
+        if old_handler is not None:
+            signal.alarm(limit)
+        try:
+            with _Capture():
+                run_fn(**kwargs)
+        finally:
+            if old_handler is not None:
+                signal.alarm(0)
+                signal.signal(signal.SIGALRM, old_handler)
     except KeyboardInterrupt:
         raise
     except BaseException as e:  # noqa: B902 - anything raised by the wrapper

@@ -359,6 +359,12 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
     if let Some(l) = &launch {
         key_text.push_str(&format!("\n--- launch\n{l}"));
     }
+    // The embedded compile scripts are part of the build, like a tool version.
+    match v.kind {
+        VersionKind::Triton => key_text.push_str(&sha256_hex(TRITON_AOT.as_bytes())),
+        VersionKind::CuteDsl => key_text.push_str(&sha256_hex(CUTE_AOT.as_bytes())),
+        _ => {}
+    }
     let cache_key = sha256_hex(key_text.as_bytes());
 
     let objects = Objects::new(&env.ws.state_dir());
@@ -712,6 +718,9 @@ struct AotReport {
 #[derive(Deserialize)]
 struct AotKernel {
     name: String,
+    /// Compiled from a launch captured by calling run(), not from an inferred signature.
+    #[serde(default)]
+    captured: bool,
     #[serde(default)]
     files: BTreeMap<String, String>,
     num_warps: Option<u32>,
@@ -787,7 +796,6 @@ fn build_python_aot(s: &mut Session, tool: AotTool, arch: &str, detail: &mut Bui
         let path = s.tmp.join("launch.json");
         std::fs::write(&path, launch.to_string()).map_err(|_| ())?;
         cmd.arg("--launch-json").arg(s.rel(&path));
-        detail.notes.push(format!("kernels captured from run() at {}", launch["sizes"]));
     }
     cmd.current_dir(&s.env.ws.root);
     s.commands.push(quote(&cmd));
@@ -853,6 +861,9 @@ fn build_python_aot(s: &mut Session, tool: AotTool, arch: &str, detail: &mut Bui
         };
         s.diagnostics.push(Diagnostic::error(&s.v.path, Pos::new(1, 1), what).with_help(help));
         return Err(());
+    }
+    if let Some(launch) = s.launch.as_ref().filter(|_| report.kernels.iter().any(|k| k.captured)) {
+        detail.notes.insert(0, format!("kernels captured from run() at {}", launch["sizes"]));
     }
     let mut files: Files = Vec::new();
     for k in &report.kernels {

@@ -3,3 +3,4 @@
 
 pub mod build;
 pub mod prepare;
+pub mod run;

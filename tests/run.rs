@@ -1,0 +1,163 @@
+//! The run and check rungs without a GPU: Triton versions in Triton's interpreter against the
+//! Python reference, and the faults that need no GPU, each with its exact verdict.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn rung(dir: &Path, args: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_rung")).args(args).current_dir(dir).output().unwrap();
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn triton_here() -> bool {
+    let out = Command::new(env!("CARGO_BIN_EXE_rung")).args(["doctor", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    if v["toolchain"]["python"]["packages"]["triton"].is_string() && !v["toolchain"]["nvcc"].is_null() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("RUNG_REQUIRE_TOOLCHAIN").is_none(),
+        "RUNG_REQUIRE_TOOLCHAIN is set but Triton or nvcc is missing"
+    );
+    eprintln!("SKIPPED: no Triton/nvcc here (run `rung setup`)");
+    false
+}
+
+fn workspace(template: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_rung")).args(["new", ws.to_str().unwrap(), "-t", template]).output().unwrap();
+    assert!(out.status.success());
+    (tmp, ws)
+}
+
+/// The stage (run or check) of a version, by name.
+fn stage<'a>(rec: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    rec["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stage"] == name)
+        .unwrap_or_else(|| panic!("no {name} stage in {rec}"))
+}
+
+#[test]
+fn triton_versions_are_checked_in_the_interpreter_and_cuda_ones_say_no_gpu() {
+    if !triton_here() {
+        return;
+    }
+    let (_tmp, ws) = workspace("rmsnorm");
+    let v = rung(&ws, &["check", "--json", "--seed", "11", "v004", "v001"]);
+    let triton = &v["versions"][0];
+    assert_eq!(stage(triton, "run")["verdict"], "pass", "{triton}");
+    assert_eq!(stage(triton, "run")["detail"]["mode"], "triton-interpreter");
+    let check = stage(triton, "check");
+    assert_eq!(check["verdict"], "pass", "{check}");
+    let results = check["detail"]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 5, "one per test size");
+    assert!(results.iter().all(|r| r["comparison"]["max_abs_err"].as_f64().unwrap() < 1e-5));
+    let cuda = &v["versions"][1];
+    assert_eq!(stage(cuda, "run")["verdict"], "skipped");
+    assert!(stage(cuda, "run")["summary"].as_str().unwrap().starts_with("no GPU"));
+    // The reference is cached by (reference, seed, size): a second check reuses it.
+    let cached = std::fs::read_dir(ws.join(".rung/cache/reference")).unwrap().count();
+    assert_eq!(cached, 5);
+    rung(&ws, &["check", "--json", "--seed", "11", "v004"]);
+    assert_eq!(std::fs::read_dir(ws.join(".rung/cache/reference")).unwrap().count(), 5);
+}
+
+/// A vector-add Triton version whose kernel body line `BODY` replaces the store.
+fn faulty(store: &str, run_extra: &str) -> String {
+    format!(
+        r#"import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    a = tl.load(a_ptr + offs, mask=mask)
+    b = tl.load(b_ptr + offs, mask=mask)
+    {store}
+
+
+def run(a, b, out, n):
+    {run_extra}
+    add_kernel[(triton.cdiv(n, 1024),)](a, b, out, n, BLOCK=1024)
+"#
+    )
+}
+
+fn check_fault(ws: &Path, id: &str, source: &str) -> serde_json::Value {
+    std::fs::write(ws.join("versions").join(format!("{id}-fault.py")), source).unwrap();
+    let v = rung(ws, &["check", "--json", id]);
+    v["versions"][0].clone()
+}
+
+#[test]
+fn faults_get_their_exact_verdicts() {
+    if !triton_here() {
+        return;
+    }
+    let (_tmp, ws) = workspace("vector-add");
+    let toml = std::fs::read_to_string(ws.join("rung.toml")).unwrap();
+    std::fs::write(ws.join("rung.toml"), toml.replace("run = \"30s\"", "run = \"5s\"")).unwrap();
+
+    let rec = check_fault(&ws, "v101", &faulty("tl.store(out_ptr + offs, a + b, mask=offs < n - 1)", "pass"));
+    let run = stage(&rec, "run");
+    assert_eq!(run["verdict"], "fail");
+    assert_eq!(run["summary"], "1 of 1 elements of `out` were never written (first at [0], at n=1)", "{run}");
+
+    let rec = check_fault(
+        &ws,
+        "v102",
+        &faulty("tl.store(out_ptr + offs, tl.where(offs == 7, float('nan'), a + b), mask=mask)", "pass"),
+    );
+    assert_eq!(stage(&rec, "run")["verdict"], "pass");
+    let check = stage(&rec, "check");
+    assert_eq!(check["verdict"], "fail");
+    assert!(
+        check["summary"].as_str().unwrap().starts_with("`out` at n=1000: 1 NaN and 0 Inf in the output"),
+        "{check}"
+    );
+
+    let rec = check_fault(
+        &ws,
+        "v103",
+        &faulty("tl.store(out_ptr + offs, a + b, mask=mask)\n    tl.store(a_ptr + offs, a * 2, mask=mask)", "pass"),
+    );
+    assert_eq!(stage(&rec, "run")["summary"], "the kernel changed its input `a` (at n=1)");
+
+    let rec = check_fault(
+        &ws,
+        "v104",
+        &faulty("tl.store(out_ptr + offs, tl.where(n == 1000, a - b, a + b), mask=mask)", "pass"),
+    );
+    let check = stage(&rec, "check");
+    assert_eq!(check["verdict"], "fail");
+    assert!(check["summary"].as_str().unwrap().starts_with("`out` at n=1000: "), "wrong at one size only: {check}");
+    let passes: Vec<bool> =
+        check["detail"]["results"].as_array().unwrap().iter().map(|r| r["pass"].as_bool().unwrap()).collect();
+    assert_eq!(passes, vec![true, false, true]);
+
+    let rec = check_fault(
+        &ws,
+        "v105",
+        &faulty("tl.store(out_ptr + offs, a + b, mask=mask)", "raise ValueError('no such tile')"),
+    );
+    let run = stage(&rec, "run");
+    assert_eq!(run["summary"], "ValueError: no such tile (at n=1)");
+    assert_eq!(run["diagnostics"][0]["line"], 15, "the line in the version");
+
+    let t0 = std::time::Instant::now();
+    let rec = check_fault(&ws, "v106", &faulty("tl.store(out_ptr + offs, a + b, mask=mask)", "while True: pass"));
+    assert_eq!(stage(&rec, "run")["summary"], "no answer within 5 s (limits.run in rung.toml) (at n=1)");
+    assert!(t0.elapsed().as_secs() < 60);
+
+    // After all that, a good version still passes.
+    let v = rung(&ws, &["check", "--json", "v003"]);
+    assert_eq!(stage(&v["versions"][0], "check")["verdict"], "pass");
+}
