@@ -145,7 +145,8 @@ fn check_version(
         if built {
             let started = SystemTime::now();
             let t0 = Instant::now();
-            let out = run::run_and_check(ws, &machine.toolchain, machine.gpu.first().is_some(), v, &source, seed);
+            let out =
+                run::run_and_check(ws, &machine.toolchain, machine.gpu.first().map(|g| g.sm_count), v, &source, seed);
             let (verdict, summary, diags, detail) = out.run;
             let result = stage_result(Stage::Run, (started, t0), verdict, summary, diags, BTreeMap::new(), detail);
             stages.push(record(store, v, &source_hash, seed, started, result)?);

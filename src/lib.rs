@@ -21,4 +21,5 @@ pub mod stages;
 pub mod store;
 pub mod templates;
 pub mod toolchain;
+pub mod worker;
 pub mod workspace;

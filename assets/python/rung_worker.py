@@ -190,14 +190,28 @@ def _call(req):
     if fn is None:
         raise AttributeError("%s defines no %s()" % (req["file"], req["function"]))
     kwargs = {}
+    mapped = {}
     for name, arg in req.get("args", {}).items():
         if "tensor" in arg:
             arr = _map(arg["tensor"], "r+")
-            kwargs[name] = HostTensor(arr, arg["tensor"]["dtype"]) if mode == "interpret" and req["function"] != "reference" else arr
+            mapped[name] = arr
+            if req["function"] == "reference":
+                kwargs[name] = arr
+            elif mode == "cuda":
+                import torch
+                kwargs[name] = torch.from_numpy(np.ascontiguousarray(arr)).to("cuda")
+            else:
+                kwargs[name] = HostTensor(arr, arg["tensor"]["dtype"])
         else:
             kwargs[name] = arg["value"]
     t0 = time.perf_counter()
     result = fn(**kwargs)
+    if mode == "cuda" and req["function"] != "reference":
+        import torch
+        torch.cuda.synchronize()
+        # Every tensor back into rung's buffers: outputs, and inputs so a mutation shows.
+        for name, arr in mapped.items():
+            arr[...] = kwargs[name].cpu().numpy()
     seconds = time.perf_counter() - t0
     returns = req.get("returns") or {}
     if returns:
@@ -231,6 +245,8 @@ def _call(req):
 def main():
     if "--interpret" in sys.argv:
         os.environ["TRITON_INTERPRET"] = "1"
+    elif "--cuda" in sys.argv:
+        os.environ.pop("TRITON_INTERPRET", None)
     packages = {}
     for mod in ("numpy", "triton", "torch"):
         try:
@@ -238,6 +254,8 @@ def main():
         except Exception:
             pass
     caps = ["reference"] + (["triton-interpret"] if "triton" in packages else [])
+    if "--cuda" in sys.argv and "torch" in packages:
+        caps.append("cuda")
     out = sys.stdout
     out.write(json.dumps({"protocol": PROTOCOL, "worker": "python", "capabilities": caps,
                           "python": sys.version.split()[0], "packages": packages}) + "\n")

@@ -30,6 +30,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Some(Command::Setup { force, with }) => setup_cmd(force, &with),
         Some(Command::Demo { dir }) => demo(dir.unwrap_or_else(|| PathBuf::from("rung-demo"))),
         Some(Command::InternalNvrtc { source, out, options }) => internal_nvrtc(&source, &out, &options),
+        Some(Command::Worker) => Ok(rung::worker::serve()),
         Some(Command::Schema) => {
             println!("{}", serde_json::to_string_pretty(&rung::report::check_schema())?);
             Ok(exit::OK)

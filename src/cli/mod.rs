@@ -63,6 +63,9 @@ pub enum Command {
     Demo { dir: Option<PathBuf> },
     /// Print the JSON schema of `rung check --json`.
     Schema,
+    /// Serve kernel launches on stdin/stdout (started by rung itself; JSON lines).
+    #[command(hide = true)]
+    Worker,
     /// Compile with NVRTC in this process (run by the build rung with NVRTC's library path).
     #[command(hide = true)]
     InternalNvrtc {

@@ -77,34 +77,45 @@ fn skipped(why: impl Into<String>) -> RunOutcome {
 pub fn run_and_check(
     ws: &Workspace,
     tc: &Toolchain,
-    gpu: bool,
+    gpu_sms: Option<u32>,
     v: &VersionFile,
     source: &str,
     seed: u64,
 ) -> RunOutcome {
+    let gpu = gpu_sms.is_some();
     let (Format::Rung, Some(spec)) = (ws.format, ws.spec.as_ref()) else {
         return skipped("GPU MODE and KernelBench problems run in the Python worker on a GPU, which is not built yet");
     };
-    match v.kind {
-        VersionKind::Triton => {}
+    let native = match v.kind {
+        VersionKind::Triton => None,
         VersionKind::Cuda | VersionKind::CudaHost | VersionKind::Ptx if !gpu => {
             return skipped("no GPU: run and check skipped (build, PTX/SASS and diffs work)");
         }
-        VersionKind::Cuda | VersionKind::CudaHost | VersionKind::Ptx => {
-            return skipped("running CUDA and PTX versions on the GPU is not built yet: the native worker is next");
+        VersionKind::Cuda => match NativePlan::new(ws, spec, v, source, gpu_sms) {
+            Ok(p) => Some(p),
+            Err(d) => {
+                let why = d.message.clone();
+                return RunOutcome { run: (Verdict::Fail, why, vec![d], StageDetail::None), check: None };
+            }
+        },
+        VersionKind::CudaHost | VersionKind::Ptx => {
+            return skipped(format!("running {} versions is not built yet (plain .cu kernels run)", v.kind));
         }
         _ if !gpu => return skipped(format!("no GPU: {} versions run only on a GPU", v.kind)),
         _ => return skipped(format!("running {} versions on the GPU is not built yet", v.kind)),
-    }
+    };
     let Some(reference) = ws.reference.clone().filter(|r| r.extension().is_some_and(|e| e == "py")) else {
-        return skipped("the reference is not a reference.py: a CUDA reference needs a GPU");
+        return skipped("the reference is not a reference.py: a CUDA reference is not run yet");
     };
+    let needs = if native.is_some() { "numpy" } else { "triton" };
     let Some(python) =
-        tc.python.as_ref().filter(|p| p.packages.contains_key("triton") && p.packages.contains_key("numpy"))
+        tc.python.as_ref().filter(|p| p.packages.contains_key(needs) && p.packages.contains_key("numpy"))
     else {
-        return skipped("Triton and numpy are needed to check Triton versions in the interpreter: run `rung setup`");
+        return skipped(format!("{needs} and numpy are needed to run the Python reference: run `rung setup`"));
     };
-    match Checker::new(ws, spec, &python.path, seed) {
+    // With a GPU and torch, Python versions run for real; without, in Triton's interpreter.
+    let python_gpu = gpu && native.is_none() && python.packages.contains_key("torch");
+    match Checker::new(ws, spec, &python.path, seed, native, python_gpu) {
         Ok(mut c) => {
             let out = c.run_version(v, source, &reference);
             c.finish();
@@ -121,12 +132,29 @@ struct Worker {
 }
 
 impl Worker {
-    fn start(ws: &Workspace, python: &Path, script: &Path) -> Result<Worker, String> {
-        let mut child = Command::new(python)
-            .arg(script)
-            .arg("--interpret")
+    fn start_python(ws: &Workspace, python: &Path, script: &Path, on_gpu: bool) -> Result<Worker, String> {
+        let mut cmd = Command::new(python);
+        cmd.arg(script).arg(if on_gpu { "--cuda" } else { "--interpret" });
+        if on_gpu {
+            cmd.env_remove("TRITON_INTERPRET");
+        } else {
+            cmd.env("TRITON_INTERPRET", "1");
+        }
+        Self::start(ws, cmd)
+    }
+
+    /// This binary as `rung worker`: the native worker.
+    fn start_native(ws: &Workspace) -> Result<Worker, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("cannot find rung itself: {e}"))?;
+        let mut cmd = Command::new(exe);
+        cmd.arg("worker");
+        Self::start(ws, cmd)
+    }
+
+    fn start(ws: &Workspace, mut cmd: Command) -> Result<Worker, String> {
+        let what = cmd.get_program().to_string_lossy().into_owned();
+        let mut child = cmd
             .current_dir(&ws.root)
-            .env("TRITON_INTERPRET", "1")
             .env("TRITON_CACHE_DIR", ws.state_dir().join("triton-cache"))
             .env("TRITON_DEFAULT_FP_FUSION", "1")
             .env("PYTHONDONTWRITEBYTECODE", "1")
@@ -134,7 +162,7 @@ impl Worker {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| format!("cannot start the Python worker ({}): {e}", python.display()))?;
+            .map_err(|e| format!("cannot start the worker ({what}): {e}"))?;
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         let (tx, lines) = channel();
@@ -151,6 +179,9 @@ impl Worker {
             serde_json::from_str(&hello).map_err(|e| format!("bad handshake from the worker: {e}"))?;
         if hello["protocol"] != 1 {
             return Err(format!("the worker speaks protocol {}, rung speaks 1", hello["protocol"]));
+        }
+        if let Some(e) = hello.get("error").filter(|e| !e.is_null()) {
+            return Err(format!("the worker cannot run: {e}"));
         }
         Ok(w)
     }
@@ -195,9 +226,73 @@ impl Drop for Worker {
 struct Checker<'a> {
     ws: &'a Workspace,
     spec: &'a Spec,
+    /// The Python worker: the reference, and Triton versions in the interpreter.
     worker: Worker,
+    /// For CUDA versions: the native worker and what to launch.
+    native: Option<(Worker, NativePlan)>,
+    /// Python versions run on the GPU with torch tensors (else in Triton's interpreter).
+    python_gpu: bool,
     dir: PathBuf,
     seed: u64,
+}
+
+/// How to launch a CUDA version: its cubin, kernel, parameters in order and launch at each size.
+struct NativePlan {
+    cubin: PathBuf,
+    kernel: String,
+    params: Vec<crate::launch::Param>,
+    launch: crate::launch::Launch,
+    num_sms: i64,
+}
+
+impl NativePlan {
+    fn new(
+        ws: &Workspace,
+        spec: &Spec,
+        v: &VersionFile,
+        source: &str,
+        sms: Option<u32>,
+    ) -> Result<NativePlan, Diagnostic> {
+        let file = v.path.as_path();
+        let header = crate::launch::parse_header(source, file, spec).map_err(|mut d| d.remove(0))?;
+        let (sigs, _) = crate::launch::find_signatures(source);
+        let wanted = header.kernel.clone().or_else(|| spec.launch.kernel.clone());
+        let sig = crate::launch::choose(&sigs, wanted.as_deref(), file)?.clone();
+        let launch = crate::launch::merge(&header, spec, file)?;
+        let dumps = ws.state_dir().join(crate::store::DUMPS_DIR).join(&v.id);
+        let cubin = dumps.join(format!("{}.cubin", v.id));
+        // The PTX entry must take what the signature declares, or the launch would misread memory.
+        if let Ok(ptx) = std::fs::read_to_string(dumps.join(format!("{}.ptx", v.id))) {
+            let n = ptx_param_count(&ptx, &sig.name);
+            if let Some(n) = n.filter(|n| *n != sig.params.len()) {
+                return Err(Diagnostic::error(
+                    file,
+                    Pos::new(sig.line, sig.column),
+                    format!(
+                        "the PTX entry `{}` takes {n} parameters but the signature rung read declares {}",
+                        sig.name,
+                        sig.params.len()
+                    ),
+                )
+                .with_help("declare the kernel's parameters on its extern \"C\" line so rung can read them"));
+            }
+        }
+        Ok(NativePlan {
+            cubin,
+            kernel: sig.name.clone(),
+            params: sig.params,
+            launch,
+            num_sms: sms.unwrap_or(132) as i64,
+        })
+    }
+}
+
+/// The number of `.param` entries of a PTX `.entry`.
+fn ptx_param_count(ptx: &str, entry: &str) -> Option<usize> {
+    let start = ptx.find(&format!(".entry {entry}("))?;
+    let rest = &ptx[start..];
+    let end = rest.find(')')?;
+    Some(rest[..end].matches(".param").count())
 }
 
 /// Bulk data goes through files in shared memory when the system has it.
@@ -208,13 +303,73 @@ fn data_dir() -> PathBuf {
 }
 
 impl<'a> Checker<'a> {
-    fn new(ws: &'a Workspace, spec: &'a Spec, python: &Path, seed: u64) -> Result<Self, String> {
+    fn new(
+        ws: &'a Workspace,
+        spec: &'a Spec,
+        python: &Path,
+        seed: u64,
+        native: Option<NativePlan>,
+        python_gpu: bool,
+    ) -> Result<Self, String> {
         let dir = data_dir();
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let script = dir.join("rung_worker.py");
         std::fs::write(&script, WORKER).map_err(|e| format!("{}: {e}", script.display()))?;
-        let worker = Worker::start(ws, python, &script)?;
-        Ok(Checker { ws, spec, worker, dir, seed })
+        let worker = Worker::start_python(ws, python, &script, python_gpu)?;
+        let native = match native {
+            Some(plan) => Some((Worker::start_native(ws)?, plan)),
+            None => None,
+        };
+        Ok(Checker { ws, spec, worker, native, python_gpu, dir, seed })
+    }
+
+    /// One run of the version at `sizes`: the kernel through the native worker, or run() in the
+    /// interpreter. Returns the worker's answer.
+    fn call_run(
+        &mut self,
+        v: &VersionFile,
+        id: usize,
+        params: &[String],
+        sizes: &SizeSet,
+        files: &BTreeMap<String, (PathBuf, Vec<i64>)>,
+    ) -> Result<serde_json::Value, String> {
+        let limit = self.spec.limits.run;
+        let Some((worker, plan)) = self.native.as_mut() else {
+            let mode = if self.python_gpu { "cuda" } else { "interpret" };
+            let req = serde_json::json!({ "id": id, "op": "call", "file": v.path, "function": "run", "mode": mode, "args": self.args(params, sizes, files) });
+            return self.worker.call(&req, limit);
+        };
+        let dims = plan.launch.eval(self.spec, sizes, plan.num_sms)?;
+        let scope = self.spec.scope(sizes, Some(plan.num_sms));
+        let mut args = Vec::new();
+        for p in &plan.params {
+            let arg = if let Some((path, _)) = files.get(&p.name).filter(|_| p.pointer) {
+                serde_json::json!({ "buffer": path })
+            } else if let Some(sc) = self.spec.scalars.iter().find(|s| s.name == p.name) {
+                let value = match &sc.value {
+                    ScalarValue::Number(n) => *n,
+                    ScalarValue::Expr(e) => e.eval_int(&scope).map_err(|e| e.message)? as f64,
+                };
+                serde_json::json!({ "scalar": { "ctype": p.base, "value": value } })
+            } else {
+                let value =
+                    crate::expr::Scope::var(&scope, &p.name).ok_or_else(|| format!("no value for `{}`", p.name))?;
+                serde_json::json!({ "scalar": { "ctype": p.base, "value": value } })
+            };
+            args.push(arg);
+        }
+        let req = serde_json::json!({
+            "id": id, "op": "launch", "cubin": plan.cubin, "kernel": plan.kernel,
+            "grid": dims.grid, "block": dims.block, "smem": dims.smem_bytes, "params": args,
+        });
+        let resp = worker.call(&req, limit);
+        // A CUDA error ends the native worker: start a fresh one for what follows.
+        if resp.as_ref().map_or(true, |r| r["ok"] == false)
+            && let Ok(w) = Worker::start_native(self.ws)
+        {
+            *worker = w;
+        }
+        resp
     }
 
     fn finish(self) {
@@ -298,8 +453,7 @@ impl<'a> Checker<'a> {
                     let _ = std::fs::write(&path, vec![poison; len]);
                     files.insert(t.name.clone(), (path, shape));
                 }
-                let req = serde_json::json!({ "id": pass, "op": "call", "file": v.path, "function": "run", "mode": "interpret", "args": self.args(&params, sizes, &files) });
-                match self.worker.call(&req, limit) {
+                match self.call_run(v, pass, &params, sizes, &files) {
                     Ok(resp) if resp["ok"] == true => seconds = resp["seconds"].as_f64().unwrap_or(0.0),
                     Ok(resp) => {
                         let e = &resp["error"];
@@ -411,15 +565,19 @@ impl<'a> Checker<'a> {
                 });
             }
         }
-        let mode = "triton-interpreter".to_string();
+        let mode = if self.native.is_some() || self.python_gpu {
+            "cuda".to_string()
+        } else {
+            "triton-interpreter".to_string()
+        };
         let run_detail = StageDetail::Run(RunDetail { mode, sizes: runs.clone() });
         if let Some(why) = run_fail {
             return RunOutcome { run: (Verdict::Fail, why, run_diags, run_detail), check: None };
         }
-        let run_summary = format!(
-            "in Triton's interpreter on the CPU, {} test size(s): every output element written, inputs unchanged",
-            runs.len()
-        );
+        let place =
+            if self.native.is_some() || self.python_gpu { "on the GPU" } else { "in Triton's interpreter on the CPU" };
+        let run_summary =
+            format!("{place}, {} test size(s): every output element written, inputs unchanged", runs.len());
         let worst = checks.iter().map(|c| c.comparison.max_abs_err).fold(0f64, f64::max);
         let check_detail = StageDetail::Check(CheckDetail { seed: self.seed, results: checks });
         let check = match check_fail {
