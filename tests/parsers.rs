@@ -209,3 +209,22 @@ fn host_linker_missing_library() {
     );
     assert!(ds[1].help.as_deref().unwrap().contains("libcudart_static"));
 }
+
+#[test]
+fn spill_warnings_name_the_kernel_and_its_line() {
+    let mut ctx = ParseContext::for_version("kernel.cu");
+    ctx.ptx.insert("kernel.ptx".into(), PtxLineMap::new(&fixture("ptxas-spill-warning", "kernel.ptx")));
+    let ds = PtxasOutput.parse(&fixture("ptxas-spill-warning", "stderr.txt"), &ctx);
+    assert_eq!(ds.len(), 1);
+    assert_eq!(ds[0].severity, Severity::Warning);
+    assert!(ds[0].message.contains("508 bytes spill stores, 512 bytes spill loads"), "{}", ds[0].message);
+    // The kernel's first line in the source (its .entry's first .loc).
+    let src = fixture("ptxas-spill-warning", "kernel.ptx");
+    let first_loc_line: u32 = src
+        .lines()
+        .skip_while(|l| !l.contains(".entry _Z12spill_kernelPfPKfi"))
+        .find_map(|l| l.trim_start().strip_prefix(".loc").and_then(|r| r.split_whitespace().nth(1)?.parse().ok()))
+        .unwrap();
+    assert_eq!(ds[0].line, first_loc_line);
+    assert!(ds[0].help.as_deref().unwrap().contains("registers spill"));
+}

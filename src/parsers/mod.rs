@@ -78,15 +78,26 @@ pub struct PtxLineMap {
     /// For each 1-based PTX line, the latest `.loc` at or before it: (file index, line, column).
     locs: Vec<Option<(u32, u32, u32)>>,
     files: BTreeMap<u32, String>,
+    /// Kernel name → index of its `.entry` line.
+    entries: BTreeMap<String, usize>,
 }
 
 impl PtxLineMap {
     pub fn new(ptx: &str) -> Self {
         let mut locs = Vec::new();
         let mut files = BTreeMap::new();
+        let mut entries = BTreeMap::new();
         let mut current = None;
         for line in ptx.lines() {
             let t = line.trim_start();
+            if let Some(i) = t.find(".entry ") {
+                let name: String = t[i + 7..]
+                    .trim_start()
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$')
+                    .collect();
+                entries.insert(name, locs.len());
+            }
             if let Some(rest) = t.strip_prefix(".loc") {
                 // `.loc 1 15 5, function_name $L__info_string0, inlined_at 1 23 9`: the outer
                 // `inlined_at` is where the user's code called the inlined helper; the first
@@ -110,7 +121,14 @@ impl PtxLineMap {
             }
             locs.push(current);
         }
-        PtxLineMap { locs, files }
+        PtxLineMap { locs, files, entries }
+    }
+
+    /// The source line and column where a kernel's code starts: the first `.loc` after its
+    /// `.entry`.
+    pub fn entry_line(&self, kernel: &str) -> Option<(u32, u32)> {
+        let start = *self.entries.get(kernel)?;
+        self.locs.iter().skip(start).flatten().next().map(|&(_, l, c)| (l, c))
     }
 
     /// The source file (as named in `.file`), line and column of a PTX line.

@@ -17,6 +17,9 @@ static LOCATED: LazyLock<Regex> = LazyLock::new(|| {
 static UNLOCATED: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^ptxas (?P<sev>fatal|error|warning)\s*: (?P<msg>.*)$").expect("static regex"));
 
+static SPILL_IN: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"spilled to local memory in function '(?P<kernel>[^']+)'").expect("static regex"));
+
 pub struct PtxasOutput;
 
 impl OutputParser for PtxasOutput {
@@ -76,7 +79,12 @@ impl OutputParser for PtxasOutput {
                     continue;
                 }
                 let sev = if &c["sev"] == "warning" { Severity::Warning } else { Severity::Error };
-                let mut d = Diagnostic::new(sev, &ctx.version_file, Pos::WHOLE_FILE, format!("ptxas: {msg}"));
+                // A spill names the kernel; the version's line comes from its entry in the PTX.
+                let pos = SPILL_IN
+                    .captures(msg)
+                    .and_then(|k| ctx.ptx.values().find_map(|m| m.entry_line(&k["kernel"])))
+                    .map_or(Pos::WHOLE_FILE, |(line, col)| Pos::new(line, col));
+                let mut d = Diagnostic::new(sev, &ctx.version_file, pos, format!("ptxas: {msg}"));
                 hint(&mut d, msg);
                 d.tool_text = Some(l.to_string());
                 out.push(d);

@@ -32,7 +32,7 @@ use crate::toolchain::{Tool, Toolchain};
 use crate::workspace::{VersionFile, VersionKind, Workspace};
 
 /// Bump when the build's commands or outputs change, so cached builds are redone.
-const BUILD_LOGIC_VERSION: u32 = 2;
+const BUILD_LOGIC_VERSION: u32 = 3;
 
 /// The Triton and CuTe DSL ahead-of-time compilers, shipped inside the binary.
 const TRITON_AOT: &str = include_str!("../../assets/python/triton_aot.py");
@@ -566,7 +566,10 @@ fn build_cuda(
     if s.v.kind == VersionKind::Ptx {
         // The version is the PTX: ptxas cites it by its own path and line.
         let mut cmd = Command::new(&tc.ptxas.as_ref().expect("checked").path);
-        cmd.arg(format!("-arch={arch}")).args(["-v", "-lineinfo", "-o"]).arg(s.rel(&cubin_path)).arg(&s.v.path);
+        cmd.arg(format!("-arch={arch}"))
+            .args(["-v", "-warn-spills", "-lineinfo", "-o"])
+            .arg(s.rel(&cubin_path))
+            .arg(&s.v.path);
         let out = s.step(cmd, &[&PtxasOutput])?;
         detail.kernels = kernels_from(&String::from_utf8_lossy(&out.stderr));
         let ptx = std::fs::read(s.env.ws.root.join(&s.v.path)).map_err(|_| ())?;
@@ -588,7 +591,10 @@ fn build_cuda(
         }
         let ptx = std::fs::read(&ptx_path).map_err(|_| ())?;
         let mut cmd = Command::new(&tc.ptxas.as_ref().expect("checked").path);
-        cmd.arg(format!("-arch={arch}")).args(["-v", "-lineinfo", "-o"]).arg(s.rel(&cubin_path)).arg(s.rel(&ptx_path));
+        cmd.arg(format!("-arch={arch}"))
+            .args(["-v", "-warn-spills", "-lineinfo", "-o"])
+            .arg(s.rel(&cubin_path))
+            .arg(s.rel(&ptx_path));
         let out = s.step(cmd, &[&PtxasOutput])?;
         detail.kernels = kernels_from(&String::from_utf8_lossy(&out.stderr));
         files.push((format!("{id}.ptx"), "ptx".into(), ptx));
