@@ -114,10 +114,13 @@ pub fn check_report(r: &CheckReport, on: bool) -> String {
             }
         }
     }
-    let pass = r.versions.iter().filter(|v| v.verdict == Verdict::Pass).count();
+    // A skipped rung did not run: a version whose other rungs passed has passed what ran.
+    let pass = r.versions.iter().filter(|v| matches!(v.verdict, Verdict::Pass | Verdict::Skipped)).count();
+    let skipped = r.versions.iter().filter(|v| v.verdict == Verdict::Skipped).count();
+    let note = if skipped > 0 { format!(", {skipped} with rungs skipped") } else { String::new() };
     let _ = writeln!(
         out,
-        "{pass} of {} versions passed every rung that ran (seed {}, exit {})",
+        "{pass} of {} versions passed every rung that ran{note} (seed {}, exit {})",
         r.versions.len(),
         r.seed,
         r.exit_code
