@@ -161,3 +161,35 @@ fn faults_get_their_exact_verdicts() {
     let v = rung(&ws, &["check", "--json", "v003"]);
     assert_eq!(stage(&v["versions"][0], "check")["verdict"], "pass");
 }
+
+#[test]
+fn user_rungs_from_checks_py_are_named_results() {
+    if !triton_here() {
+        return;
+    }
+    let (_tmp, ws) = workspace("rmsnorm");
+    let v = rung(&ws, &["check", "--json", "v004"]);
+    let check = stage(&v["versions"][0], "check");
+    assert_eq!(check["verdict"], "pass", "{check}");
+    let rungs = check["detail"]["user_rungs"].as_array().unwrap();
+    assert_eq!(rungs.len(), 5, "the demo's one rung at each of the five test sizes");
+    assert!(rungs.iter().all(|r| r["name"] == "rows are unit RMS after dividing by w" && r["pass"] == true));
+    assert!(check["summary"].as_str().unwrap().ends_with("user rungs passed: rows are unit RMS after dividing by w"));
+
+    // A rung that fails names itself, the size and the user's message.
+    let extra = "\n\n@rung(\"every output is below 3\")\ndef small(inputs, outputs, sizes):\n    assert abs(outputs['y']).max() < 3, 'an output reached %s' % abs(outputs['y']).max()\n";
+    let checks = std::fs::read_to_string(ws.join("checks.py")).unwrap();
+    std::fs::write(ws.join("checks.py"), format!("{checks}{extra}")).unwrap();
+    let v = rung(&ws, &["check", "--json", "v004"]);
+    let check = stage(&v["versions"][0], "check");
+    assert_eq!(check["verdict"], "fail");
+    let summary = check["summary"].as_str().unwrap();
+    assert!(summary.starts_with("user rung \"every output is below 3\" at cols="), "{summary}");
+    assert!(summary.contains(": an output reached "), "{summary}");
+
+    // A checks.py that does not load says so.
+    std::fs::write(ws.join("checks.py"), "from rung import rung\n\ndef broken(:\n").unwrap();
+    let v = rung(&ws, &["check", "--json", "v004"]);
+    let summary = stage(&v["versions"][0], "check")["summary"].as_str().unwrap().to_string();
+    assert!(summary.starts_with("checks.py does not load: SyntaxError"), "{summary}");
+}

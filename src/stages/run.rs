@@ -51,6 +51,18 @@ pub struct SizeRun {
 pub struct CheckDetail {
     pub seed: u64,
     pub results: Vec<OutputCheck>,
+    /// The `@rung("name")` functions of the workspace's checks.py, per test size.
+    pub user_rungs: Vec<UserRung>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct UserRung {
+    pub sizes: SizeSet,
+    pub name: String,
+    pub pass: bool,
+    /// The assertion's message, when it failed.
+    pub error: Option<String>,
+    pub traceback: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -420,6 +432,7 @@ impl<'a> Checker<'a> {
             .unwrap_or_else(|| self.spec.inputs.iter().map(|t| t.name.clone()).collect());
         let mut runs = Vec::new();
         let mut checks = Vec::new();
+        let mut user_rungs = Vec::new();
         let mut run_diags = Vec::new();
         let mut run_fail: Option<String> = None;
         let mut check_fail: Option<String> = None;
@@ -564,6 +577,47 @@ impl<'a> Checker<'a> {
                     comparison,
                 });
             }
+            // The user's own rungs (checks.py), on this size's inputs and the version's outputs.
+            if let Some(checks_py) = self.ws.checks.clone() {
+                let tensors = |ts: &[crate::spec::TensorSpec]| -> serde_json::Value {
+                    ts.iter()
+                        .map(|t| {
+                            let (path, shape) = &files[&t.name];
+                            (t.name.clone(), Self::tensor_arg(path, t.dtype, shape))
+                        })
+                        .collect::<serde_json::Map<_, _>>()
+                        .into()
+                };
+                let req = serde_json::json!({ "id": 10, "op": "checks", "file": checks_py, "sizes": sizes,
+                    "inputs": tensors(&self.spec.inputs), "outputs": tensors(&self.spec.outputs) });
+                match self.worker.call(&req, limit) {
+                    Ok(resp) if resp["ok"] == true => {
+                        for r in resp["rungs"].as_array().into_iter().flatten() {
+                            let rung = UserRung {
+                                sizes: sizes.clone(),
+                                name: r["name"].as_str().unwrap_or("").to_string(),
+                                pass: r["ok"] == true,
+                                error: r["error"].as_str().map(str::to_string),
+                                traceback: r["traceback"].as_str().map(str::to_string),
+                            };
+                            if let (Some(e), None) = (&rung.error, &check_fail) {
+                                check_fail = Some(format!("user rung \"{}\" at {}: {e}", rung.name, size_label(sizes)));
+                            }
+                            user_rungs.push(rung);
+                        }
+                    }
+                    Ok(resp) => {
+                        let e = &resp["error"];
+                        check_fail = Some(format!(
+                            "{} does not load: {}: {}",
+                            checks_py.display(),
+                            e["type"].as_str().unwrap_or(""),
+                            e["message"].as_str().unwrap_or("")
+                        ));
+                    }
+                    Err(e) => check_fail = Some(format!("{}: {e}", checks_py.display())),
+                }
+            }
         }
         let mode = if self.native.is_some() || self.python_gpu {
             "cuda".to_string()
@@ -579,12 +633,15 @@ impl<'a> Checker<'a> {
         let run_summary =
             format!("{place}, {} test size(s): every output element written, inputs unchanged", runs.len());
         let worst = checks.iter().map(|c| c.comparison.max_abs_err).fold(0f64, f64::max);
-        let check_detail = StageDetail::Check(CheckDetail { seed: self.seed, results: checks });
+        let mut names: Vec<&str> = user_rungs.iter().map(|r| r.name.as_str()).collect();
+        names.dedup();
+        let user = if names.is_empty() { String::new() } else { format!("; user rungs passed: {}", names.join(", ")) };
+        let check_detail = StageDetail::Check(CheckDetail { seed: self.seed, results: checks, user_rungs });
         let check = match check_fail {
             Some(why) => (Verdict::Fail, why, vec![], check_detail),
             None => (
                 Verdict::Pass,
-                format!("matches the reference at every test size (max abs err {worst:.2e}, seed {})", self.seed),
+                format!("matches the reference at every test size (max abs err {worst:.2e}, seed {}){user}", self.seed),
                 vec![],
                 check_detail,
             ),
