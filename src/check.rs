@@ -54,7 +54,10 @@ pub fn check_on(
     opts: &CheckOptions,
     machine: &Machine,
 ) -> Result<CheckReport, StoreError> {
-    let seed = opts.seed.unwrap_or_else(draw_seed);
+    let seed = match opts.seed {
+        Some(s) => s,
+        None => store.next_seed(draw_seed)?,
+    };
     let mut diagnostics = ws.diagnostics.clone();
     let mut chosen: Vec<&VersionFile> = Vec::new();
     for want in &opts.versions {

@@ -24,6 +24,9 @@ pub const DB_FILE: &str = "history.db";
 pub const OBJECTS_DIR: &str = "objects";
 pub const DUMPS_DIR: &str = "dumps";
 
+/// How many seeds a workspace's checks rotate through.
+pub const SEED_POOL: usize = 8;
+
 /// How long a writer waits for another process's transaction before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -68,6 +71,13 @@ CREATE TABLE build_cache (
     key        TEXT PRIMARY KEY,
     detail     TEXT NOT NULL,
     created_at INTEGER NOT NULL
+);
+"#,
+    r#"
+CREATE TABLE seed_pool (
+    slot INTEGER PRIMARY KEY,
+    seed INTEGER NOT NULL,
+    uses INTEGER NOT NULL DEFAULT 0
 );
 "#,
 ];
@@ -365,6 +375,28 @@ impl Store {
             .map_err(self.err())
     }
 
+    /// The next seed of the workspace's pool (drawn once, `SEED_POOL` of them): checks rotate
+    /// through it, least used first, so a kernel cannot learn one input set, and reference
+    /// outputs, cached by seed, are reused.
+    pub fn next_seed(&mut self, draw: impl Fn() -> u64) -> Result<u64, StoreError> {
+        let path = self.path.clone();
+        let sql = |source| StoreError::Sqlite { path: path.clone(), source };
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+        let n: i64 = tx.query_row("SELECT COUNT(*) FROM seed_pool", [], |r| r.get(0)).map_err(sql)?;
+        for slot in n..SEED_POOL as i64 {
+            tx.execute("INSERT INTO seed_pool (slot, seed) VALUES (?1, ?2)", params![slot, draw() as i64])
+                .map_err(sql)?;
+        }
+        let (slot, seed): (i64, i64) = tx
+            .query_row("SELECT slot, seed FROM seed_pool ORDER BY uses, slot LIMIT 1", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .map_err(sql)?;
+        tx.execute("UPDATE seed_pool SET uses = uses + 1 WHERE slot = ?1", [slot]).map_err(sql)?;
+        tx.commit().map_err(sql)?;
+        Ok(seed as u64)
+    }
+
     pub fn result_count(&self) -> Result<i64, StoreError> {
         self.conn.query_row("SELECT COUNT(*) FROM results", [], |r| r.get(0)).map_err(self.err())
     }
@@ -520,6 +552,21 @@ mod tests {
         let h2 = o.put(b"sass2").unwrap();
         o.link_dump(dir.path(), "v001", "kernel.sass", &h2).unwrap();
         assert_eq!(std::fs::read(&link).unwrap(), b"sass2");
+    }
+
+    #[test]
+    fn seeds_rotate_through_the_pool() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let counter = std::cell::Cell::new(100u64);
+        let draw = || {
+            counter.set(counter.get() + 1);
+            counter.get()
+        };
+        let seeds: Vec<u64> = (0..SEED_POOL * 2).map(|_| s.next_seed(draw).unwrap()).collect();
+        let first: Vec<u64> = seeds[..SEED_POOL].to_vec();
+        assert_eq!(first, (101..101 + SEED_POOL as u64).collect::<Vec<_>>(), "the pool is drawn once");
+        assert_eq!(&seeds[SEED_POOL..], &first[..], "then reused in rotation");
     }
 
     #[test]

@@ -290,3 +290,17 @@ fn the_native_worker_says_why_it_cannot_run_without_a_gpu() {
         assert_eq!(hello["capabilities"], serde_json::json!(["launch"]));
     }
 }
+
+#[test]
+fn checks_rotate_through_a_pool_of_seeds() {
+    let (_tmp, ws) = new_workspace("vector-add");
+    let seeds: Vec<u64> =
+        (0..9).map(|_| json(&rung(&ws, &["check", "--json", "v001"]))["seed"].as_u64().unwrap()).collect();
+    let mut distinct = seeds[..8].to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 8, "eight different seeds: {seeds:?}");
+    assert_eq!(seeds[8], seeds[0], "then the pool comes round again");
+    // --seed still reproduces any check.
+    assert_eq!(json(&rung(&ws, &["check", "--json", "--seed", "5", "v001"]))["seed"], 5);
+}
