@@ -79,7 +79,8 @@ pub fn judge(c: &Comparison, tol: &Tolerance) -> Option<String> {
     None
 }
 
-fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
+/// The multi-dimensional index of flat element `i` in a row-major `shape`.
+pub fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
     let mut idx = vec![0; shape.len()];
     for (d, &n) in shape.iter().enumerate().rev() {
         if n > 0 {

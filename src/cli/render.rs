@@ -329,8 +329,7 @@ fn mix_table(k: &rung::asm::diff::KernelDiff, a: &str, b: &str, on: bool) -> Str
     for c in classes {
         out.push_str(&row(c, l.count(c), r.count(c)));
     }
-    for (name, ml, mr) in [("", &l.memory, &r.memory), ("", &l.tensor, &r.tensor)] {
-        let _ = name;
+    for (ml, mr) in [(&l.memory, &r.memory), (&l.tensor, &r.tensor)] {
         let keys: BTreeSet<&String> = ml.keys().chain(mr.keys()).collect();
         for key in keys {
             out.push_str(&row(

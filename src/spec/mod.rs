@@ -28,6 +28,11 @@ pub const FILE_NAME: &str = "rung.toml";
 /// A size set: one value for every size variable, e.g. `{ rows = 4096, cols = 4096 }`.
 pub type SizeSet = BTreeMap<String, i64>;
 
+/// `rows=7, cols=8193`: a size set as people read it.
+pub fn size_label(sizes: &SizeSet) -> String {
+    sizes.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
+}
+
 /// Names that expressions may read besides the size variables.
 pub const BUILTIN_VARS: &[&str] = &["num_sms"];
 
@@ -186,6 +191,48 @@ impl Spec {
     pub fn shape_at(&self, tensor: &TensorSpec, sizes: &SizeSet) -> Result<Vec<i64>, crate::expr::ExprError> {
         let scope = self.scope(sizes, None);
         tensor.shape.iter().map(|e| e.eval_int(&scope)).collect()
+    }
+}
+
+/// A by-value argument: integers stay integers (Triton and C specialise on the type).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ArgValue {
+    Int(i64),
+    Float(f64),
+}
+
+impl ArgValue {
+    pub fn as_f64(self) -> f64 {
+        match self {
+            ArgValue::Int(i) => i as f64,
+            ArgValue::Float(f) => f,
+        }
+    }
+
+    pub fn to_json(self) -> serde_json::Value {
+        match self {
+            ArgValue::Int(i) => i.into(),
+            ArgValue::Float(f) => f.into(),
+        }
+    }
+}
+
+impl Spec {
+    /// What a by-value parameter named `name` gets at one size: a scalar's value, a size
+    /// variable, or `num_sms`. `Ok(None)` when the name is none of these.
+    pub fn value_of(&self, name: &str, sizes: &SizeSet, num_sms: Option<i64>) -> Result<Option<ArgValue>, String> {
+        use crate::expr::Scope;
+        let scope = self.scope(sizes, num_sms);
+        if let Some(sc) = self.scalars.iter().find(|s| s.name == name) {
+            return Ok(Some(match &sc.value {
+                ScalarValue::Number(n) if sc.dtype.is_float() => ArgValue::Float(*n),
+                ScalarValue::Number(n) => ArgValue::Int(*n as i64),
+                ScalarValue::Expr(e) => ArgValue::Int(
+                    e.eval_int(&scope).map_err(|err| format!("scalar `{name}` = `{e}`: {}", err.message))?,
+                ),
+            }));
+        }
+        Ok(scope.var(name).map(ArgValue::Int))
     }
 }
 

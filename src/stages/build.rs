@@ -688,25 +688,16 @@ fn disassemble(s: &mut Session, cubin: &Path) -> Result<String, ()> {
 /// The arguments `run(...)` gets at the first benchmark size (else the last test size), for
 /// triton_aot.py to call it with fake tensors and compile the kernels it really launches.
 fn launch_json(spec: &crate::spec::Spec, source: &str) -> Option<serde_json::Value> {
-    use crate::expr::Scope;
     let sizes = spec.bench_sizes.first().or(spec.test_sizes.last())?;
     let (params, _) = crate::stages::prepare::python_def_params(source, "run")?;
-    let scope = spec.scope(sizes, None);
-    let mut args = serde_json::Map::new();
-    for (name, _) in params {
-        let v = if let Some((t, _)) = spec.tensor(&name) {
-            let shape = spec.shape_at(t, sizes).ok()?;
-            serde_json::json!({ "tensor": { "dtype": t.dtype.name(), "shape": shape } })
-        } else if let Some(sc) = spec.scalars.iter().find(|sc| sc.name == name) {
-            match &sc.value {
-                crate::spec::ScalarValue::Number(n) => serde_json::json!({ "value": n }),
-                crate::spec::ScalarValue::Expr(e) => serde_json::json!({ "value": e.eval_int(&scope).ok()? }),
-            }
-        } else {
-            serde_json::json!({ "value": scope.var(&name)? })
-        };
-        args.insert(name, v);
-    }
+    let names: Vec<String> = params.into_iter().map(|(n, _)| n).collect();
+    let args = crate::stages::run::call_args(
+        spec,
+        &names,
+        sizes,
+        |t, shape| serde_json::json!({ "dtype": t.dtype.name(), "shape": shape }),
+    )
+    .ok()?;
     Some(serde_json::json!({ "args": args, "sizes": sizes }))
 }
 

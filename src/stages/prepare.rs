@@ -118,9 +118,8 @@ fn prepare_cuda(spec: &Spec, file: &Path, source: &str, detail: &mut PrepareDeta
             Ok(dims) => detail.launches.push(SizedLaunch { sizes: sizes.clone(), launch: dims }),
             Err(msg) => {
                 let at = header_line(source).unwrap_or(Pos::new(1, 1));
-                let sizes_str = sizes.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ");
                 diags.push(
-                    Diagnostic::error(file, at, format!("at {sizes_str}: {msg}"))
+                    Diagnostic::error(file, at, format!("at {}: {msg}", crate::spec::size_label(sizes)))
                         .with_help("fix the `// rung:` header (or [launch] in rung.toml) so every size launches"),
                 );
                 return;

@@ -21,7 +21,7 @@ use crate::diag::{Diagnostic, Pos};
 use crate::inputs::{self, POISON};
 use crate::metrics::{self, Comparison};
 use crate::report::{StageDetail, Verdict};
-use crate::spec::{ScalarValue, SizeSet, Spec};
+use crate::spec::{SizeSet, Spec};
 use crate::store::sha256_hex;
 use crate::toolchain::Toolchain;
 use crate::workspace::{Format, VersionFile, VersionKind, Workspace};
@@ -348,25 +348,20 @@ impl<'a> Checker<'a> {
         let limit = self.spec.limits.run;
         let Some((worker, plan)) = self.native.as_mut() else {
             let mode = if self.python_gpu { "cuda" } else { "interpret" };
-            let req = serde_json::json!({ "id": id, "op": "call", "file": v.path, "function": "run", "mode": mode, "args": self.args(params, sizes, files) });
+            let req = serde_json::json!({ "id": id, "op": "call", "file": v.path, "function": "run", "mode": mode, "args": self.args(params, sizes, files)? });
             return self.worker.call(&req, limit);
         };
         let dims = plan.launch.eval(self.spec, sizes, plan.num_sms)?;
-        let scope = self.spec.scope(sizes, Some(plan.num_sms));
         let mut args = Vec::new();
         for p in &plan.params {
             let arg = if let Some((path, _)) = files.get(&p.name).filter(|_| p.pointer) {
                 serde_json::json!({ "buffer": path })
-            } else if let Some(sc) = self.spec.scalars.iter().find(|s| s.name == p.name) {
-                let value = match &sc.value {
-                    ScalarValue::Number(n) => *n,
-                    ScalarValue::Expr(e) => e.eval_int(&scope).map_err(|e| e.message)? as f64,
-                };
-                serde_json::json!({ "scalar": { "ctype": p.base, "value": value } })
             } else {
-                let value =
-                    crate::expr::Scope::var(&scope, &p.name).ok_or_else(|| format!("no value for `{}`", p.name))?;
-                serde_json::json!({ "scalar": { "ctype": p.base, "value": value } })
+                let value = self
+                    .spec
+                    .value_of(&p.name, sizes, Some(plan.num_sms))?
+                    .ok_or_else(|| format!("no value for `{}`", p.name))?;
+                serde_json::json!({ "scalar": { "ctype": p.base, "value": value.as_f64() } })
             };
             args.push(arg);
         }
@@ -400,25 +395,11 @@ impl<'a> Checker<'a> {
         params: &[String],
         sizes: &SizeSet,
         files: &BTreeMap<String, (PathBuf, Vec<i64>)>,
-    ) -> serde_json::Value {
-        let scope = self.spec.scope(sizes, None);
-        let mut args = serde_json::Map::new();
-        for name in params {
-            let v = if let (Some((t, _)), Some((path, shape))) = (self.spec.tensor(name), files.get(name)) {
-                serde_json::json!({ "tensor": Self::tensor_arg(path, t.dtype, shape) })
-            } else if let Some(sc) = self.spec.scalars.iter().find(|s| &s.name == name) {
-                match &sc.value {
-                    ScalarValue::Number(n) => serde_json::json!({ "value": n }),
-                    ScalarValue::Expr(e) => serde_json::json!({ "value": e.eval_int(&scope).unwrap_or(0) }),
-                }
-            } else if let Some(v) = sizes.get(name) {
-                serde_json::json!({ "value": v })
-            } else {
-                continue;
-            };
-            args.insert(name.clone(), v);
-        }
-        serde_json::Value::Object(args)
+    ) -> Result<serde_json::Value, String> {
+        call_args(self.spec, params, sizes, |t, _| {
+            let (path, shape) = &files[&t.name];
+            Self::tensor_arg(path, t.dtype, shape)
+        })
     }
 
     fn run_version(&mut self, v: &VersionFile, source: &str, reference: &Path) -> RunOutcome {
@@ -479,11 +460,11 @@ impl<'a> Checker<'a> {
                         let mut d = Diagnostic::error(&v.path, Pos::new(line, 0), msg.clone());
                         d.tool_text = e["traceback"].as_str().map(str::to_string);
                         run_diags.push(d);
-                        run_fail = Some(format!("{msg} (at {})", size_label(sizes)));
+                        run_fail = Some(format!("{msg} (at {})", crate::spec::size_label(sizes)));
                         break;
                     }
                     Err(e) => {
-                        run_fail = Some(format!("{e} (at {})", size_label(sizes)));
+                        run_fail = Some(format!("{e} (at {})", crate::spec::size_label(sizes)));
                         break;
                     }
                 }
@@ -498,7 +479,11 @@ impl<'a> Checker<'a> {
             for t in &self.spec.inputs {
                 let after = std::fs::read(&files[&t.name].0).map(|b| sha256_hex(&b)).unwrap_or_default();
                 if after != hashes[&t.name] {
-                    run_fail = Some(format!("the kernel changed its input `{}` (at {})", t.name, size_label(sizes)));
+                    run_fail = Some(format!(
+                        "the kernel changed its input `{}` (at {})",
+                        t.name,
+                        crate::spec::size_label(sizes)
+                    ));
                 }
             }
             let mut unwritten = BTreeMap::new();
@@ -512,8 +497,8 @@ impl<'a> Checker<'a> {
                         missing.len(),
                         a.len() / t.dtype.size_bytes(),
                         t.name,
-                        unravel(missing[0], &shape),
-                        size_label(sizes)
+                        crate::metrics::unravel(missing[0], &shape),
+                        crate::spec::size_label(sizes)
                     ));
                 }
                 unwritten.insert(t.name.clone(), missing.len());
@@ -534,7 +519,14 @@ impl<'a> Checker<'a> {
             }
             let cached = self.spec.outputs.iter().all(|t| cache.join(format!("{}.bin", t.name)).is_file());
             if !cached {
-                let req = serde_json::json!({ "id": 9, "op": "call", "file": reference, "function": "reference", "mode": "reference", "args": self.args(&ref_params, sizes, &files), "returns": returns });
+                let args = match self.args(&ref_params, sizes, &files) {
+                    Ok(a) => a,
+                    Err(e) => {
+                        check_fail = Some(format!("the reference's arguments: {e}"));
+                        break;
+                    }
+                };
+                let req = serde_json::json!({ "id": 9, "op": "call", "file": reference, "function": "reference", "mode": "reference", "args": args, "returns": returns });
                 match self.worker.call(&req, limit) {
                     Ok(resp) if resp["ok"] == true => {}
                     Ok(resp) => {
@@ -567,7 +559,7 @@ impl<'a> Checker<'a> {
                 let comparison = metrics::compare(&output, &reference, &shape, &t.tolerance);
                 let reason = metrics::judge(&comparison, &t.tolerance);
                 if let (Some(r), None) = (&reason, &check_fail) {
-                    check_fail = Some(format!("`{}` at {}: {r}", t.name, size_label(sizes)));
+                    check_fail = Some(format!("`{}` at {}: {r}", t.name, crate::spec::size_label(sizes)));
                 }
                 checks.push(OutputCheck {
                     sizes: sizes.clone(),
@@ -601,7 +593,11 @@ impl<'a> Checker<'a> {
                                 traceback: r["traceback"].as_str().map(str::to_string),
                             };
                             if let (Some(e), None) = (&rung.error, &check_fail) {
-                                check_fail = Some(format!("user rung \"{}\" at {}: {e}", rung.name, size_label(sizes)));
+                                check_fail = Some(format!(
+                                    "user rung \"{}\" at {}: {e}",
+                                    rung.name,
+                                    crate::spec::size_label(sizes)
+                                ));
                             }
                             user_rungs.push(rung);
                         }
@@ -650,17 +646,26 @@ impl<'a> Checker<'a> {
     }
 }
 
-fn size_label(sizes: &SizeSet) -> String {
-    sizes.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
-}
-
-fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
-    let mut idx = vec![0; shape.len()];
-    for (d, &n) in shape.iter().enumerate().rev() {
-        if n > 0 {
-            idx[d] = i % n;
-            i /= n;
-        }
+/// The keyword arguments of a Python function (`run` or `reference`) at one size, bound by
+/// name like a kernel's: tensors as `tensor(t, shape)` makes them, scalars and size variables by
+/// value (integers stay integers). Names that are none of these are left out.
+pub fn call_args(
+    spec: &Spec,
+    params: &[String],
+    sizes: &SizeSet,
+    tensor: impl Fn(&crate::spec::TensorSpec, Vec<i64>) -> serde_json::Value,
+) -> Result<serde_json::Value, String> {
+    let mut args = serde_json::Map::new();
+    for name in params {
+        let v = if let Some((t, _)) = spec.tensor(name) {
+            let shape = spec.shape_at(t, sizes).map_err(|e| format!("`{name}`: {}", e.message))?;
+            serde_json::json!({ "tensor": tensor(t, shape) })
+        } else if let Some(value) = spec.value_of(name, sizes, None)? {
+            serde_json::json!({ "value": value.to_json() })
+        } else {
+            continue;
+        };
+        args.insert(name.clone(), v);
     }
-    idx
+    Ok(serde_json::Value::Object(args))
 }
