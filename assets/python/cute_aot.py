@@ -105,6 +105,9 @@ import tempfile
 import time
 import traceback
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from aot_common import _chain, _last_frame_in, _same_file, ptx_line_to_source  # noqa: E402
+
 # Keep stdout clean for the single JSON object: everything written to fd 1 from
 # here on (print() in the DSL, C++ diagnostics, the version module) goes to stderr.
 sys.stdout.flush()
@@ -351,21 +354,6 @@ def _classify_annotation(ann):
 
 def _sanitize(name):
     return re.sub(r"[^\w.-]", "_", name)
-
-
-def _same_file(e_filename, path):
-    try:
-        return os.path.samefile(e_filename, path)
-    except OSError:
-        return os.path.abspath(e_filename) == os.path.abspath(path)
-
-
-def _last_frame_in(tb, path):
-    found = None
-    for fs in traceback.extract_tb(tb):
-        if fs.filename and _same_file(fs.filename, path):
-            found = fs
-    return found
 
 
 def _format_exc(e):
@@ -837,33 +825,10 @@ def make_launcher(mod, kname, kobj, block, tmpdir):
 # --------------------------------------------------------------------------- errors
 
 
-def _chain(e):
-    out, cur, guard = [], e, set()
-    while cur is not None and id(cur) not in guard:
-        guard.add(id(cur))
-        out.append(cur)
-        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
-    return out
-
-
 _DIAG_RE = re.compile(r"^(?P<file>[^\s:][^:]*?):(?P<line>\d+):(?P<col>\d+): (?P<sev>error|warning|note|remark): ?(?P<msg>.*)$",
                       re.MULTILINE)
 _PTXAS_MSG_RE = re.compile(r"ptxas (?P<file>\S+), line (?P<line>\d+); (?P<sev>error|warning)\s*: (?P<msg>.*)$",
                            re.MULTILINE)
-
-
-def ptx_line_to_source(ptx, ptx_line):
-    """(file, line, col) of the last `.loc` at or before PTX line `ptx_line` (1-based)."""
-    files = {}
-    for m in re.finditer(r'^\s*\.file\s+(\d+)\s+"([^"]*)"(?:\s*,\s*\d+\s*,\s*\d+)?(?:\s+"([^"]*)")?', ptx,
-                         re.MULTILINE):
-        files[int(m.group(1))] = os.path.join(m.group(2), m.group(3)) if m.group(3) else m.group(2)
-    lines = ptx.split("\n")
-    for i in range(min(ptx_line, len(lines)) - 1, -1, -1):
-        m = re.match(r"\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)", lines[i])
-        if m:
-            return files.get(int(m.group(1))), int(m.group(2)), int(m.group(3))
-    return None
 
 
 def _enclosing_function(file_lines, lineno):

@@ -37,6 +37,8 @@ const BUILD_LOGIC_VERSION: u32 = 3;
 /// The Triton and CuTe DSL ahead-of-time compilers, shipped inside the binary.
 const TRITON_AOT: &str = include_str!("../../assets/python/triton_aot.py");
 const CUTE_AOT: &str = include_str!("../../assets/python/cute_aot.py");
+/// Helpers both import, written beside them.
+const AOT_COMMON: &str = include_str!("../../assets/python/aot_common.py");
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct BuildDetail {
@@ -361,8 +363,8 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
     }
     // The embedded compile scripts are part of the build, like a tool version.
     match v.kind {
-        VersionKind::Triton => key_text.push_str(&sha256_hex(TRITON_AOT.as_bytes())),
-        VersionKind::CuteDsl => key_text.push_str(&sha256_hex(CUTE_AOT.as_bytes())),
+        VersionKind::Triton => key_text.push_str(&sha256_hex(format!("{TRITON_AOT}{AOT_COMMON}").as_bytes())),
+        VersionKind::CuteDsl => key_text.push_str(&sha256_hex(format!("{CUTE_AOT}{AOT_COMMON}").as_bytes())),
         _ => {}
     }
     let cache_key = sha256_hex(key_text.as_bytes());
@@ -763,6 +765,7 @@ fn build_python_aot(s: &mut Session, tool: AotTool, arch: &str, detail: &mut Bui
     };
     let script = s.tmp.join(name);
     std::fs::write(&script, text).map_err(|_| ())?;
+    std::fs::write(s.tmp.join("aot_common.py"), AOT_COMMON).map_err(|_| ())?;
     let out_dir = s.tmp.join("aot");
     // CuTe DSL compiles for the architecture-specific target (sm_90a on Hopper).
     let target = match tool {
