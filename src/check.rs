@@ -8,7 +8,9 @@ use crate::diag::{Diagnostic, Pos};
 use crate::exit;
 use crate::gpu::GpuProbe;
 use crate::report::{CheckReport, SCHEMA, Stage, StageDetail, StageResult, Verdict, VersionReport, millis, rfc3339};
+use crate::runners::Runners;
 use crate::stages::build::{self, BuildEnv};
+use crate::stages::run::StageOutcome;
 use crate::stages::{prepare, run};
 use crate::store::{NewResult, Status, Store, StoreError, sha256_hex};
 use crate::toolchain::Toolchain;
@@ -54,6 +56,19 @@ pub fn check_on(
     opts: &CheckOptions,
     machine: &Machine,
 ) -> Result<CheckReport, StoreError> {
+    let mut runners = None;
+    check_with(ws, store, opts, machine, &mut runners)
+}
+
+/// As [`check_on`], with the workers kept in `runners` (started on first need): a long-running
+/// process passes the same slot to every check so the Python zygote's imports stay warm.
+pub fn check_with(
+    ws: &Workspace,
+    store: &mut Store,
+    opts: &CheckOptions,
+    machine: &Machine,
+    runners: &mut Option<Runners>,
+) -> Result<CheckReport, StoreError> {
     let seed = match opts.seed {
         Some(s) => s,
         None => store.next_seed(draw_seed)?,
@@ -83,7 +98,7 @@ pub fn check_on(
 
     let mut versions = Vec::new();
     for v in chosen {
-        versions.push(check_version(ws, store, v, seed, machine)?);
+        versions.push(check_version(ws, store, v, seed, machine, runners)?);
     }
     let mut report = CheckReport {
         schema: SCHEMA,
@@ -106,6 +121,7 @@ fn check_version(
     v: &VersionFile,
     seed: u64,
     machine: &Machine,
+    runners: &mut Option<Runners>,
 ) -> Result<VersionReport, StoreError> {
     let (source, read_error) = match ws.read_source(v) {
         Ok(s) => (s, None),
@@ -123,11 +139,22 @@ fn check_version(
             summary: format!("cannot read {}: {e}", v.path.display()),
             diagnostics: vec![],
             detail: StageDetail::None,
+            reason: None,
         },
         None => prepare::prepare(ws.format, ws.spec.as_ref(), v, &source),
     };
-    let result =
-        stage_result(Stage::Prepare, (started, t0), p.verdict, p.summary, p.diagnostics, BTreeMap::new(), p.detail);
+    let result = stage_result(
+        Stage::Prepare,
+        (started, t0),
+        StageOutcome {
+            verdict: p.verdict,
+            summary: p.summary,
+            diagnostics: p.diagnostics,
+            detail: p.detail,
+            reason: p.reason,
+        },
+        BTreeMap::new(),
+    );
     let prepared = result.verdict == Verdict::Pass;
     stages.push(record(store, v, &source_hash, seed, started, result)?);
 
@@ -137,33 +164,47 @@ fn check_version(
             toolchain: &machine.toolchain,
             gpu_arch: machine.gpu.first().map(|g| g.arch()),
             timeout: ws.spec.as_ref().map_or(crate::spec::Limits::default().build, |s| s.limits.build),
+            triton_at_launch: machine.gpu.first().is_some() && machine.toolchain.has_python_package("torch"),
         };
         let started = SystemTime::now();
         let t0 = Instant::now();
         let b = build::build(&env, store, v, &source)?;
         let built = b.verdict == Verdict::Pass;
-        let result = stage_result(Stage::Build, (started, t0), b.verdict, b.summary, b.diagnostics, b.tools, b.detail);
+        let outcome = StageOutcome {
+            verdict: b.verdict,
+            summary: b.summary,
+            diagnostics: b.diagnostics,
+            detail: b.detail,
+            reason: None,
+        };
+        let result = stage_result(Stage::Build, (started, t0), outcome, b.tools);
         stages.push(record(store, v, &source_hash, seed, started, result)?);
 
         if built {
             let started = SystemTime::now();
             let t0 = Instant::now();
-            let out =
-                run::run_and_check(ws, &machine.toolchain, machine.gpu.first().map(|g| g.sm_count), v, &source, seed);
-            let (verdict, summary, diags, detail) = out.run;
-            let result = stage_result(Stage::Run, (started, t0), verdict, summary, diags, BTreeMap::new(), detail);
+            let out = match runners_for(ws, machine, runners) {
+                Ok(r) => {
+                    let env =
+                        run::RunEnv { toolchain: &machine.toolchain, gpu_sms: machine.gpu.first().map(|g| g.sm_count) };
+                    run::run_and_check(ws, &env, r, v, &source, seed)
+                }
+                Err(e) => run::RunOutcome {
+                    run: run::StageOutcome {
+                        verdict: Verdict::Error,
+                        summary: format!("cannot prepare the workers: {e}"),
+                        diagnostics: vec![],
+                        detail: StageDetail::None,
+                        reason: None,
+                    },
+                    check: None,
+                },
+            };
+            let result = stage_result(Stage::Run, (started, t0), out.run, BTreeMap::new());
             stages.push(record(store, v, &source_hash, seed, started, result)?);
-            if let Some((verdict, summary, diags, detail)) = out.check {
+            if let Some(check) = out.check {
                 let started = SystemTime::now();
-                let result = stage_result(
-                    Stage::Check,
-                    (started, Instant::now()),
-                    verdict,
-                    summary,
-                    diags,
-                    BTreeMap::new(),
-                    detail,
-                );
+                let result = stage_result(Stage::Check, (started, Instant::now()), check, BTreeMap::new());
                 stages.push(record(store, v, &source_hash, seed, started, result)?);
             }
         }
@@ -185,23 +226,34 @@ fn check_version(
 fn stage_result(
     stage: Stage,
     (started, t0): (SystemTime, Instant),
-    verdict: Verdict,
-    summary: String,
-    diagnostics: Vec<crate::diag::Diagnostic>,
+    outcome: StageOutcome,
     tools: BTreeMap<String, String>,
-    detail: StageDetail,
 ) -> StageResult {
     StageResult {
         stage,
-        verdict,
-        summary,
+        verdict: outcome.verdict,
+        summary: outcome.summary,
         started_at: rfc3339(started),
         duration_ms: millis(t0.elapsed()),
-        diagnostics,
+        diagnostics: outcome.diagnostics,
         tools,
         result_id: None,
-        detail,
+        reason: outcome.reason,
+        detail: outcome.detail,
     }
+}
+
+/// The workers, created on first need.
+fn runners_for<'r>(
+    ws: &Workspace,
+    machine: &Machine,
+    slot: &'r mut Option<Runners>,
+) -> std::io::Result<&'r mut Runners> {
+    if slot.is_none() {
+        let python = machine.toolchain.python.as_ref().map(|p| p.path.clone());
+        *slot = Some(Runners::new(&ws.root, &ws.state_dir(), python)?);
+    }
+    Ok(slot.as_mut().expect("just set"))
 }
 
 fn record(

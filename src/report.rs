@@ -158,7 +158,57 @@ pub struct StageResult {
     pub tools: BTreeMap<String, String>,
     /// The history row this result was stored as.
     pub result_id: Option<i64>,
+    /// Why a run or check did not pass, as a value a program can match on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Reason>,
     pub detail: StageDetail,
+}
+
+/// Why a run or check did not pass. `summary` says the same in words, with the numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reason {
+    /// The kernel touched an address outside any allocation (CUDA_ERROR_ILLEGAL_ADDRESS).
+    IllegalAddress,
+    /// The kernel wrote into the guard zone around a buffer (an out-of-bounds write that did not
+    /// fault).
+    OutOfBounds,
+    /// No answer within `limits.run`; the worker was killed.
+    Timeout,
+    /// The process running the version died (a signal, an abort).
+    Crashed,
+    /// An allocation failed: out of device (or host) memory.
+    OutOfMemory,
+    /// Another CUDA error.
+    CudaError,
+    /// The version's Python code raised.
+    Exception,
+    /// The kernel's declared parameters do not match its PTX entry.
+    SignatureMismatch,
+    /// Output elements were never written.
+    Unwritten,
+    /// The kernel changed an input.
+    InputMutated,
+    /// NaN or Inf in an output where the reference is finite.
+    NonFinite,
+    /// An output's shape differs from the reference's.
+    ShapeMismatch,
+    /// The output disagrees with the reference beyond the tolerance.
+    Mismatch,
+    /// The output did not change when the inputs did: a remembered result.
+    Memoised,
+    /// A `@rung` function of checks.py failed.
+    UserRung,
+    /// The problem's own check failed (GPU MODE's check_implementation, KernelBench's allclose).
+    ProblemCheck,
+    /// The reference itself failed.
+    ReferenceFailed,
+}
+
+impl Reason {
+    pub fn name(self) -> String {
+        serde_json::to_value(self).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+    }
 }
 
 /// Stage-specific results.

@@ -1,49 +1,22 @@
 //! `rung worker`: the native worker, a child process that launches CUDA kernels through the
 //! driver (cudarc, loaded at run time). It executes and never judges: buffers come from files
-//! rung wrote, go to the GPU, the kernel runs, and every buffer (inputs too, so rung can see a
-//! kernel that mutates them) is written back to its file. A fault (illegal address, a sticky
-//! CUDA error) ends this process only; rung starts a fresh worker for the next check.
+//! rung wrote, go to the GPU inside guard zones, the kernel runs, and every buffer (inputs too,
+//! so rung can see a kernel that mutates them) is written back to its file, with any write into
+//! a guard zone reported. A fault (illegal address, a sticky CUDA error) ends this process only;
+//! rung starts a fresh worker for the next launch.
 //!
-//! Protocol: JSON lines, handshake first, as the Python worker:
-//!   {"protocol": 1, "worker": "native", "capabilities": ["launch"], "gpu": "NVIDIA H200"}
-//!   {"id": 1, "op": "launch", "cubin": "...", "kernel": "rmsnorm", "grid": [16384,1,1],
-//!    "block": [256,1,1], "smem": 0,
-//!    "params": [{"buffer": "/dev/shm/.../x.bin"}, {"scalar": {"ctype": "float", "value": 1e-6}}]}
-//!   -> {"id": 1, "ok": true, "seconds": 0.0031}
-//!   -> {"id": 1, "ok": false, "error": {"type": "CUDA_ERROR_ILLEGAL_ADDRESS", "message": "..."}}
+//! The messages are those of [`crate::protocol`]: a [`Hello`] first, then a [`Response`] per
+//! [`Request`].
 
 use std::ffi::{CString, c_void};
 use std::io::{BufRead, Write};
-
-use serde::Deserialize;
-use serde_json::json;
+use std::time::Instant;
 
 use cudarc::driver::{result, sys};
 
-#[derive(Deserialize)]
-struct Request {
-    id: Option<u64>,
-    op: String,
-    #[serde(default)]
-    cubin: String,
-    #[serde(default)]
-    kernel: String,
-    #[serde(default)]
-    grid: [u32; 3],
-    #[serde(default)]
-    block: [u32; 3],
-    #[serde(default)]
-    smem: u32,
-    #[serde(default)]
-    params: Vec<Param>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum Param {
-    Buffer(String),
-    Scalar { ctype: String, value: f64 },
-}
+use crate::protocol::{
+    self, Capability, GUARD_BYTE, Hello, Launch, LaunchParam, Op, Request, Response, WorkerError, WorkerKind,
+};
 
 /// A kernel argument's bytes for its C type.
 fn scalar_bytes(ctype: &str, v: f64) -> Result<Vec<u8>, String> {
@@ -61,42 +34,56 @@ fn scalar_bytes(ctype: &str, v: f64) -> Result<Vec<u8>, String> {
     })
 }
 
-fn err_json(e: cudarc::driver::DriverError) -> serde_json::Value {
+fn cuda_error(e: cudarc::driver::DriverError) -> WorkerError {
     let name = e.error_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("{e:?}"));
     let msg = e.error_string().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    json!({ "type": name, "message": msg })
+    WorkerError::new(name, msg)
+}
+
+fn hello(caps: Vec<Capability>, gpu: Option<String>, uuid: Option<String>, error: Option<WorkerError>) -> Hello {
+    Hello {
+        protocol: protocol::PROTOCOL,
+        worker: WorkerKind::Native,
+        pid: std::process::id(),
+        capabilities: caps,
+        gpu,
+        uuid,
+        python: None,
+        packages: Default::default(),
+        start_seconds: None,
+        error,
+    }
+}
+
+fn send(out: &mut impl Write, value: &impl serde::Serialize) {
+    let _ = writeln!(out, "{}", serde_json::to_string(value).expect("messages serialise"));
+    let _ = out.flush();
 }
 
 /// Serves requests on stdin until `exit` or end of input. Returns the process exit code.
 pub fn serve() -> i32 {
     let mut out = std::io::stdout().lock();
+    let t0 = Instant::now();
     let gpu = crate::gpu::probe();
     let Some(info) = gpu.first().cloned() else {
-        let _ = writeln!(
-            out,
-            "{}",
-            json!({ "protocol": 1, "worker": "native", "capabilities": [], "error": gpu.absent_reason })
-        );
+        let why = gpu.absent_reason.clone().unwrap_or_else(|| "no GPU".into());
+        send(&mut out, &hello(vec![], None, None, Some(WorkerError::new("NoGpu", why))));
         return 1;
     };
-    // SAFETY: plain driver calls on device 0; the context lives until the process ends.
     let ctx = match cudarc::driver::CudaContext::new(info.ordinal as usize) {
         Ok(c) => c,
         Err(e) => {
-            let _ = writeln!(
-                out,
-                "{}",
-                json!({ "protocol": 1, "worker": "native", "capabilities": [], "error": err_json(e) })
-            );
+            send(&mut out, &hello(vec![], None, None, Some(cuda_error(e))));
             return 1;
         }
     };
-    let _ = writeln!(
-        out,
-        "{}",
-        json!({ "protocol": 1, "worker": "native", "capabilities": ["launch"], "gpu": info.name, "uuid": info.uuid })
-    );
-    let _ = out.flush();
+    let mut caps = vec![Capability::Launch];
+    if info.compute_capability >= 90 {
+        caps.push(Capability::Clusters);
+    }
+    let mut h = hello(caps, Some(info.name.clone()), Some(info.uuid.clone()), None);
+    h.start_seconds = Some(t0.elapsed().as_secs_f64());
+    send(&mut out, &h);
     for line in std::io::stdin().lock().lines().map_while(Result::ok) {
         if line.trim().is_empty() {
             continue;
@@ -104,93 +91,171 @@ pub fn serve() -> i32 {
         let req: Request = match serde_json::from_str(&line) {
             Ok(r) => r,
             Err(e) => {
-                let _ = writeln!(
-                    out,
-                    "{}",
-                    json!({ "ok": false, "error": { "type": "BadRequest", "message": e.to_string() } })
-                );
+                let resp = Response {
+                    ok: false,
+                    error: Some(WorkerError::new("BadRequest", e.to_string())),
+                    ..Default::default()
+                };
+                send(&mut out, &resp);
                 continue;
             }
         };
-        if req.op == "exit" {
-            break;
-        }
-        let _ = ctx.bind_to_thread();
-        let resp = match launch(&req) {
-            Ok(seconds) => json!({ "id": req.id, "ok": true, "seconds": seconds }),
-            Err(e) => json!({ "id": req.id, "ok": false, "error": e }),
+        let launch = match req.op {
+            Op::Exit => {
+                send(&mut out, &Response { id: Some(req.id), ok: true, ..Default::default() });
+                break;
+            }
+            Op::Launch(l) => l,
+            other => {
+                let msg = format!("the native worker takes launch and exit, not {:?}", std::mem::discriminant(&other));
+                let resp = Response {
+                    id: Some(req.id),
+                    ok: false,
+                    error: Some(WorkerError::new("BadRequest", msg)),
+                    ..Default::default()
+                };
+                send(&mut out, &resp);
+                continue;
+            }
         };
-        let sticky = resp["ok"] == false && resp["error"]["type"].as_str().is_some_and(|t| t.starts_with("CUDA_ERROR"));
-        let _ = writeln!(out, "{resp}");
-        let _ = out.flush();
+        let _ = ctx.bind_to_thread();
+        let mut resp = launch_once(&launch);
+        resp.id = Some(req.id);
+        let sticky = resp.error.as_ref().is_some_and(|e| e.kind.starts_with("CUDA_ERROR"));
+        send(&mut out, &resp);
         if sticky {
-            // The context may be unusable: let rung start a fresh worker.
+            // The context may be unusable: rung starts a fresh worker.
             return 2;
         }
     }
     0
 }
 
-fn launch(req: &Request) -> Result<f64, serde_json::Value> {
-    let io = |what: &str, e: std::io::Error| json!({ "type": "IoError", "message": format!("{what}: {e}") });
+/// A device allocation with guard zones before and after the buffer.
+struct Guarded {
+    base: sys::CUdeviceptr,
+    guard: usize,
+    len: usize,
+}
+
+fn launch_once(req: &Launch) -> Response {
+    match launch(req) {
+        Ok(r) => r,
+        Err(e) => Response { ok: false, error: Some(e), ..Default::default() },
+    }
+}
+
+fn launch(req: &Launch) -> Result<Response, WorkerError> {
+    let io =
+        |what: &std::path::Path, e: std::io::Error| WorkerError::new("IoError", format!("{}: {e}", what.display()));
     let mut image = std::fs::read(&req.cubin).map_err(|e| io(&req.cubin, e))?;
     image.push(0);
-    // Host copies of every buffer, their device pointers, and the argument bytes.
-    let mut host: Vec<(String, Vec<u8>)> = Vec::new();
+    let guard = req.guard_bytes as usize;
+    // Host copies of every buffer, their device allocations, and the argument bytes.
+    let mut host: Vec<(String, std::path::PathBuf, Vec<u8>)> = Vec::new();
     for p in &req.params {
-        if let Param::Buffer(path) = p {
-            host.push((path.clone(), std::fs::read(path).map_err(|e| io(path, e))?));
+        if let LaunchParam::Buffer { name, path } = p {
+            host.push((name.clone(), path.clone(), std::fs::read(path).map_err(|e| io(path, e))?));
         }
     }
     // SAFETY: every pointer below comes from the driver and is freed before returning; the
     // argument array points at locals that outlive the launch (it is synchronised).
     unsafe {
-        let module = result::module::load_data(image.as_ptr() as *const c_void).map_err(err_json)?;
-        let name =
-            CString::new(req.kernel.clone()).map_err(|_| json!({ "type": "BadRequest", "message": "kernel name" }))?;
-        let func = result::module::get_function(module, name).map_err(err_json)?;
+        let module = result::module::load_data(image.as_ptr() as *const c_void).map_err(cuda_error)?;
+        let name = CString::new(req.kernel.clone()).map_err(|_| WorkerError::new("BadRequest", "kernel name"))?;
+        let func = result::module::get_function(module, name).map_err(cuda_error)?;
         if req.smem > 48 * 1024 {
             result::function::set_function_attribute(
                 func,
                 sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 req.smem as i32,
             )
-            .map_err(err_json)?;
+            .map_err(cuda_error)?;
         }
-        let mut dptrs = Vec::new();
-        for (_, bytes) in &host {
-            let d = result::malloc_sync(bytes.len().max(1)).map_err(err_json)?;
-            result::memcpy_htod_sync(d, bytes).map_err(err_json)?;
-            dptrs.push(d);
+        let mut bufs: Vec<Guarded> = Vec::new();
+        for (_, _, bytes) in &host {
+            let len = bytes.len();
+            let base = result::malloc_sync(len + 2 * guard).map_err(cuda_error)?;
+            if guard > 0 {
+                let fill = vec![GUARD_BYTE; guard];
+                result::memcpy_htod_sync(base, &fill).map_err(cuda_error)?;
+                result::memcpy_htod_sync(base + (guard + len) as u64, &fill).map_err(cuda_error)?;
+            }
+            if len > 0 {
+                result::memcpy_htod_sync(base + guard as u64, bytes).map_err(cuda_error)?;
+            }
+            bufs.push(Guarded { base, guard, len });
         }
         let mut arg_bytes: Vec<Vec<u8>> = Vec::new();
         let mut next_buf = 0;
         for p in &req.params {
             match p {
-                Param::Buffer(_) => {
-                    arg_bytes.push(dptrs[next_buf].to_le_bytes().to_vec());
+                LaunchParam::Buffer { .. } => {
+                    let g = &bufs[next_buf];
+                    arg_bytes.push((g.base + g.guard as u64).to_le_bytes().to_vec());
                     next_buf += 1;
                 }
-                Param::Scalar { ctype, value } => arg_bytes
-                    .push(scalar_bytes(ctype, *value).map_err(|m| json!({ "type": "BadRequest", "message": m }))?),
+                LaunchParam::Scalar { ctype, value, .. } => {
+                    arg_bytes.push(scalar_bytes(ctype, *value).map_err(|m| WorkerError::new("BadRequest", m))?)
+                }
             }
         }
         let mut args: Vec<*mut c_void> = arg_bytes.iter_mut().map(|b| b.as_mut_ptr() as *mut c_void).collect();
-        let t0 = std::time::Instant::now();
-        let g = req.grid;
-        let b = req.block;
-        result::launch_kernel(func, (g[0], g[1], g[2]), (b[0], b[1], b[2]), req.smem, std::ptr::null_mut(), &mut args)
-            .map_err(err_json)?;
-        result::ctx::synchronize().map_err(err_json)?;
-        let seconds = t0.elapsed().as_secs_f64();
-        for ((path, bytes), d) in host.iter_mut().zip(&dptrs) {
-            result::memcpy_dtoh_sync(bytes, *d).map_err(err_json)?;
-            std::fs::write(&*path, &*bytes).map_err(|e| io(path, e))?;
+        let t0 = Instant::now();
+        let (g, b) = (req.grid, req.block);
+        match req.cluster {
+            Some(c) if c != [1, 1, 1] => {
+                let mut attr: sys::CUlaunchAttribute = std::mem::zeroed();
+                attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+                attr.value.clusterDim.x = c[0];
+                attr.value.clusterDim.y = c[1];
+                attr.value.clusterDim.z = c[2];
+                let config = sys::CUlaunchConfig {
+                    gridDimX: g[0],
+                    gridDimY: g[1],
+                    gridDimZ: g[2],
+                    blockDimX: b[0],
+                    blockDimY: b[1],
+                    blockDimZ: b[2],
+                    sharedMemBytes: req.smem,
+                    hStream: std::ptr::null_mut(),
+                    attrs: &mut attr,
+                    numAttrs: 1,
+                };
+                sys::cuLaunchKernelEx(&config, func, args.as_mut_ptr(), std::ptr::null_mut())
+                    .result()
+                    .map_err(cuda_error)?;
+            }
+            _ => result::launch_kernel(
+                func,
+                (g[0], g[1], g[2]),
+                (b[0], b[1], b[2]),
+                req.smem,
+                std::ptr::null_mut(),
+                &mut args,
+            )
+            .map_err(cuda_error)?,
         }
-        for d in dptrs {
-            let _ = result::free_sync(d);
+        result::ctx::synchronize().map_err(cuda_error)?;
+        let seconds = t0.elapsed().as_secs_f64();
+        let mut guards = Vec::new();
+        for ((name, path, bytes), gb) in host.iter_mut().zip(&bufs) {
+            if gb.len > 0 {
+                result::memcpy_dtoh_sync(bytes, gb.base + gb.guard as u64).map_err(cuda_error)?;
+            }
+            std::fs::write(&*path, &*bytes).map_err(|e| io(path, e))?;
+            if gb.guard > 0 {
+                let mut head = vec![0u8; gb.guard];
+                let mut tail = vec![0u8; gb.guard];
+                result::memcpy_dtoh_sync(&mut head, gb.base).map_err(cuda_error)?;
+                result::memcpy_dtoh_sync(&mut tail, gb.base + (gb.guard + gb.len) as u64).map_err(cuda_error)?;
+                guards.extend(protocol::guard_breach(name, &head, &tail));
+            }
+        }
+        for gb in bufs {
+            let _ = result::free_sync(gb.base);
         }
         let _ = result::module::unload(module);
-        Ok(seconds)
+        Ok(Response { ok: true, seconds: Some(seconds), guards, ..Default::default() })
     }
 }

@@ -304,6 +304,9 @@ fn discover_versions(root: &Path, format: Format, diags: &mut Vec<Diagnostic>) -
         };
         let kind = match VersionKind::detect(&rel, &source) {
             Ok(k) => k,
+            // A GPU MODE submission or KernelBench version may import only the problem's own
+            // modules: it is plain PyTorch to rung.
+            Err(_) if format != Format::Rung && rel.extension().is_some_and(|e| e == "py") => VersionKind::PyTorch,
             Err(why) => {
                 diags.push(Diagnostic::warning(&rel, Pos::WHOLE_FILE, format!("not a version: {why}")));
                 continue;

@@ -279,15 +279,18 @@ fn kernelbench_problem_files_open_unmodified() {
 fn the_native_worker_says_why_it_cannot_run_without_a_gpu() {
     let out =
         Command::new(env!("CARGO_BIN_EXE_rung")).arg("worker").stdin(std::process::Stdio::null()).output().unwrap();
-    let hello: serde_json::Value = serde_json::from_slice(out.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap();
-    assert_eq!(hello["protocol"], 1);
-    assert_eq!(hello["worker"], "native");
+    let hello: rung::protocol::Hello =
+        serde_json::from_slice(out.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(hello.protocol, rung::protocol::PROTOCOL);
+    assert_eq!(hello.worker, rung::protocol::WorkerKind::Native);
     if rung::gpu::probe().first().is_none() {
         assert_eq!(out.status.code(), Some(1));
-        assert!(hello["error"].as_str().unwrap().contains("no NVIDIA driver") || !hello["error"].is_null(), "{hello}");
-        assert_eq!(hello["capabilities"], serde_json::json!([]));
+        let e = hello.error.expect("the reason it cannot run");
+        assert_eq!(e.kind, "NoGpu");
+        assert!(!e.message.is_empty());
+        assert!(hello.capabilities.is_empty());
     } else {
-        assert_eq!(hello["capabilities"], serde_json::json!(["launch"]));
+        assert!(hello.capabilities.contains(&rung::protocol::Capability::Launch));
     }
 }
 

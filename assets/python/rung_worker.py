@@ -1,32 +1,31 @@
 """rung's Python worker: executes, never judges.
 
 rung (Rust) owns the inputs, the poisoning, the hashing, the metrics and the verdicts. This
-process only calls functions: a version's `run(...)` or the problem's `reference(...)`, with
-tensors that live in files rung wrote (memory-mapped here, so a kernel's writes land straight in
-rung's buffers and a mutated input is visible to rung's hash).
+process only calls functions: a version's `run(...)`, a problem's `reference(...)`, a GPU MODE
+`custom_kernel` or a KernelBench `ModelNew`, with tensors that live in files rung wrote.
 
-Protocol: JSON lines. The first line out is the handshake:
-  {"protocol": 1, "worker": "python", "capabilities": [...], "python": "3.11.7", "packages": {...}}
-Each request is one line in, one line out:
-  {"id": 1, "op": "call", "file": "versions/v004.py", "function": "run", "mode": "interpret",
-   "args": {"x": {"tensor": {"path": "/dev/shm/...", "dtype": "f32", "shape": [3, 1000]}},
-            "eps": {"value": 1e-06}},
-   "returns": {"y": {"path": "...", "dtype": "f32", "shape": [3, 1000]}}}
-  -> {"id": 1, "ok": true, "seconds": 0.12}
-  -> {"id": 1, "ok": false, "error": {"type": "...", "message": "...", "traceback": "...",
-                                      "lineno": 12, "file": "versions/v004.py"}}
-`returns` is for functions that return their outputs (the reference): they are written to the
-given paths. Versions write their outputs in place instead. {"op": "exit"} ends the worker.
+It is a zygote. The parent imports numpy, Triton and torch once, without touching CUDA, and
+forks a child per check ({"op": "fork"}); the child serves that check's requests until
+{"op": "exit"}, then ends, so nothing a version memoised survives into the next check and a
+crash or a sticky CUDA error ends only the child. When a child dies the parent says so in one
+line ({"ok": false, "error": {"type": "WorkerDied", ...}}).
+
+The messages are defined in Rust (src/protocol.rs) and described by schema/worker.schema.json;
+the first line out is the handshake. Lines are read a byte at a time so that no process reads
+ahead into a line meant for another (parent and child share standard input). Standard output
+carries the protocol only: anything a version prints goes to standard error.
 """
 
 import importlib.util
 import json
 import os
+import signal
 import sys
 import time
 import traceback
 
-PROTOCOL = 1
+PROTOCOL = 2
+GUARD_BYTE = 0xC3
 
 NUMPY_DTYPES = {
     "f64": "float64", "f32": "float32", "f16": "float16",
@@ -39,6 +38,25 @@ TORCH_NAMES = {
     "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8", "u32": "uint32",
     "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2",
 }
+
+_proto = None  # the protocol's stream (the original standard output)
+
+
+def _send(obj):
+    _proto.write(json.dumps(obj) + "\n")
+    _proto.flush()
+
+
+def _readline():
+    """One line from standard input, read a byte at a time (no read-ahead)."""
+    buf = bytearray()
+    while True:
+        b = os.read(0, 1)
+        if not b:
+            return None if not buf else buf.decode()
+        if b == b"\n":
+            return buf.decode()
+        buf += b
 
 
 def _np():
@@ -129,6 +147,11 @@ class HostTensor:
         self._storage.copy_(other._storage)
         return self
 
+    def clone(self):
+        return HostTensor(self.arr.copy(), _rung_dtype(self.dtype.name))
+
+    is_cuda = False
+
     def __len__(self):
         return self.shape[0]
 
@@ -152,10 +175,10 @@ def _map(spec, mode):
 _modules = {}
 
 
-def _load(path):
+def _load(path, fresh_name=None):
     path = os.path.abspath(path)
     if path not in _modules:
-        name = "rung_version_%d" % len(_modules)
+        name = fresh_name or "rung_version_%d" % len(_modules)
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
@@ -173,46 +196,207 @@ def _error(exc, file):
             lineno = frame.lineno
     if isinstance(exc, SyntaxError) and exc.lineno and (not want or os.path.abspath(exc.filename or "") == want):
         lineno = exc.lineno
-    return {
+    text = str(exc).strip()
+    err = {
         "type": type(exc).__name__,
-        "message": str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__,
+        "message": text.splitlines()[-1] if text else type(exc).__name__,
         "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
-        "lineno": lineno,
-        "file": file,
     }
+    if lineno:
+        err["lineno"] = lineno
+    if file:
+        err["file"] = file
+    return err
 
 
-def _call(req):
+# ---------------------------------------------------------------------------------------------
+# Tensors on the GPU, with guard zones
+
+
+class Guarded(object):
+    """A tensor on the GPU inside a larger allocation whose head and tail are filled with
+    GUARD_BYTE: a kernel writing a little past either end changes them instead of faulting."""
+
+    def __init__(self, path, dtype, shape, guard):
+        import numpy as np
+        import torch
+        self.path = path
+        self.guard = guard
+        host = np.fromfile(path, dtype=np.uint8)
+        self.nbytes = host.size
+        self.raw = torch.empty(self.nbytes + 2 * guard, dtype=torch.uint8, device="cuda")
+        if guard:
+            self.raw[:guard].fill_(GUARD_BYTE)
+            self.raw[guard + self.nbytes:].fill_(GUARD_BYTE)
+        body = self.raw[guard:guard + self.nbytes]
+        body.copy_(torch.from_numpy(host))
+        self.tensor = body.view(getattr(torch, TORCH_NAMES[dtype])).view(tuple(shape))
+
+    def write_back(self):
+        """Copies the tensor's bytes back to rung's file; returns the guard breach, if any."""
+        g = self.guard
+        self.raw[g:g + self.nbytes].cpu().numpy().tofile(self.path)
+        if not g:
+            return None
+        return _breach(self.raw[:g].cpu().numpy(), self.raw[g + self.nbytes:].cpu().numpy(), g)
+
+
+def _breach(head, tail, guard):
+    np = _np()
+    hb = np.nonzero(head != GUARD_BYTE)[0]
+    tb = np.nonzero(tail != GUARD_BYTE)[0]
+    if hb.size == 0 and tb.size == 0:
+        return None
+    farthest = int(tb[-1]) + 1 if tb.size else -(guard - int(hb[0]))
+    return {"before": int(hb.size), "after": int(tb.size), "farthest": farthest}
+
+
+class HostGuarded(object):
+    """The same guard zones in host memory, for Triton's interpreter."""
+
+    def __init__(self, path, dtype, shape, guard):
+        np = _np()
+        if dtype not in NUMPY_DTYPES:
+            raise TypeError("%s tensors cannot be mapped on the CPU (numpy has no %s)" % (dtype, dtype))
+        self.path = path
+        self.guard = guard
+        body = np.fromfile(path, dtype=np.uint8)
+        self.nbytes = body.size
+        self.raw = np.full(self.nbytes + 2 * guard, GUARD_BYTE, dtype=np.uint8)
+        self.raw[guard:guard + self.nbytes] = body
+        self.arr = self.raw[guard:guard + self.nbytes].view(NUMPY_DTYPES[dtype]).reshape(tuple(shape))
+
+    def write_back(self):
+        g = self.guard
+        self.raw[g:g + self.nbytes].tofile(self.path)
+        return _breach(self.raw[:g], self.raw[g + self.nbytes:], g)
+
+
+# ---------------------------------------------------------------------------------------------
+# Triton kernels that really launched
+
+
+_launched = []
+
+
+def _hook_triton():
+    """Wraps JITFunction.run so that every kernel a call launches is remembered: its PTX and
+    cubin are what really ran on this GPU."""
+    try:
+        from triton.runtime import jit
+    except Exception:
+        return
+    original = jit.JITFunction.run
+    if getattr(original, "_rung_hooked", False):
+        return
+
+    def run(self, *args, **kwargs):
+        kernel = original(self, *args, **kwargs)
+        try:
+            grid = kwargs.get("grid")
+            _launched.append((kernel, grid))
+        except Exception:
+            pass
+        return kernel
+
+    run._rung_hooked = True
+    jit.JITFunction.run = run
+
+
+def _captured(out_dir):
+    seen = {}
+    for kernel, grid in _launched:
+        try:
+            h = str(getattr(kernel, "hash", "") or "")
+            if not h or h in seen:
+                continue
+            name = getattr(kernel, "name", None) or getattr(kernel.metadata, "name", "kernel")
+            rec = {"name": str(name), "hash": h}
+            asm = getattr(kernel, "asm", {}) or {}
+            os.makedirs(out_dir, exist_ok=True)
+            for key in ("ptx", "cubin"):
+                if key in asm:
+                    p = os.path.join(out_dir, "%s-%s.%s" % (name, h[:12], key))
+                    data = asm[key]
+                    with open(p, "wb") as f:
+                        f.write(data if isinstance(data, (bytes, bytearray)) else str(data).encode())
+                    rec[key] = p
+            warps = getattr(getattr(kernel, "metadata", None), "num_warps", None)
+            if warps:
+                rec["num_warps"] = int(warps)
+            seen[h] = rec
+        except Exception:
+            continue
+    del _launched[:]
+    return list(seen.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests
+
+
+def _sync_and_pending():
+    """Synchronises the call's stream, then the whole device: the second wait is work the call
+    left running on another stream (milliseconds)."""
+    import torch
+    torch.cuda.current_stream().synchronize()
+    t = time.perf_counter()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t) * 1e3
+
+
+def _call(req, state):
     np = _np()
     mode = req.get("mode", "interpret")
+    t_import = time.perf_counter()
     module = _load(req["file"])
+    phases = {"import": time.perf_counter() - t_import} if req["file"] not in state["imported"] else {}
+    state["imported"].add(req["file"])
     fn = getattr(module, req["function"], None)
     if fn is None:
         raise AttributeError("%s defines no %s()" % (req["file"], req["function"]))
     kwargs = {}
-    mapped = {}
+    host = {}
+    guarded = {}
+    guard = int(req.get("guard_bytes") or 0)
     for name, arg in req.get("args", {}).items():
         if "tensor" in arg:
-            arr = _map(arg["tensor"], "r+")
-            mapped[name] = arr
-            if req["function"] == "reference":
-                kwargs[name] = arr
-            elif mode == "cuda":
-                import torch
-                kwargs[name] = torch.from_numpy(np.ascontiguousarray(arr)).to("cuda")
+            t = arg["tensor"]
+            if mode == "cuda":
+                g = Guarded(t["path"], t["dtype"], t["shape"], guard)
+                guarded[name] = g
+                kwargs[name] = g.tensor
+            elif mode == "interpret" and guard:
+                g = HostGuarded(t["path"], t["dtype"], t["shape"], guard)
+                guarded[name] = g
+                kwargs[name] = HostTensor(g.arr, t["dtype"])
             else:
-                kwargs[name] = HostTensor(arr, arg["tensor"]["dtype"])
+                arr = _map(t, "r+")
+                host[name] = arr
+                kwargs[name] = arr if mode == "reference" else HostTensor(arr, t["dtype"])
         else:
             kwargs[name] = arg["value"]
-    t0 = time.perf_counter()
-    result = fn(**kwargs)
-    if mode == "cuda" and req["function"] != "reference":
+    if mode == "cuda":
         import torch
         torch.cuda.synchronize()
-        # Every tensor back into rung's buffers: outputs, and inputs so a mutation shows.
-        for name, arr in mapped.items():
-            arr[...] = kwargs[name].cpu().numpy()
+    t0 = time.perf_counter()
+    result = fn(**kwargs)
+    resp = {}
+    if mode == "cuda":
+        resp["pending_ms"] = _sync_and_pending()
     seconds = time.perf_counter() - t0
+    guards = []
+    for name, g in guarded.items():
+        breach = g.write_back()
+        if breach:
+            breach["name"] = name
+            guards.append(breach)
+    if guards:
+        resp["guards"] = guards
+    if mode == "cuda":
+        kernels = _captured(os.path.join(state["dir"], "launched"))
+        if kernels:
+            resp["kernels"] = kernels
     returns = req.get("returns") or {}
     if returns:
         names = list(returns)
@@ -226,6 +410,8 @@ def _call(req):
             raise ValueError("reference() returned %d outputs, rung.toml declares %d (%s)" % (len(values), len(names), ", ".join(names)))
         for name, value in zip(names, values):
             spec = returns[name]
+            if hasattr(value, "detach"):
+                value = value.detach().cpu().numpy()
             arr = np.asarray(value)
             if tuple(arr.shape) != tuple(spec["shape"]) and arr.size == int(np.prod(spec["shape"])):
                 arr = arr.reshape(spec["shape"])
@@ -234,12 +420,12 @@ def _call(req):
             out = _map(spec, "w+")
             out[...] = arr.astype(out.dtype)
             out.flush()
-    for arg in kwargs.values():
-        if isinstance(arg, HostTensor):
-            arg.arr.flush()
-        elif hasattr(arg, "flush"):
-            arg.flush()
-    return {"seconds": seconds}
+    for arr in host.values():
+        arr.flush()
+    resp["seconds"] = seconds
+    if phases:
+        resp["phases"] = phases
+    return resp
 
 
 def _user_rungs(req):
@@ -262,7 +448,6 @@ def _user_rungs(req):
     spec = importlib.util.spec_from_file_location("rung_user_checks_%d" % len(_modules), path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    _modules["checks:" + path] = module
     arrays = {}
     for group in ("inputs", "outputs"):
         arrays[group] = {name: _map(t, "r") for name, t in req[group].items()}
@@ -273,41 +458,282 @@ def _user_rungs(req):
             results.append({"name": name, "ok": True})
         except BaseException as exc:  # the user's assertion is the verdict
             err = _error(exc, req["file"])
-            results.append({"name": name, "ok": False, "error": err["message"], "traceback": err["traceback"], "lineno": err["lineno"]})
+            r = {"name": name, "ok": False, "error": err["message"], "traceback": err["traceback"]}
+            if err.get("lineno"):
+                r["lineno"] = err["lineno"]
+            results.append(r)
     return {"rungs": results}
 
 
+# ---------------------------------------------------------------------------------------------
+# GPU MODE and KernelBench problems
+
+
+RUNG_DTYPES = {v: k for k, v in TORCH_NAMES.items()}
+
+
+def _flatten(obj, name, out):
+    """Tensors of a nested structure (tuple, list, dict) with names like `output[0]`."""
+    if hasattr(obj, "detach") and hasattr(obj, "dtype"):
+        out.append((name, obj))
+    elif isinstance(obj, (tuple, list)):
+        for i, x in enumerate(obj):
+            _flatten(x, "%s[%d]" % (name, i), out)
+    elif isinstance(obj, dict):
+        for k in obj:
+            _flatten(obj[k], "%s[%r]" % (name, k), out)
+    return out
+
+
+def _clone(obj):
+    if hasattr(obj, "detach") and hasattr(obj, "clone"):
+        return obj.detach().clone()
+    if isinstance(obj, tuple):
+        return tuple(_clone(x) for x in obj)
+    if isinstance(obj, list):
+        return [_clone(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: _clone(v) for k, v in obj.items()}
+    return obj
+
+
+def _write_tensor(t, path):
+    """A tensor's raw bytes into `path`; returns its TensorFile."""
+    import torch
+    if not hasattr(t, "detach"):
+        t = torch.as_tensor(t)
+    t = t.detach()
+    if t.dtype == torch.bool:
+        t = t.to(torch.uint8)
+    name = str(t.dtype).replace("torch.", "")
+    if name not in RUNG_DTYPES:
+        raise TypeError("rung cannot compare %s tensors (at %s)" % (t.dtype, path))
+    flat = t.contiguous().reshape(-1).cpu()
+    flat.view(torch.uint8).numpy().tofile(path)
+    return {"path": path, "dtype": RUNG_DTYPES[name], "shape": list(t.shape)}
+
+
+def _problem(req, state):
+    import torch
+    device = "cuda" if state["mode"] == "cuda" else "cpu"
+    out_dir = req["dir"]
+    os.makedirs(out_dir, exist_ok=True)
+    problem = req["problem"]
+    pdir = os.path.dirname(os.path.abspath(problem))
+    if pdir not in sys.path:
+        sys.path.insert(0, pdir)
+    seed = int(req["seed"])
+    phases = {}
+    t = time.perf_counter()
+    prob = _load(problem, "reference" if req["format"] == "gpu-mode" else None)
+    version = _load(req["version"])
+    phases["import"] = time.perf_counter() - t
+    args = dict(req.get("args") or {})
+    own = None
+
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    with torch.no_grad():
+        if req["format"] == "gpu-mode":
+            for fn in ("generate_input", "ref_kernel"):
+                if not hasattr(prob, fn):
+                    raise AttributeError("%s defines no %s()" % (problem, fn))
+            if not hasattr(version, "custom_kernel"):
+                raise AttributeError("%s defines no custom_kernel()" % req["version"])
+            data = prob.generate_input(**args)
+            pristine = _clone(data)
+            before = [(n, _write_tensor(x, os.path.join(out_dir, "in%d-before.bin" % i))["path"])
+                      for i, (n, x) in enumerate(_flatten(data, "data", []))]
+            sync()
+            t0 = time.perf_counter()
+            output = version.custom_kernel(data)
+            sync()
+            seconds = time.perf_counter() - t0
+            expected = prob.ref_kernel(_clone(pristine))
+            sync()
+            if hasattr(prob, "check_implementation"):
+                verdict = prob.check_implementation(_clone(pristine), output)
+                if isinstance(verdict, tuple):
+                    own = {"pass": bool(verdict[0]), "message": str(verdict[1]) if len(verdict) > 1 else ""}
+                elif isinstance(verdict, str):
+                    own = {"pass": verdict == "", "message": verdict}
+                else:
+                    own = {"pass": bool(verdict), "message": ""}
+            inputs_after = data
+        else:
+            for fn in ("Model", "get_inputs", "get_init_inputs"):
+                if not hasattr(prob, fn):
+                    raise AttributeError("%s defines no %s" % (problem, fn))
+            if not hasattr(version, "ModelNew"):
+                raise AttributeError("%s defines no ModelNew" % req["version"])
+            torch.manual_seed(seed)
+            init = prob.get_init_inputs()
+            torch.manual_seed(seed)
+            model = prob.Model(*init).to(device)
+            torch.manual_seed(seed)
+            model_new = version.ModelNew(*init).to(device)
+            torch.manual_seed(seed)
+            inputs = [x.to(device) if hasattr(x, "to") else x for x in prob.get_inputs()]
+            pristine = _clone(inputs)
+            before = [(n, _write_tensor(x, os.path.join(out_dir, "in%d-before.bin" % i))["path"])
+                      for i, (n, x) in enumerate(_flatten(inputs, "inputs", []))]
+            sync()
+            t0 = time.perf_counter()
+            output = model_new(*inputs)
+            sync()
+            seconds = time.perf_counter() - t0
+            expected = model(*_clone(pristine))
+            sync()
+            try:
+                same = tuple(output.shape) == tuple(expected.shape) and bool(
+                    torch.allclose(output.float(), expected.float(), atol=1e-2, rtol=1e-2))
+                own = {"pass": same, "message": "" if same else "torch.allclose(atol=1e-2, rtol=1e-2) is false"}
+            except Exception as exc:
+                own = {"pass": False, "message": "%s: %s" % (type(exc).__name__, exc)}
+            inputs_after = inputs
+    snapshots = []
+    for i, (n, x) in enumerate(_flatten(inputs_after, "data" if req["format"] == "gpu-mode" else "inputs", [])):
+        after = _write_tensor(x, os.path.join(out_dir, "in%d-after.bin" % i))["path"]
+        if i < len(before):
+            snapshots.append({"name": n, "before": before[i][1], "after": after})
+    outs = _flatten(output, "output", [])
+    refs = _flatten(expected, "output", [])
+    if len(outs) != len(refs):
+        raise ValueError("the version returned %d tensors, the reference %d" % (len(outs), len(refs)))
+    tensors = []
+    for i, ((name, o), (_, r)) in enumerate(zip(outs, refs)):
+        tensors.append({
+            "name": name,
+            "output": _write_tensor(o, os.path.join(out_dir, "out%d.bin" % i)),
+            "reference": _write_tensor(r, os.path.join(out_dir, "ref%d.bin" % i)),
+        })
+    resp = {"seconds": seconds, "phases": phases,
+            "problem": {"args": args, "outputs": tensors, "inputs": snapshots}}
+    if own is not None:
+        resp["problem"]["own"] = own
+    if device == "cuda":
+        kernels = _captured(os.path.join(state["dir"], "launched"))
+        if kernels:
+            resp["kernels"] = kernels
+    return resp
+
+
+# ---------------------------------------------------------------------------------------------
+# The child: one check
+
+
+def _serve_child(fork_req, t_fork):
+    mode = fork_req.get("mode", "interpret")
+    state = {"mode": mode, "imported": set(), "dir": os.environ.get("RUNG_WORKER_DIR", "/tmp")}
+    phases = {"fork": time.perf_counter() - t_fork}
+    if mode == "cuda":
+        t = time.perf_counter()
+        try:
+            import torch
+            torch.cuda.init()
+            torch.empty(1, device="cuda")
+            torch.cuda.synchronize()
+        except BaseException as exc:
+            _send({"id": fork_req.get("id"), "ok": False, "error": _error(exc, None)})
+            os._exit(3)
+        phases["cuda_init"] = time.perf_counter() - t
+        _hook_triton()
+    _send({"id": fork_req.get("id"), "ok": True, "pid": os.getpid(), "phases": phases})
+    while True:
+        line = _readline()
+        if line is None:
+            os._exit(0)
+        if not line.strip():
+            continue
+        req = json.loads(line)
+        op = req.get("op")
+        if op == "exit":
+            _send({"id": req.get("id"), "ok": True})
+            os._exit(0)
+        try:
+            resp = {"id": req.get("id"), "ok": True}
+            if op == "checks":
+                resp.update(_user_rungs(req))
+            elif op == "call":
+                resp.update(_call(req, state))
+            elif op == "problem":
+                resp.update(_problem(req, state))
+            else:
+                raise ValueError("unknown op %r" % op)
+        except BaseException as exc:  # the verdict is rung's to give
+            file = req.get("file") or req.get("version")
+            resp = {"id": req.get("id"), "ok": False, "error": _error(exc, file)}
+        _send(resp)
+
+
+def _death(status):
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = "signal %d" % sig
+        return "the child running the check was killed by %s" % name
+    return "the child running the check exited with status %d" % os.WEXITSTATUS(status)
+
+
 def main():
-    if "--interpret" in sys.argv:
+    global _proto
+    t_start = time.perf_counter()
+    # The protocol keeps the real standard output; prints go to standard error.
+    _proto = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    interpret = "--interpret" in sys.argv
+    if interpret:
         os.environ["TRITON_INTERPRET"] = "1"
-    elif "--cuda" in sys.argv:
+    else:
         os.environ.pop("TRITON_INTERPRET", None)
     packages = {}
     for mod in ("numpy", "triton", "torch"):
         try:
-            packages[mod] = __import__(mod).__version__
+            packages[mod] = str(__import__(mod).__version__)
         except Exception:
             pass
-    caps = ["reference"] + (["triton-interpret"] if "triton" in packages else [])
-    if "--cuda" in sys.argv and "torch" in packages:
-        caps.append("cuda")
-    out = sys.stdout
-    out.write(json.dumps({"protocol": PROTOCOL, "worker": "python", "capabilities": caps,
-                          "python": sys.version.split()[0], "packages": packages}) + "\n")
-    out.flush()
-    for line in sys.stdin:
+    caps = ["call", "checks", "fork"]
+    if "triton" in packages:
+        caps.append("triton-interpret")
+    if "torch" in packages:
+        caps.append("problems")
+        if not interpret:
+            caps.append("cuda")
+    _send({"protocol": PROTOCOL, "worker": "python", "pid": os.getpid(), "capabilities": caps,
+           "python": sys.version.split()[0], "packages": packages,
+           "start_seconds": time.perf_counter() - t_start})
+    while True:
+        line = _readline()
+        if line is None:
+            break
         if not line.strip():
             continue
         req = json.loads(line)
-        if req.get("op") == "exit":
+        op = req.get("op")
+        if op == "exit":
             break
-        try:
-            resp = {"id": req.get("id"), "ok": True}
-            resp.update(_user_rungs(req) if req.get("op") == "checks" else _call(req))
-        except BaseException as exc:  # the verdict is rung's to give
-            resp = {"id": req.get("id"), "ok": False, "error": _error(exc, req.get("file"))}
-        out.write(json.dumps(resp) + "\n")
-        out.flush()
+        if op != "fork":
+            _send({"id": req.get("id"), "ok": False,
+                   "error": {"type": "BadRequest", "message": "the zygote takes fork and exit; %r needs a fork first" % op}})
+            continue
+        t_fork = time.perf_counter()
+        _proto.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _serve_child(req, t_fork)
+            finally:
+                os._exit(4)
+        _, status = os.waitpid(pid, 0)
+        # 0: ended by exit; 3: it already said why it could not start.
+        if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) in (0, 3)):
+            _send({"ok": False, "error": {"type": "WorkerDied", "message": _death(status)}})
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ use rung::toolchain::Toolchain;
 use rung::workspace::{OpenError, Workspace};
 
 use super::render;
-use super::{CheckArgs, Cli, Command, DiffArgs, DiffLayout};
+use super::{CheckArgs, Cli, Command, DiffArgs, DiffLayout, SelftestArgs};
 
 pub fn run(cli: Cli) -> Result<i32> {
     let ws_dir = cli.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
@@ -31,8 +31,10 @@ pub fn run(cli: Cli) -> Result<i32> {
         Some(Command::Demo { dir }) => demo(dir.unwrap_or_else(|| PathBuf::from("rung-demo"))),
         Some(Command::InternalNvrtc { source, out, options }) => internal_nvrtc(&source, &out, &options),
         Some(Command::Worker) => Ok(rung::worker::serve()),
-        Some(Command::Schema) => {
-            println!("{}", serde_json::to_string_pretty(&rung::report::check_schema())?);
+        Some(Command::Selftest(args)) => selftest(&args),
+        Some(Command::Schema { worker }) => {
+            let schema = if worker { rung::protocol::schema() } else { rung::report::check_schema() };
+            println!("{}", serde_json::to_string_pretty(&schema)?);
             Ok(exit::OK)
         }
     }
@@ -320,4 +322,136 @@ fn internal_nvrtc(source: &Path, out: &Path, options: &[String]) -> Result<i32> 
 /// Colour when stdout is a terminal and NO_COLOR is unset (no-color.org).
 fn color() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+fn selftest(args: &SelftestArgs) -> Result<i32> {
+    use rung::selftest::{self as st, FaultOptions};
+    let gpu = rung::gpu::probe();
+    if args.gpu && gpu.first().is_none() {
+        eprintln!(
+            "rung selftest --gpu: no GPU here ({}); without --gpu the fault cases run in Triton's interpreter",
+            gpu.absent_reason.as_deref().unwrap_or("none found")
+        );
+        return Ok(exit::USAGE);
+    }
+    let parts: Vec<String> = if args.only.is_empty() {
+        if args.gpu { vec!["faults".into(), "workspaces".into(), "warm".into()] } else { vec!["faults".into()] }
+    } else {
+        args.only.clone()
+    };
+    for p in &parts {
+        if !["faults", "workspaces", "warm"].contains(&p.as_str()) {
+            eprintln!("rung selftest: unknown part `{p}` (faults, workspaces, warm)");
+            return Ok(exit::USAGE);
+        }
+    }
+    let tmp;
+    let dir = match &args.dir {
+        Some(d) => d.clone(),
+        None => {
+            tmp = tempfile_dir()?;
+            tmp.clone()
+        }
+    };
+    let order_seed = args.order_seed.unwrap_or_else(check::draw_seed);
+    let mut all_ok = true;
+    let mut doc = serde_json::Map::new();
+    if let Some(g) = gpu.first() {
+        doc.insert("gpu".into(), serde_json::json!({ "name": g.name, "uuid": g.uuid, "sms": g.sm_count }));
+    }
+    if parts.iter().any(|p| p == "faults") {
+        let opts = FaultOptions { gpu: args.gpu, order_seed, run_limit: args.run_limit.clone() };
+        if !args.json {
+            println!(
+                "fault cases ({}; order seed {order_seed}, limits.run {})",
+                if args.gpu { "on the GPU" } else { "without a GPU" },
+                args.run_limit
+            );
+            println!(
+                "{:<22} {:<48} {:<34} {:<34} {:>7} {:>9}",
+                "name", "fault", "expected", "got", "time s", "recovery"
+            );
+        }
+        let runs = st::run_faults(&dir.join("faults"), &opts, |r| {
+            if !args.json {
+                let rec = match (r.recovered, r.recovery_seconds) {
+                    (Some(true), Some(s)) => format!("ok {s:.2}s"),
+                    (Some(false), _) => "FAILED".into(),
+                    _ => "-".into(),
+                };
+                println!(
+                    "{} {:<20} {:<48} {:<34} {:<34} {:>7.2} {:>9}",
+                    if r.ok { "✓" } else { "✗" },
+                    r.name,
+                    format!("{} ({})", r.what, r.file),
+                    r.expected,
+                    r.got,
+                    r.seconds,
+                    rec
+                );
+                if !r.ok {
+                    println!("    summary: {}", r.summary);
+                }
+            }
+        })?;
+        all_ok &= runs.iter().all(|r| r.ok && r.recovered != Some(false));
+        doc.insert("order_seed".into(), order_seed.into());
+        doc.insert("faults".into(), serde_json::to_value(&runs)?);
+    }
+    if parts.iter().any(|p| p == "workspaces") {
+        let runs = st::run_workspaces(&dir.join("workspaces"))?;
+        if !args.json {
+            println!("\nworkspaces");
+            for r in &runs {
+                println!(
+                    "{} {:<28} {:<32} expected {:<5} got {:<5} {}",
+                    if r.ok { "✓" } else { "✗" },
+                    r.workspace,
+                    r.version,
+                    r.expected.name(),
+                    r.got.name(),
+                    r.summary.chars().take(150).collect::<String>()
+                );
+            }
+        }
+        all_ok &= runs.iter().all(|r| r.ok);
+        doc.insert("workspaces".into(), serde_json::to_value(&runs)?);
+    }
+    if parts.iter().any(|p| p == "warm") {
+        let runs = st::run_warm(&dir.join("warm"), args.rounds)?;
+        if !args.json {
+            println!("\nwarm path: write a changed Triton version (recompile forced) → its check row in the history");
+            for r in &runs {
+                let phases: Vec<String> = r.phases.iter().map(|(k, v)| format!("{k} {:.0}ms", v * 1e3)).collect();
+                let stages: Vec<String> = r.stages_ms.iter().map(|(k, v)| format!("{k} {v:.0}ms")).collect();
+                println!(
+                    "  {:<6} {:>6.2} s  {}  stages: {}  phases: {}",
+                    r.kind,
+                    r.seconds,
+                    r.verdict.name(),
+                    stages.join(", "),
+                    phases.join(", ")
+                );
+            }
+        }
+        all_ok &= runs.iter().all(|r| r.verdict == rung::report::Verdict::Pass);
+        doc.insert("warm".into(), serde_json::to_value(&runs)?);
+    }
+    doc.insert("ok".into(), all_ok.into());
+    if args.json {
+        println!("{}", serde_json::to_string(&doc)?);
+    } else {
+        println!("\n{}", if all_ok { "selftest: every case as expected" } else { "selftest: FAILED (see ✗ above)" });
+    }
+    if args.dir.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(if all_ok { exit::OK } else { exit::CHECK_FAILED })
+}
+
+/// A fresh folder under the system's temporary directory.
+fn tempfile_dir() -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("rung-selftest-{}-{}", std::process::id(), rung::store::now_ms()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
 }

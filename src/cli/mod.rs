@@ -61,8 +61,15 @@ pub enum Command {
     },
     /// Write the demo workspace into DIR (default ./rung-demo), set up if needed, check it, show it.
     Demo { dir: Option<PathBuf> },
-    /// Print the JSON schema of `rung check --json`.
-    Schema,
+    /// Print the JSON schema of `rung check --json`, or with `--worker` of the worker protocol.
+    Schema {
+        /// The worker protocol's schema (the JSON lines between rung and its workers).
+        #[arg(long)]
+        worker: bool,
+    },
+    /// Check rung itself on this machine: the fault cases, and with --gpu the demo, GPU MODE and
+    /// KernelBench problems and the warm path. Prints one table.
+    Selftest(SelftestArgs),
     /// Serve kernel launches on stdin/stdout (started by rung itself; JSON lines).
     #[command(hide = true)]
     Worker,
@@ -135,4 +142,29 @@ pub fn main() -> std::process::ExitCode {
         }
     };
     std::process::ExitCode::from(code as u8)
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SelftestArgs {
+    /// Run everything on the GPU (fails without one).
+    #[arg(long)]
+    pub gpu: bool,
+    /// Parts to run: faults, workspaces, warm (default: faults, plus the rest with --gpu).
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Print the results as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Work here instead of a temporary folder (kept afterwards).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Orders the fault cases (drawn when absent; printed).
+    #[arg(long)]
+    pub order_seed: Option<u64>,
+    /// `limits.run` for the fault workspace.
+    #[arg(long, default_value = "10s")]
+    pub run_limit: String,
+    /// Warm-path rounds.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
 }

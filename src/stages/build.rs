@@ -96,6 +96,9 @@ pub struct BuildEnv<'a> {
     /// The GPU's architecture (`sm_90`), when there is a GPU.
     pub gpu_arch: Option<String>,
     pub timeout: Duration,
+    /// Triton versions are compiled by their launch on the GPU (the run rung captures what
+    /// launched), not ahead of time: set when there is a GPU and torch to launch with.
+    pub triton_at_launch: bool,
 }
 
 /// Instructions that only exist on the `a` (architecture-specific) targets.
@@ -268,6 +271,20 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
     let spec = env.ws.spec.as_ref();
     let tc = env.toolchain;
     let is_cuda = matches!(v.kind, VersionKind::Cuda | VersionKind::CudaHost | VersionKind::Ptx);
+    if v.kind == VersionKind::Triton && env.triton_at_launch && env.gpu_arch.is_some() {
+        let mut tools = BTreeMap::new();
+        if let Some(p) = &tc.python {
+            tools.insert("python".into(), p.version.clone());
+            tools.insert("triton".into(), p.packages.get("triton").cloned().unwrap_or_default());
+        }
+        return Ok(Built {
+            verdict: Verdict::Pass,
+            summary: "Triton compiles at launch on the GPU: the run rung captures the kernels that launch".into(),
+            diagnostics: vec![],
+            tools,
+            detail: StageDetail::None,
+        });
+    }
     let aot = match v.kind {
         VersionKind::Triton => true,
         VersionKind::CuteDsl => tc.has_python_package("cutlass"),
@@ -291,7 +308,8 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
             format!("{what} is not installed: {install}")
         };
         return Ok(Built {
-            verdict: if installed { Verdict::Skipped } else { Verdict::Error },
+            // Nothing to compile ahead of time: the run rung runs it as it is.
+            verdict: if installed { Verdict::Pass } else { Verdict::Error },
             summary,
             diagnostics: vec![],
             tools: BTreeMap::new(),
@@ -693,12 +711,11 @@ fn launch_json(spec: &crate::spec::Spec, source: &str) -> Option<serde_json::Val
     let sizes = spec.bench_sizes.first().or(spec.test_sizes.last())?;
     let (params, _) = crate::stages::prepare::python_def_params(source, "run")?;
     let names: Vec<String> = params.into_iter().map(|(n, _)| n).collect();
-    let args = crate::stages::run::call_args(
-        spec,
-        &names,
-        sizes,
-        |t, shape| serde_json::json!({ "dtype": t.dtype.name(), "shape": shape }),
-    )
+    let args = crate::stages::run::call_args(spec, &names, sizes, |t, shape| crate::protocol::TensorFile {
+        path: Default::default(),
+        dtype: t.dtype,
+        shape,
+    })
     .ok()?;
     Some(serde_json::json!({ "args": args, "sizes": sizes }))
 }
@@ -797,6 +814,8 @@ fn build_python_aot(s: &mut Session, tool: AotTool, arch: &str, detail: &mut Bui
         std::fs::write(&path, launch.to_string()).map_err(|_| ())?;
         cmd.arg("--launch-json").arg(s.rel(&path));
     }
+    // A problem folder's own modules (GPU MODE's task.py, utils.py) import from its root.
+    cmd.env("PYTHONPATH", &s.env.ws.root);
     cmd.current_dir(&s.env.ws.root);
     s.commands.push(quote(&cmd));
     let out = match run_tool(cmd, s.env.timeout) {

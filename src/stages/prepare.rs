@@ -19,6 +19,8 @@ pub struct Prepared {
     pub summary: String,
     pub diagnostics: Vec<Diagnostic>,
     pub detail: StageDetail,
+    /// `signature-mismatch` when a parameter binds to nothing or to the wrong kind of value.
+    pub reason: Option<crate::report::Reason>,
 }
 
 pub fn prepare(format: Format, spec: Option<&Spec>, v: &VersionFile, source: &str) -> Prepared {
@@ -71,7 +73,9 @@ pub fn prepare(format: Format, spec: Option<&Spec>, v: &VersionFile, source: &st
             format!("{n} error(s) before compiling: {}", diags.iter().find(|d| d.is_error()).map_or("", |d| &d.message))
         }
     };
-    Prepared { verdict, summary, diagnostics: diags, detail: StageDetail::Prepare(detail) }
+    let binding = diags.iter().any(|d| d.is_error() && d.message.starts_with("parameter `"));
+    let reason = binding.then_some(crate::report::Reason::SignatureMismatch);
+    Prepared { verdict, summary, diagnostics: diags, detail: StageDetail::Prepare(detail), reason }
 }
 
 fn prepare_cuda(spec: &Spec, file: &Path, source: &str, detail: &mut PrepareDetail, diags: &mut Vec<Diagnostic>) {

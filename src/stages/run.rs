@@ -1,18 +1,21 @@
-//! The run and check rungs (DESIGN.md, stages 2 and 3), for what can run here today: Triton
-//! versions of rung.toml problems in Triton's interpreter on the CPU, against a Python
-//! reference. rung draws the inputs, poisons the outputs twice, hashes the inputs before and
-//! after, computes the metrics and gives the verdicts; the Python worker only calls functions on
-//! buffers rung wrote to files and the worker memory-maps.
+//! The run and check rungs (DESIGN.md, stages 2 and 3). rung draws the inputs, poisons the
+//! outputs, hashes the inputs before and after, computes the metrics and gives the verdicts; the
+//! workers ([`crate::runners`]) only execute.
 //!
-//! CUDA versions, and Python versions on the GPU, need the native and zygote workers; until then
-//! their run says so plainly and no number is invented.
+//! For a rung.toml problem every test size is run twice: first on a decoy input set with the
+//! first poison pattern, then on the real input set with the second. An element is unwritten
+//! only if it holds the poison both times; an output that does not change when the inputs did
+//! and is wrong is a remembered (memoised) result; buffers sit inside guard zones on the GPU, so
+//! an out-of-bounds write that did not fault still shows. The second run's outputs are checked
+//! against the reference, whose outputs are cached by (reference source, seed, size).
+//!
+//! GPU MODE problem folders and KernelBench files run in the Python worker the way their own
+//! harnesses do (see [`run_problem`]); rung judges the outputs with its metrics and reports the
+//! problem's own verdict beside its own.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -20,31 +23,45 @@ use serde::{Deserialize, Serialize};
 use crate::diag::{Diagnostic, Pos};
 use crate::inputs::{self, POISON};
 use crate::metrics::{self, Comparison};
-use crate::report::{StageDetail, Verdict};
+use crate::protocol::{self, Arg, CallMode, CapturedKernel, OwnVerdict, Response, TensorFile, WorkerError};
+use crate::report::{Reason, StageDetail, Verdict};
+use crate::runners::{Failure, Runners};
 use crate::spec::{SizeSet, Spec};
 use crate::store::sha256_hex;
 use crate::toolchain::Toolchain;
 use crate::workspace::{Format, VersionFile, VersionKind, Workspace};
 
-const WORKER: &str = include_str!("../../assets/python/rung_worker.py");
+/// The decoy input set of the first run is drawn with this added to the seed.
+const DECOY: u64 = 0x5DEE_CE66_D1CE_F00D;
 
-/// How long the worker may take to start (imports included).
-const START_LIMIT: Duration = Duration::from_secs(60);
+/// Milliseconds of device work after run() returned above which rung says so.
+const PENDING_WARN_MS: f64 = 1.0;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunDetail {
-    /// `triton-interpreter` (on the CPU).
+    /// `cuda` (on the GPU), `triton-interpreter` (on the CPU) or `torch-cpu`.
     pub mode: String,
     pub sizes: Vec<SizeRun>,
+    /// Where the time went, in seconds: `zygote_start` (only when the worker started for this
+    /// check), `fork`, `cuda_init`, `import`, `first_run` (compiles included), `run`,
+    /// `reference`, `metrics`.
+    #[serde(default)]
+    pub phases: BTreeMap<String, f64>,
+    /// Triton kernels that really launched on the GPU (their PTX and cubin are in the dumps).
+    #[serde(default)]
+    pub launched: Vec<CapturedKernel>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SizeRun {
     pub sizes: SizeSet,
-    /// Wall time of the second run, in the worker.
+    /// Wall time of the second run, in the worker, synchronised.
     pub seconds: f64,
     /// Output → number of elements left unwritten (poison in both runs).
     pub unwritten: BTreeMap<String, usize>,
+    /// Milliseconds the device kept working after the call's own stream finished.
+    #[serde(default)]
+    pub pending_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -53,6 +70,15 @@ pub struct CheckDetail {
     pub results: Vec<OutputCheck>,
     /// The `@rung("name")` functions of the workspace's checks.py, per test size.
     pub user_rungs: Vec<UserRung>,
+    /// GPU MODE's check_implementation or KernelBench's allclose, per test.
+    #[serde(default)]
+    pub own: Vec<OwnCheck>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct OwnCheck {
+    pub sizes: SizeSet,
+    pub verdict: OwnVerdict,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -75,177 +101,140 @@ pub struct OutputCheck {
     pub comparison: Comparison,
 }
 
+/// A stage's result before it is timed and recorded.
+#[derive(Debug, Clone)]
+pub struct StageOutcome {
+    pub verdict: Verdict,
+    pub summary: String,
+    pub diagnostics: Vec<Diagnostic>,
+    pub detail: StageDetail,
+    pub reason: Option<Reason>,
+}
+
+impl StageOutcome {
+    fn new(verdict: Verdict, summary: impl Into<String>) -> StageOutcome {
+        StageOutcome { verdict, summary: summary.into(), diagnostics: vec![], detail: StageDetail::None, reason: None }
+    }
+}
+
 pub struct RunOutcome {
-    pub run: (Verdict, String, Vec<Diagnostic>, StageDetail),
+    pub run: StageOutcome,
     /// Present when the run passed.
-    pub check: Option<(Verdict, String, Vec<Diagnostic>, StageDetail)>,
+    pub check: Option<StageOutcome>,
 }
 
 fn skipped(why: impl Into<String>) -> RunOutcome {
-    RunOutcome { run: (Verdict::Skipped, why.into(), vec![], StageDetail::None), check: None }
+    RunOutcome { run: StageOutcome::new(Verdict::Skipped, why), check: None }
+}
+
+fn failed(verdict: Verdict, reason: Option<Reason>, why: impl Into<String>) -> RunOutcome {
+    RunOutcome { run: StageOutcome { reason, ..StageOutcome::new(verdict, why) }, check: None }
+}
+
+/// The reason a worker's error stands for.
+pub fn reason_for(e: &WorkerError) -> Reason {
+    let m = e.message.to_ascii_lowercase();
+    match e.kind.as_str() {
+        "CUDA_ERROR_ILLEGAL_ADDRESS" => Reason::IllegalAddress,
+        "CUDA_ERROR_OUT_OF_MEMORY" | "OutOfMemoryError" | "MemoryError" => Reason::OutOfMemory,
+        "WorkerDied" => Reason::Crashed,
+        k if k.starts_with("CUDA_ERROR") => Reason::CudaError,
+        _ if m.contains("illegal memory access") || m.contains("illegal address") => Reason::IllegalAddress,
+        _ if m.contains("out of memory") => Reason::OutOfMemory,
+        _ if m.contains("cuda error") => Reason::CudaError,
+        _ => Reason::Exception,
+    }
+}
+
+fn failure_reason(f: &Failure) -> (Verdict, Option<Reason>) {
+    match f {
+        Failure::Timeout(_) => (Verdict::Fail, Some(Reason::Timeout)),
+        Failure::Died(_) => (Verdict::Fail, Some(Reason::Crashed)),
+        Failure::Protocol(_) => (Verdict::Error, None),
+    }
+}
+
+/// What a machine offers the run rung.
+pub struct RunEnv<'a> {
+    pub toolchain: &'a Toolchain,
+    /// The GPU's SM count, when there is a GPU.
+    pub gpu_sms: Option<u32>,
 }
 
 /// Runs and checks one version that built.
 pub fn run_and_check(
     ws: &Workspace,
-    tc: &Toolchain,
-    gpu_sms: Option<u32>,
+    env: &RunEnv,
+    runners: &mut Runners,
     v: &VersionFile,
     source: &str,
     seed: u64,
 ) -> RunOutcome {
-    let gpu = gpu_sms.is_some();
-    let (Format::Rung, Some(spec)) = (ws.format, ws.spec.as_ref()) else {
-        return skipped("GPU MODE and KernelBench problems run in the Python worker on a GPU, which is not built yet");
+    let gpu = env.gpu_sms.is_some();
+    let packages = env.toolchain.python.as_ref().map(|p| &p.packages);
+    let has = |p: &str| packages.is_some_and(|m| m.contains_key(p));
+    if matches!(ws.format, Format::GpuMode | Format::KernelBench) {
+        if !has("torch") {
+            return skipped(format!(
+                "{} problems run with torch, which this Python lacks (install torch into rung's environment)",
+                if ws.format == Format::GpuMode { "GPU MODE" } else { "KernelBench" }
+            ));
+        }
+        let mode = if gpu { CallMode::Cuda } else { CallMode::Interpret };
+        return run_problem(ws, env.toolchain, runners, v, seed, mode);
+    }
+    let Some(spec) = ws.spec.as_ref() else {
+        return skipped("the workspace has no rung.toml");
     };
     let native = match v.kind {
-        VersionKind::Triton => None,
-        VersionKind::Cuda | VersionKind::CudaHost | VersionKind::Ptx if !gpu => {
-            return skipped("no GPU: run and check skipped (build, PTX/SASS and diffs work)");
-        }
-        VersionKind::Cuda => match NativePlan::new(ws, spec, v, source, gpu_sms) {
-            Ok(p) => Some(p),
+        VersionKind::Cuda => match NativePlan::new(ws, spec, v, source, env.gpu_sms) {
+            Ok(p) if gpu => Some(p),
+            Ok(_) => return skipped("no GPU: run and check skipped (build, PTX/SASS and diffs work)"),
             Err(d) => {
                 let why = d.message.clone();
-                return RunOutcome { run: (Verdict::Fail, why, vec![d], StageDetail::None), check: None };
+                let mut out = failed(Verdict::Fail, Some(Reason::SignatureMismatch), why);
+                out.run.diagnostics.push(d);
+                return out;
             }
         },
+        VersionKind::CudaHost | VersionKind::Ptx if !gpu => {
+            return skipped("no GPU: run and check skipped (build, PTX/SASS and diffs work)");
+        }
         VersionKind::CudaHost | VersionKind::Ptx => {
             return skipped(format!("running {} versions is not built yet (plain .cu kernels run)", v.kind));
         }
+        VersionKind::Triton if !gpu || !has("torch") => None,
         _ if !gpu => return skipped(format!("no GPU: {} versions run only on a GPU", v.kind)),
-        _ => return skipped(format!("running {} versions on the GPU is not built yet", v.kind)),
+        _ => None,
     };
     let Some(reference) = ws.reference.clone().filter(|r| r.extension().is_some_and(|e| e == "py")) else {
         return skipped("the reference is not a reference.py: a CUDA reference is not run yet");
     };
-    let needs = if native.is_some() { "numpy" } else { "triton" };
-    let Some(python) =
-        tc.python.as_ref().filter(|p| p.packages.contains_key(needs) && p.packages.contains_key("numpy"))
-    else {
+    let needs = if native.is_some() || (gpu && has("torch")) { "numpy" } else { "triton" };
+    if !has(needs) || !has("numpy") {
         return skipped(format!("{needs} and numpy are needed to run the Python reference: run `rung setup`"));
+    }
+    let mode = if native.is_some() {
+        CallMode::Reference
+    } else if gpu && has("torch") {
+        CallMode::Cuda
+    } else {
+        CallMode::Interpret
     };
-    // With a GPU and torch, Python versions run for real; without, in Triton's interpreter.
-    let python_gpu = gpu && native.is_none() && python.packages.contains_key("torch");
-    match Checker::new(ws, spec, &python.path, seed, native, python_gpu) {
-        Ok(mut c) => {
-            let out = c.run_version(v, source, &reference);
-            c.finish();
-            out
-        }
-        Err(e) => RunOutcome { run: (Verdict::Error, e, vec![], StageDetail::None), check: None },
-    }
-}
-
-struct Worker {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Receiver<String>,
-}
-
-impl Worker {
-    fn start_python(ws: &Workspace, python: &Path, script: &Path, on_gpu: bool) -> Result<Worker, String> {
-        let mut cmd = Command::new(python);
-        cmd.arg(script).arg(if on_gpu { "--cuda" } else { "--interpret" });
-        if on_gpu {
-            cmd.env_remove("TRITON_INTERPRET");
-        } else {
-            cmd.env("TRITON_INTERPRET", "1");
-        }
-        Self::start(ws, cmd)
-    }
-
-    /// This binary as `rung worker`: the native worker.
-    fn start_native(ws: &Workspace) -> Result<Worker, String> {
-        let exe = std::env::current_exe().map_err(|e| format!("cannot find rung itself: {e}"))?;
-        let mut cmd = Command::new(exe);
-        cmd.arg("worker");
-        Self::start(ws, cmd)
-    }
-
-    fn start(ws: &Workspace, mut cmd: Command) -> Result<Worker, String> {
-        let what = cmd.get_program().to_string_lossy().into_owned();
-        let mut child = cmd
-            .current_dir(&ws.root)
-            .env("TRITON_CACHE_DIR", ws.state_dir().join("triton-cache"))
-            .env("TRITON_DEFAULT_FP_FUSION", "1")
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot start the worker ({what}): {e}"))?;
-        let stdin = child.stdin.take().expect("piped");
-        let stdout = child.stdout.take().expect("piped");
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut w = Worker { child, stdin, lines };
-        let hello = w.read(START_LIMIT).map_err(|e| format!("the Python worker did not start: {e}"))?;
-        let hello: serde_json::Value =
-            serde_json::from_str(&hello).map_err(|e| format!("bad handshake from the worker: {e}"))?;
-        if hello["protocol"] != 1 {
-            return Err(format!("the worker speaks protocol {}, rung speaks 1", hello["protocol"]));
-        }
-        if let Some(e) = hello.get("error").filter(|e| !e.is_null()) {
-            return Err(format!("the worker cannot run: {e}"));
-        }
-        Ok(w)
-    }
-
-    fn read(&mut self, limit: Duration) -> Result<String, String> {
-        self.lines.recv_timeout(limit).map_err(|e| match e {
-            std::sync::mpsc::RecvTimeoutError::Timeout => {
-                format!("no answer within {:.0} s (limits.run in rung.toml)", limit.as_secs_f64())
-            }
-            std::sync::mpsc::RecvTimeoutError::Disconnected => {
-                let status = self.child.wait().map(|s| s.to_string()).unwrap_or_default();
-                format!("the worker died ({status})")
-            }
-        })
-    }
-
-    /// One request; on a time-out or a crash the worker is killed and the error returned.
-    fn call(&mut self, req: &serde_json::Value, limit: Duration) -> Result<serde_json::Value, String> {
-        let line = format!("{req}\n");
-        if self.stdin.write_all(line.as_bytes()).and_then(|_| self.stdin.flush()).is_err() {
-            return Err("the worker is gone".into());
-        }
-        match self.read(limit) {
-            Ok(resp) => serde_json::from_str(&resp).map_err(|e| format!("bad answer from the worker: {e}")),
-            Err(e) => {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                Err(e)
-            }
-        }
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.stdin.write_all(b"{\"op\": \"exit\"}\n");
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-struct Checker<'a> {
-    ws: &'a Workspace,
-    spec: &'a Spec,
-    /// The Python worker: the reference, and Triton versions in the interpreter.
-    worker: Worker,
-    /// For CUDA versions: the native worker and what to launch.
-    native: Option<(Worker, NativePlan)>,
-    /// Python versions run on the GPU with torch tensors (else in Triton's interpreter).
-    python_gpu: bool,
-    dir: PathBuf,
-    seed: u64,
+    let mut c = Checker {
+        ws,
+        spec,
+        toolchain: env.toolchain,
+        runners,
+        native,
+        mode,
+        seed,
+        phases: BTreeMap::new(),
+        launched: vec![],
+    };
+    let out = c.run_version(v, source, &reference);
+    c.runners.end_children();
+    out
 }
 
 /// How to launch a CUDA version: its cubin, kernel, parameters in order and launch at each size.
@@ -300,110 +289,144 @@ impl NativePlan {
 }
 
 /// The number of `.param` entries of a PTX `.entry`.
-fn ptx_param_count(ptx: &str, entry: &str) -> Option<usize> {
+pub fn ptx_param_count(ptx: &str, entry: &str) -> Option<usize> {
     let start = ptx.find(&format!(".entry {entry}("))?;
     let rest = &ptx[start..];
     let end = rest.find(')')?;
     Some(rest[..end].matches(".param").count())
 }
 
-/// Bulk data goes through files in shared memory when the system has it.
-fn data_dir() -> PathBuf {
-    let base = Path::new("/dev/shm");
-    let base = if base.is_dir() { base.to_path_buf() } else { std::env::temp_dir() };
-    base.join(format!("rung-{}-{}", std::process::id(), crate::store::now_ms()))
+struct Checker<'a> {
+    ws: &'a Workspace,
+    spec: &'a Spec,
+    toolchain: &'a Toolchain,
+    runners: &'a mut Runners,
+    /// For CUDA versions: what to launch in the native worker.
+    native: Option<NativePlan>,
+    /// How the Python child runs the version (or only the reference, for CUDA versions).
+    mode: CallMode,
+    seed: u64,
+    phases: BTreeMap<String, f64>,
+    launched: Vec<CapturedKernel>,
+}
+
+/// A failed request as the run stage's verdict.
+struct RunFailure {
+    verdict: Verdict,
+    reason: Option<Reason>,
+    message: String,
+    diagnostic: Option<Box<Diagnostic>>,
 }
 
 impl<'a> Checker<'a> {
-    fn new(
-        ws: &'a Workspace,
-        spec: &'a Spec,
-        python: &Path,
-        seed: u64,
-        native: Option<NativePlan>,
-        python_gpu: bool,
-    ) -> Result<Self, String> {
-        let dir = data_dir();
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let script = dir.join("rung_worker.py");
-        std::fs::write(&script, WORKER).map_err(|e| format!("{}: {e}", script.display()))?;
-        let worker = Worker::start_python(ws, python, &script, python_gpu)?;
-        let native = match native {
-            Some(plan) => Some((Worker::start_native(ws)?, plan)),
-            None => None,
-        };
-        Ok(Checker { ws, spec, worker, native, python_gpu, dir, seed })
+    fn add_phase(&mut self, name: &str, seconds: f64) {
+        *self.phases.entry(name.to_string()).or_insert(0.0) += seconds;
+    }
+
+    /// Forks the Python child for this check.
+    fn fork(&mut self) -> Result<(), String> {
+        let interpret = self.mode == CallMode::Interpret;
+        let warm = self.runners.warm(interpret);
+        let t0 = Instant::now();
+        let limit = self.spec.limits.run.max(Duration::from_secs(30));
+        self.runners.zygote(interpret).map_err(|e| e.to_string())?;
+        if !warm {
+            self.add_phase("zygote_start", t0.elapsed().as_secs_f64());
+        }
+        let mode = self.mode;
+        let z = self.runners.zygote(interpret).map_err(|e| e.to_string())?;
+        let resp = z.fork(mode, limit).map_err(|e| format!("the Python worker could not fork: {e}"))?;
+        if !resp.ok {
+            let e = resp.error.unwrap_or_else(|| WorkerError::new("WorkerDied", "the child did not start"));
+            return Err(format!("the Python worker's child could not start: {}: {}", e.kind, e.message));
+        }
+        for (k, s) in resp.phases {
+            self.add_phase(&k, s);
+        }
+        Ok(())
+    }
+
+    fn python(&mut self, op: protocol::Op) -> Result<Response, Failure> {
+        let limit = self.spec.limits.run;
+        let interpret = self.mode == CallMode::Interpret;
+        self.runners.zygote(interpret)?.call(op, limit)
     }
 
     /// One run of the version at `sizes`: the kernel through the native worker, or run() in the
-    /// interpreter. Returns the worker's answer.
+    /// Python child.
     fn call_run(
         &mut self,
         v: &VersionFile,
-        id: usize,
         params: &[String],
         sizes: &SizeSet,
         files: &BTreeMap<String, (PathBuf, Vec<i64>)>,
-    ) -> Result<serde_json::Value, String> {
+    ) -> Result<Response, RunFailure> {
         let limit = self.spec.limits.run;
-        let Some((worker, plan)) = self.native.as_mut() else {
-            let mode = if self.python_gpu { "cuda" } else { "interpret" };
-            let req = serde_json::json!({ "id": id, "op": "call", "file": v.path, "function": "run", "mode": mode, "args": self.args(params, sizes, files)? });
-            return self.worker.call(&req, limit);
+        let as_failure = |f: Failure| {
+            let (verdict, reason) = failure_reason(&f);
+            RunFailure { verdict, reason, message: f.to_string(), diagnostic: None }
         };
-        let dims = plan.launch.eval(self.spec, sizes, plan.num_sms)?;
-        let mut args = Vec::new();
-        for p in &plan.params {
-            let arg = if let Some((path, _)) = files.get(&p.name).filter(|_| p.pointer) {
-                serde_json::json!({ "buffer": path })
-            } else {
-                let value = self
-                    .spec
-                    .value_of(&p.name, sizes, Some(plan.num_sms))?
-                    .ok_or_else(|| format!("no value for `{}`", p.name))?;
-                serde_json::json!({ "scalar": { "ctype": p.base, "value": value.as_f64() } })
+        let Some(plan) = self.native.as_ref() else {
+            let args = call_args(self.spec, params, sizes, |t, _| {
+                let (path, shape) = &files[&t.name];
+                TensorFile { path: path.clone(), dtype: t.dtype, shape: shape.clone() }
+            })
+            .map_err(|m| RunFailure {
+                verdict: Verdict::Error,
+                reason: None,
+                message: m,
+                diagnostic: None,
+            })?;
+            let call = protocol::Call {
+                file: v.path.clone(),
+                function: "run".into(),
+                mode: self.mode,
+                args,
+                returns: BTreeMap::new(),
+                guard_bytes: protocol::GUARD_BYTES,
             };
-            args.push(arg);
+            return self.python(protocol::Op::Call(call)).map_err(as_failure);
+        };
+        let dims = plan.launch.eval(self.spec, sizes, plan.num_sms).map_err(|m| RunFailure {
+            verdict: Verdict::Fail,
+            reason: None,
+            message: m,
+            diagnostic: None,
+        })?;
+        let mut params = Vec::new();
+        for p in &plan.params {
+            let param = if let Some((path, _)) = files.get(&p.name).filter(|_| p.pointer) {
+                protocol::LaunchParam::Buffer { name: p.name.clone(), path: path.clone() }
+            } else {
+                let value = self.spec.value_of(&p.name, sizes, Some(plan.num_sms)).ok().flatten().ok_or_else(|| {
+                    RunFailure {
+                        verdict: Verdict::Fail,
+                        reason: Some(Reason::SignatureMismatch),
+                        message: format!("no value for the kernel parameter `{}`", p.name),
+                        diagnostic: None,
+                    }
+                })?;
+                protocol::LaunchParam::Scalar { name: p.name.clone(), ctype: p.base.clone(), value: value.as_f64() }
+            };
+            params.push(param);
         }
-        let req = serde_json::json!({
-            "id": id, "op": "launch", "cubin": plan.cubin, "kernel": plan.kernel,
-            "grid": dims.grid, "block": dims.block, "smem": dims.smem_bytes, "params": args,
-        });
-        let resp = worker.call(&req, limit);
-        // A CUDA error ends the native worker: start a fresh one for what follows.
-        if resp.as_ref().map_or(true, |r| r["ok"] == false)
-            && let Ok(w) = Worker::start_native(self.ws)
-        {
-            *worker = w;
-        }
-        resp
-    }
-
-    fn finish(self) {
-        let dir = self.dir.clone();
-        drop(self);
-        let _ = std::fs::remove_dir_all(dir);
-    }
-
-    fn tensor_arg(path: &Path, dtype: crate::dtype::DType, shape: &[i64]) -> serde_json::Value {
-        serde_json::json!({ "path": path, "dtype": dtype.name(), "shape": shape })
-    }
-
-    /// The run() / reference() arguments at one size: tensors by file, scalars and sizes by value.
-    fn args(
-        &self,
-        params: &[String],
-        sizes: &SizeSet,
-        files: &BTreeMap<String, (PathBuf, Vec<i64>)>,
-    ) -> Result<serde_json::Value, String> {
-        call_args(self.spec, params, sizes, |t, _| {
-            let (path, shape) = &files[&t.name];
-            Self::tensor_arg(path, t.dtype, shape)
-        })
+        let launch = protocol::Launch {
+            cubin: plan.cubin.clone(),
+            kernel: plan.kernel.clone(),
+            grid: dims.grid,
+            block: dims.block,
+            smem: dims.smem_bytes,
+            cluster: dims.cluster,
+            params,
+            guard_bytes: protocol::GUARD_BYTES,
+        };
+        self.runners.launch(launch, limit).map_err(as_failure)
     }
 
     fn run_version(&mut self, v: &VersionFile, source: &str, reference: &Path) -> RunOutcome {
-        let limit = self.spec.limits.run;
+        if let Err(e) = self.fork() {
+            return failed(Verdict::Error, None, e);
+        }
         let params: Vec<String> = crate::stages::prepare::python_def_params(source, "run")
             .map(|(p, _)| p.into_iter().map(|(n, _)| n).collect())
             .unwrap_or_default();
@@ -414,32 +437,40 @@ impl<'a> Checker<'a> {
         let mut runs = Vec::new();
         let mut checks = Vec::new();
         let mut user_rungs = Vec::new();
-        let mut run_diags = Vec::new();
-        let mut run_fail: Option<String> = None;
-        let mut check_fail: Option<String> = None;
+        let mut warnings = Vec::new();
+        let mut run_fail: Option<RunFailure> = None;
+        let mut check_fail: Option<(Verdict, Reason, String)> = None;
+        let fail = |reason: Reason, message: String| RunFailure {
+            verdict: Verdict::Fail,
+            reason: Some(reason),
+            message,
+            diagnostic: None,
+        };
+        let scratch = self.runners.scratch(&v.id);
 
-        for (si, sizes) in self.spec.test_sizes.iter().enumerate() {
-            let size_dir = self.dir.join(format!("s{si}"));
+        'sizes: for (si, sizes) in self.spec.test_sizes.iter().enumerate() {
+            let label = crate::spec::size_label(sizes);
+            let size_dir = scratch.join(format!("s{si}"));
             let _ = std::fs::create_dir_all(&size_dir);
             let mut files: BTreeMap<String, (PathBuf, Vec<i64>)> = BTreeMap::new();
-            let mut hashes = BTreeMap::new();
-            for (idx, t) in self.spec.inputs.iter().enumerate() {
-                let shape = self.spec.shape_at(t, sizes).unwrap_or_default();
-                let numel: i64 = shape.iter().product();
-                let bytes = inputs::generate(t.dtype, &t.init, self.seed, idx as u64, numel as usize);
-                let path = size_dir.join(format!("{}.bin", t.name));
-                if let Err(e) = std::fs::write(&path, &bytes) {
-                    return RunOutcome {
-                        run: (Verdict::Error, format!("{}: {e}", path.display()), vec![], StageDetail::None),
-                        check: None,
-                    };
-                }
-                hashes.insert(t.name.clone(), sha256_hex(&bytes));
-                files.insert(t.name.clone(), (path, shape));
-            }
             let mut out_bytes: BTreeMap<String, [Vec<u8>; 2]> = BTreeMap::new();
+            let mut input_hashes: [BTreeMap<String, String>; 2] = Default::default();
             let mut seconds = 0.0;
+            let mut pending = None;
             for (pass, poison) in POISON.into_iter().enumerate() {
+                // The first run sees a decoy input set; the second, the real one.
+                let seed = if pass == 0 { self.seed.wrapping_add(DECOY) } else { self.seed };
+                for (idx, t) in self.spec.inputs.iter().enumerate() {
+                    let shape = self.spec.shape_at(t, sizes).unwrap_or_default();
+                    let numel: i64 = shape.iter().product();
+                    let bytes = inputs::generate(t.dtype, &t.init, seed, idx as u64, numel as usize);
+                    let path = size_dir.join(format!("{}.bin", t.name));
+                    if let Err(e) = std::fs::write(&path, &bytes) {
+                        return failed(Verdict::Error, None, format!("{}: {e}", path.display()));
+                    }
+                    input_hashes[pass].insert(t.name.clone(), sha256_hex(&bytes));
+                    files.insert(t.name.clone(), (path, shape));
+                }
                 for t in &self.spec.outputs {
                     let shape = self.spec.shape_at(t, sizes).unwrap_or_default();
                     let len = shape.iter().product::<i64>() as usize * t.dtype.size_bytes();
@@ -447,44 +478,79 @@ impl<'a> Checker<'a> {
                     let _ = std::fs::write(&path, vec![poison; len]);
                     files.insert(t.name.clone(), (path, shape));
                 }
-                match self.call_run(v, pass, &params, sizes, &files) {
-                    Ok(resp) if resp["ok"] == true => seconds = resp["seconds"].as_f64().unwrap_or(0.0),
-                    Ok(resp) => {
-                        let e = &resp["error"];
-                        let line = e["lineno"].as_u64().unwrap_or(0) as u32;
-                        let msg = format!(
-                            "{}: {}",
-                            e["type"].as_str().unwrap_or("error"),
-                            e["message"].as_str().unwrap_or("")
-                        );
-                        let mut d = Diagnostic::error(&v.path, Pos::new(line, 0), msg.clone());
-                        d.tool_text = e["traceback"].as_str().map(str::to_string);
-                        run_diags.push(d);
-                        run_fail = Some(format!("{msg} (at {})", crate::spec::size_label(sizes)));
-                        break;
+                match self.call_run(v, &params, sizes, &files) {
+                    Ok(resp) if resp.ok => {
+                        let s = resp.seconds.unwrap_or(0.0);
+                        if si == 0 && pass == 0 {
+                            self.add_phase("first_run", s);
+                        } else if pass == 1 {
+                            self.add_phase("run", s);
+                        }
+                        for (k, s) in &resp.phases {
+                            self.add_phase(k, *s);
+                        }
+                        seconds = s;
+                        pending = resp.pending_ms.or(pending);
+                        for k in resp.kernels {
+                            if !self.launched.iter().any(|l| l.hash == k.hash) {
+                                self.launched.push(k);
+                            }
+                        }
+                        if let Some(g) = resp.guards.first() {
+                            let side = if g.after > 0 {
+                                format!("{} bytes past the end, up to byte {} after it", g.after, g.farthest)
+                            } else {
+                                format!("{} bytes before the start, from byte {} before it", g.before, -g.farthest)
+                            };
+                            run_fail = Some(fail(
+                                Reason::OutOfBounds,
+                                format!("the kernel wrote outside `{}`: {side} (at {label})", g.name),
+                            ));
+                            break 'sizes;
+                        }
                     }
-                    Err(e) => {
-                        run_fail = Some(format!("{e} (at {})", crate::spec::size_label(sizes)));
-                        break;
+                    Ok(resp) => {
+                        let e = resp.error.unwrap_or_else(|| WorkerError::new("error", "the worker gave no reason"));
+                        let msg = format!("{}: {}", e.kind, e.message);
+                        let mut d = Diagnostic::error(&v.path, Pos::new(e.lineno.unwrap_or(0), 0), msg.clone());
+                        d.tool_text = e.traceback.clone();
+                        run_fail = Some(RunFailure {
+                            verdict: Verdict::Fail,
+                            reason: Some(reason_for(&e)),
+                            message: format!("{msg} (at {label})"),
+                            diagnostic: Some(Box::new(d)),
+                        });
+                        break 'sizes;
+                    }
+                    Err(mut f) => {
+                        f.message = format!("{} (at {label})", f.message);
+                        run_fail = Some(f);
+                        break 'sizes;
                     }
                 }
                 for t in &self.spec.outputs {
                     let bytes = std::fs::read(&files[&t.name].0).unwrap_or_default();
                     out_bytes.entry(t.name.clone()).or_insert_with(|| [Vec::new(), Vec::new()])[pass] = bytes;
                 }
-            }
-            if run_fail.is_some() {
-                break;
-            }
-            for t in &self.spec.inputs {
-                let after = std::fs::read(&files[&t.name].0).map(|b| sha256_hex(&b)).unwrap_or_default();
-                if after != hashes[&t.name] {
-                    run_fail = Some(format!(
-                        "the kernel changed its input `{}` (at {})",
-                        t.name,
-                        crate::spec::size_label(sizes)
-                    ));
+                for t in &self.spec.inputs {
+                    let after = std::fs::read(&files[&t.name].0).map(|b| sha256_hex(&b)).unwrap_or_default();
+                    if after != input_hashes[pass][&t.name] {
+                        run_fail = Some(fail(
+                            Reason::InputMutated,
+                            format!("the kernel changed its input `{}` (at {label})", t.name),
+                        ));
+                        break 'sizes;
+                    }
                 }
+            }
+            if let Some(ms) = pending.filter(|ms| *ms > PENDING_WARN_MS) {
+                warnings.push(Diagnostic::warning(
+                    &v.path,
+                    Pos::WHOLE_FILE,
+                    format!(
+                        "the GPU was still busy {ms:.1} ms after run() returned (work left on another stream, at {label}); rung waited for the whole device, so the outputs are complete"
+                    ),
+                ).with_help("synchronise the side stream with the caller's stream before returning"));
             }
             let mut unwritten = BTreeMap::new();
             for t in &self.spec.outputs {
@@ -492,74 +558,107 @@ impl<'a> Checker<'a> {
                 let missing = inputs::unwritten(a, b, t.dtype.size_bytes());
                 if !missing.is_empty() && run_fail.is_none() {
                     let shape: Vec<usize> = files[&t.name].1.iter().map(|d| *d as usize).collect();
-                    run_fail = Some(format!(
-                        "{} of {} elements of `{}` were never written (first at {:?}, at {})",
-                        missing.len(),
-                        a.len() / t.dtype.size_bytes(),
-                        t.name,
-                        crate::metrics::unravel(missing[0], &shape),
-                        crate::spec::size_label(sizes)
+                    run_fail = Some(fail(
+                        Reason::Unwritten,
+                        format!(
+                            "{} of {} elements of `{}` were never written (first at {:?}, at {label})",
+                            missing.len(),
+                            a.len() / t.dtype.size_bytes(),
+                            t.name,
+                            crate::metrics::unravel(missing[0], &shape),
+                        ),
                     ));
                 }
                 unwritten.insert(t.name.clone(), missing.len());
             }
-            runs.push(SizeRun { sizes: sizes.clone(), seconds, unwritten });
+            runs.push(SizeRun { sizes: sizes.clone(), seconds, unwritten, pending_ms: pending });
             if run_fail.is_some() {
                 break;
             }
             // The reference, cached by (reference source, seed, size).
+            let t_ref = Instant::now();
             let key = sha256_hex(format!("{ref_source}\n{}\n{sizes:?}", self.seed).as_bytes());
             let cache = self.ws.state_dir().join("cache").join("reference").join(&key[..16]);
             let _ = std::fs::create_dir_all(&cache);
-            let mut returns = serde_json::Map::new();
+            let mut returns = BTreeMap::new();
             for t in &self.spec.outputs {
                 let shape = self.spec.shape_at(t, sizes).unwrap_or_default();
-                returns
-                    .insert(t.name.clone(), Self::tensor_arg(&cache.join(format!("{}.bin", t.name)), t.dtype, &shape));
+                returns.insert(
+                    t.name.clone(),
+                    TensorFile { path: cache.join(format!("{}.bin", t.name)), dtype: t.dtype, shape },
+                );
             }
             let cached = self.spec.outputs.iter().all(|t| cache.join(format!("{}.bin", t.name)).is_file());
             if !cached {
-                let args = match self.args(&ref_params, sizes, &files) {
+                let args = match call_args(self.spec, &ref_params, sizes, |t, _| {
+                    let (path, shape) = &files[&t.name];
+                    TensorFile { path: path.clone(), dtype: t.dtype, shape: shape.clone() }
+                }) {
                     Ok(a) => a,
                     Err(e) => {
-                        check_fail = Some(format!("the reference's arguments: {e}"));
+                        check_fail =
+                            Some((Verdict::Error, Reason::ReferenceFailed, format!("the reference's arguments: {e}")));
                         break;
                     }
                 };
-                let req = serde_json::json!({ "id": 9, "op": "call", "file": reference, "function": "reference", "mode": "reference", "args": args, "returns": returns });
-                match self.worker.call(&req, limit) {
-                    Ok(resp) if resp["ok"] == true => {}
+                let call = protocol::Call {
+                    file: reference.to_path_buf(),
+                    function: "reference".into(),
+                    mode: CallMode::Reference,
+                    args,
+                    returns,
+                    guard_bytes: 0,
+                };
+                let why = match self.python(protocol::Op::Call(call)) {
+                    Ok(resp) if resp.ok => None,
                     Ok(resp) => {
-                        let e = &resp["error"];
-                        check_fail = Some(format!(
-                            "the reference failed: {}: {}",
-                            e["type"].as_str().unwrap_or(""),
-                            e["message"].as_str().unwrap_or("")
-                        ));
-                        let _ = std::fs::remove_dir_all(&cache);
-                        break;
+                        let e = resp.error.unwrap_or_else(|| WorkerError::new("error", ""));
+                        Some(format!("the reference failed: {}: {}", e.kind, e.message))
                     }
-                    Err(e) => {
-                        check_fail = Some(format!("the reference failed: {e}"));
-                        let _ = std::fs::remove_dir_all(&cache);
-                        break;
-                    }
+                    Err(e) => Some(format!("the reference failed: {e}")),
+                };
+                if let Some(why) = why {
+                    let _ = std::fs::remove_dir_all(&cache);
+                    check_fail = Some((Verdict::Error, Reason::ReferenceFailed, why));
+                    break;
                 }
             }
+            self.add_phase("reference", t_ref.elapsed().as_secs_f64());
+            let t_metrics = Instant::now();
+            let inputs_differ = input_hashes[0] != input_hashes[1];
             for t in &self.spec.outputs {
                 let shape: Vec<usize> = files[&t.name].1.iter().map(|d| *d as usize).collect();
                 let reference =
                     inputs::to_f64(t.dtype, &std::fs::read(cache.join(format!("{}.bin", t.name))).unwrap_or_default());
                 let output = inputs::to_f64(t.dtype, &out_bytes[&t.name][1]);
                 if reference.len() != output.len() {
-                    check_fail =
-                        Some(format!("the cached reference for `{}` has the wrong size; delete .rung/cache", t.name));
+                    check_fail = Some((
+                        Verdict::Error,
+                        Reason::ReferenceFailed,
+                        format!("the cached reference for `{}` has the wrong size; delete .rung/cache", t.name),
+                    ));
                     continue;
                 }
                 let comparison = metrics::compare(&output, &reference, &shape, &t.tolerance);
-                let reason = metrics::judge(&comparison, &t.tolerance);
+                let mut reason = metrics::judge(&comparison, &t.tolerance);
                 if let (Some(r), None) = (&reason, &check_fail) {
-                    check_fail = Some(format!("`{}` at {}: {r}", t.name, crate::spec::size_label(sizes)));
+                    let [a, b] = &out_bytes[&t.name];
+                    let non_finite = comparison.nan_count + comparison.inf_count > 0;
+                    let (code, why) = if inputs_differ && a == b && !non_finite {
+                        let why = format!(
+                            "`{}` at {label} is the same as for the previous inputs and wrong for these: the version returns a remembered result ({r})",
+                            t.name
+                        );
+                        (Reason::Memoised, why)
+                    } else if non_finite && comparison.mismatches > 0 {
+                        (Reason::NonFinite, format!("`{}` at {label}: {r}", t.name))
+                    } else {
+                        (Reason::Mismatch, format!("`{}` at {label}: {r}", t.name))
+                    };
+                    if code == Reason::Memoised {
+                        reason = Some(why.clone());
+                    }
+                    check_fail = Some((Verdict::Fail, code, why));
                 }
                 checks.push(OutputCheck {
                     sizes: sizes.clone(),
@@ -569,81 +668,168 @@ impl<'a> Checker<'a> {
                     comparison,
                 });
             }
+            self.add_phase("metrics", t_metrics.elapsed().as_secs_f64());
             // The user's own rungs (checks.py), on this size's inputs and the version's outputs.
             if let Some(checks_py) = self.ws.checks.clone() {
-                let tensors = |ts: &[crate::spec::TensorSpec]| -> serde_json::Value {
+                let tensors = |ts: &[crate::spec::TensorSpec]| -> BTreeMap<String, TensorFile> {
                     ts.iter()
                         .map(|t| {
                             let (path, shape) = &files[&t.name];
-                            (t.name.clone(), Self::tensor_arg(path, t.dtype, shape))
+                            (t.name.clone(), TensorFile { path: path.clone(), dtype: t.dtype, shape: shape.clone() })
                         })
-                        .collect::<serde_json::Map<_, _>>()
-                        .into()
+                        .collect()
                 };
-                let req = serde_json::json!({ "id": 10, "op": "checks", "file": checks_py, "sizes": sizes,
-                    "inputs": tensors(&self.spec.inputs), "outputs": tensors(&self.spec.outputs) });
-                match self.worker.call(&req, limit) {
-                    Ok(resp) if resp["ok"] == true => {
-                        for r in resp["rungs"].as_array().into_iter().flatten() {
+                let req = protocol::Checks {
+                    file: checks_py.clone(),
+                    sizes: sizes.clone(),
+                    inputs: tensors(&self.spec.inputs),
+                    outputs: tensors(&self.spec.outputs),
+                };
+                match self.python(protocol::Op::Checks(req)) {
+                    Ok(resp) if resp.ok => {
+                        for r in resp.rungs {
                             let rung = UserRung {
                                 sizes: sizes.clone(),
-                                name: r["name"].as_str().unwrap_or("").to_string(),
-                                pass: r["ok"] == true,
-                                error: r["error"].as_str().map(str::to_string),
-                                traceback: r["traceback"].as_str().map(str::to_string),
+                                name: r.name,
+                                pass: r.ok,
+                                error: r.error,
+                                traceback: r.traceback,
                             };
                             if let (Some(e), None) = (&rung.error, &check_fail) {
-                                check_fail = Some(format!(
-                                    "user rung \"{}\" at {}: {e}",
-                                    rung.name,
-                                    crate::spec::size_label(sizes)
+                                check_fail = Some((
+                                    Verdict::Fail,
+                                    Reason::UserRung,
+                                    format!("user rung \"{}\" at {label}: {e}", rung.name),
                                 ));
                             }
                             user_rungs.push(rung);
                         }
                     }
                     Ok(resp) => {
-                        let e = &resp["error"];
-                        check_fail = Some(format!(
-                            "{} does not load: {}: {}",
-                            checks_py.display(),
-                            e["type"].as_str().unwrap_or(""),
-                            e["message"].as_str().unwrap_or("")
+                        let e = resp.error.unwrap_or_else(|| WorkerError::new("error", ""));
+                        check_fail = Some((
+                            Verdict::Fail,
+                            Reason::UserRung,
+                            format!("{} does not load: {}: {}", checks_py.display(), e.kind, e.message),
                         ));
                     }
-                    Err(e) => check_fail = Some(format!("{}: {e}", checks_py.display())),
+                    Err(e) => {
+                        check_fail = Some((Verdict::Fail, Reason::UserRung, format!("{}: {e}", checks_py.display())))
+                    }
                 }
             }
         }
-        let mode = if self.native.is_some() || self.python_gpu {
-            "cuda".to_string()
-        } else {
-            "triton-interpreter".to_string()
-        };
-        let run_detail = StageDetail::Run(RunDetail { mode, sizes: runs.clone() });
-        if let Some(why) = run_fail {
-            return RunOutcome { run: (Verdict::Fail, why, run_diags, run_detail), check: None };
+        let _ = std::fs::remove_dir_all(&scratch);
+        let on_gpu = self.native.is_some() || self.mode == CallMode::Cuda;
+        let mode = if on_gpu { "cuda" } else { "triton-interpreter" };
+        let launched = self.keep_launched(v);
+        let run_detail = StageDetail::Run(RunDetail {
+            mode: mode.into(),
+            sizes: runs.clone(),
+            phases: std::mem::take(&mut self.phases),
+            launched,
+        });
+        if let Some(f) = run_fail {
+            let mut diagnostics: Vec<Diagnostic> = f.diagnostic.into_iter().map(|d| *d).collect();
+            diagnostics.extend(warnings);
+            return RunOutcome {
+                run: StageOutcome {
+                    verdict: f.verdict,
+                    summary: f.message,
+                    diagnostics,
+                    detail: run_detail,
+                    reason: f.reason,
+                },
+                check: None,
+            };
         }
-        let place =
-            if self.native.is_some() || self.python_gpu { "on the GPU" } else { "in Triton's interpreter on the CPU" };
+        let place = if on_gpu { "on the GPU" } else { "in Triton's interpreter on the CPU" };
         let run_summary =
             format!("{place}, {} test size(s): every output element written, inputs unchanged", runs.len());
         let worst = checks.iter().map(|c| c.comparison.max_abs_err).fold(0f64, f64::max);
         let mut names: Vec<&str> = user_rungs.iter().map(|r| r.name.as_str()).collect();
         names.dedup();
         let user = if names.is_empty() { String::new() } else { format!("; user rungs passed: {}", names.join(", ")) };
-        let check_detail = StageDetail::Check(CheckDetail { seed: self.seed, results: checks, user_rungs });
+        let check_detail =
+            StageDetail::Check(CheckDetail { seed: self.seed, results: checks, user_rungs, own: vec![] });
         let check = match check_fail {
-            Some(why) => (Verdict::Fail, why, vec![], check_detail),
-            None => (
-                Verdict::Pass,
-                format!("matches the reference at every test size (max abs err {worst:.2e}, seed {}){user}", self.seed),
-                vec![],
-                check_detail,
-            ),
+            Some((verdict, reason, why)) => {
+                StageOutcome { verdict, summary: why, diagnostics: vec![], detail: check_detail, reason: Some(reason) }
+            }
+            None => StageOutcome {
+                verdict: Verdict::Pass,
+                summary: format!(
+                    "matches the reference at every test size (max abs err {worst:.2e}, seed {}){user}",
+                    self.seed
+                ),
+                diagnostics: vec![],
+                detail: check_detail,
+                reason: None,
+            },
         };
-        RunOutcome { run: (Verdict::Pass, run_summary, vec![], run_detail), check: Some(check) }
+        RunOutcome {
+            run: StageOutcome {
+                verdict: Verdict::Pass,
+                summary: run_summary,
+                diagnostics: warnings,
+                detail: run_detail,
+                reason: None,
+            },
+            check: Some(check),
+        }
     }
+
+    /// Moves the captured kernels' files into the version's dumps (`launched/`), where they
+    /// outlive the check, and points the records at them.
+    fn keep_launched(&mut self, v: &VersionFile) -> Vec<CapturedKernel> {
+        keep_launched(self.ws, self.toolchain, v, std::mem::take(&mut self.launched))
+    }
+}
+
+/// The kernels that really launched replace the version's ahead-of-time PTX, cubin and SASS in
+/// `.rung/dumps/<version>/` (so diffs and the TUI show what ran); the records point at them.
+fn keep_launched(ws: &Workspace, tc: &Toolchain, v: &VersionFile, kernels: Vec<CapturedKernel>) -> Vec<CapturedKernel> {
+    if kernels.is_empty() {
+        return kernels;
+    }
+    let dir = ws.state_dir().join(crate::store::DUMPS_DIR).join(&v.id);
+    let _ = std::fs::create_dir_all(&dir);
+    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        let p = entry.path();
+        if p.extension().is_some_and(|e| e == "ptx" || e == "cubin" || e == "sass") {
+            let _ = std::fs::remove_file(&p);
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    kernels
+        .into_iter()
+        .map(|mut k| {
+            let stem = if seen.insert(k.name.clone()) {
+                k.name.clone()
+            } else {
+                format!("{}-{}", k.name, &k.hash[..k.hash.len().min(12)])
+            };
+            for (f, ext) in [(&mut k.ptx, "ptx"), (&mut k.cubin, "cubin")] {
+                if let Some(src) = f.clone() {
+                    let dst = dir.join(format!("{stem}.{ext}"));
+                    *f = std::fs::copy(&src, &dst)
+                        .ok()
+                        .map(|_| dst.strip_prefix(&ws.root).unwrap_or(&dst).to_path_buf());
+                }
+            }
+            if let (Some(cubin), Some(nvdisasm)) = (&k.cubin, &tc.nvdisasm)
+                && let Ok(out) = std::process::Command::new(&nvdisasm.path)
+                    .args(["-c", "-g"])
+                    .arg(cubin)
+                    .current_dir(&ws.root)
+                    .output()
+                && out.status.success()
+            {
+                let _ = std::fs::write(dir.join(format!("{stem}.sass")), &out.stdout);
+            }
+            k
+        })
+        .collect()
 }
 
 /// The keyword arguments of a Python function (`run` or `reference`) at one size, bound by
@@ -653,19 +839,283 @@ pub fn call_args(
     spec: &Spec,
     params: &[String],
     sizes: &SizeSet,
-    tensor: impl Fn(&crate::spec::TensorSpec, Vec<i64>) -> serde_json::Value,
-) -> Result<serde_json::Value, String> {
-    let mut args = serde_json::Map::new();
+    tensor: impl Fn(&crate::spec::TensorSpec, Vec<i64>) -> TensorFile,
+) -> Result<BTreeMap<String, Arg>, String> {
+    let mut args = BTreeMap::new();
     for name in params {
         let v = if let Some((t, _)) = spec.tensor(name) {
             let shape = spec.shape_at(t, sizes).map_err(|e| format!("`{name}`: {}", e.message))?;
-            serde_json::json!({ "tensor": tensor(t, shape) })
+            Arg::Tensor(tensor(t, shape))
         } else if let Some(value) = spec.value_of(name, sizes, None)? {
-            serde_json::json!({ "value": value.to_json() })
+            Arg::Value(value.to_json())
         } else {
             continue;
         };
         args.insert(name.clone(), v);
     }
-    Ok(serde_json::Value::Object(args))
+    Ok(args)
+}
+
+// ---------------------------------------------------------------------------------------------
+// GPU MODE and KernelBench
+
+/// The tests of a GPU MODE task.yml (`tests:` and `benchmarks:` lists of argument maps).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct TaskYml {
+    #[serde(default)]
+    pub tests: Vec<BTreeMap<String, serde_json::Value>>,
+    #[serde(default)]
+    pub benchmarks: Vec<BTreeMap<String, serde_json::Value>>,
+}
+
+/// Reads a GPU MODE task.yml. Errors name the file, the line and the fix.
+pub fn read_task_yml(path: &Path) -> Result<TaskYml, Diagnostic> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Diagnostic::error(path, Pos::WHOLE_FILE, format!("cannot read: {e}")))?;
+    serde_norway::from_str::<TaskYml>(&text).map_err(|e| {
+        let pos = e.location().map(|l| Pos::new(l.line() as u32, l.column() as u32)).unwrap_or(Pos::WHOLE_FILE);
+        Diagnostic::error(path, pos, format!("task.yml does not parse: {e}")).with_help(
+            "tests and benchmarks are lists of argument maps, e.g. `tests:\\n  - {\"size\": 1024, \"seed\": 4242}`",
+        )
+    })
+}
+
+/// The integer arguments of a test, as a size set for display.
+fn args_label(args: &BTreeMap<String, serde_json::Value>) -> SizeSet {
+    args.iter().filter_map(|(k, v)| v.as_i64().map(|i| (k.clone(), i))).collect()
+}
+
+/// Runs a version of a GPU MODE problem at each test of task.yml (or a KernelBench version
+/// once) in a forked child, the problem's own way: `generate_input(**test)` with the test's seed
+/// replaced by one drawn from rung's, `custom_kernel(data)` beside `ref_kernel(data)` and the
+/// problem's `check_implementation`; or `Model`/`ModelNew` built from `get_init_inputs()` with
+/// weights seeded identically, on `get_inputs()`. rung judges every output with its metrics
+/// (dtype tolerances; KernelBench's own atol = rtol = 1e-2), checks the inputs were not changed,
+/// and reports the problem's own verdict beside its own.
+pub fn run_problem(
+    ws: &Workspace,
+    tc: &Toolchain,
+    runners: &mut Runners,
+    v: &VersionFile,
+    seed: u64,
+    mode: CallMode,
+) -> RunOutcome {
+    let Some(problem) = ws.reference.clone() else {
+        return skipped("the problem file was not found");
+    };
+    let format = if ws.format == Format::GpuMode {
+        protocol::ProblemFormat::GpuMode
+    } else {
+        protocol::ProblemFormat::KernelBench
+    };
+    let tests: Vec<BTreeMap<String, serde_json::Value>> = if format == protocol::ProblemFormat::GpuMode {
+        match read_task_yml(&ws.root.join("task.yml")) {
+            Ok(t) if !t.tests.is_empty() => t.tests,
+            Ok(_) => return failed(Verdict::Error, None, "task.yml lists no tests"),
+            Err(d) => {
+                let mut out = failed(Verdict::Error, None, d.message.clone());
+                out.run.diagnostics.push(d);
+                return out;
+            }
+        }
+    } else {
+        vec![BTreeMap::new()]
+    };
+    let limit = crate::spec::Limits::default().run;
+    let interpret = mode != CallMode::Cuda;
+    let mut phases = BTreeMap::new();
+    let warm = runners.warm(interpret);
+    let t0 = Instant::now();
+    let fork = runners.zygote(interpret).and_then(|z| z.fork(mode, limit.max(Duration::from_secs(30))));
+    if !warm {
+        phases.insert("zygote_start".to_string(), t0.elapsed().as_secs_f64());
+    }
+    match fork {
+        Ok(r) if r.ok => phases.extend(r.phases),
+        Ok(r) => {
+            let e = r.error.unwrap_or_else(|| WorkerError::new("WorkerDied", ""));
+            return failed(Verdict::Error, None, format!("the Python worker's child could not start: {}", e.message));
+        }
+        Err(e) => return failed(Verdict::Error, None, format!("the Python worker could not fork: {e}")),
+    }
+    let scratch = runners.scratch(&v.id);
+    let mut runs = Vec::new();
+    let mut checks = Vec::new();
+    let mut own = Vec::new();
+    let mut launched = Vec::new();
+    let mut run_fail: Option<(Verdict, Option<Reason>, String, Option<Diagnostic>)> = None;
+    let mut check_fail: Option<(Reason, String)> = None;
+    for (ti, test) in tests.iter().enumerate() {
+        let mut args = test.clone();
+        // rung's seed, not the file's, so a version cannot learn its inputs.
+        let test_seed = seed.wrapping_add(ti as u64) & 0x7FFF_FFFF;
+        if args.contains_key("seed") {
+            args.insert("seed".into(), serde_json::json!(test_seed));
+        }
+        let label_sizes = args_label(&args);
+        let label = if label_sizes.is_empty() { "the test".to_string() } else { crate::spec::size_label(&label_sizes) };
+        let dir = scratch.join(format!("t{ti}"));
+        let req = protocol::Problem {
+            format,
+            problem: problem.clone(),
+            version: v.path.clone(),
+            args,
+            seed: test_seed,
+            dir: dir.clone(),
+        };
+        let resp = runners.zygote(interpret).and_then(|z| z.call(protocol::Op::Problem(req), limit));
+        let resp = match resp {
+            Ok(r) if r.ok => r,
+            Ok(r) => {
+                let e = r.error.unwrap_or_else(|| WorkerError::new("error", ""));
+                let msg = format!("{}: {}", e.kind, e.message);
+                let file = e.file.clone().unwrap_or_else(|| v.path.clone());
+                let mut d = Diagnostic::error(&file, Pos::new(e.lineno.unwrap_or(0), 0), msg.clone());
+                d.tool_text = e.traceback.clone();
+                run_fail = Some((Verdict::Fail, Some(reason_for(&e)), format!("{msg} (at {label})"), Some(d)));
+                break;
+            }
+            Err(f) => {
+                let (verdict, reason) = failure_reason(&f);
+                run_fail = Some((verdict, reason, format!("{f} (at {label})"), None));
+                break;
+            }
+        };
+        for (k, s) in &resp.phases {
+            *phases.entry(k.clone()).or_insert(0.0) += s;
+        }
+        *phases.entry("run".into()).or_insert(0.0) += resp.seconds.unwrap_or(0.0);
+        launched.extend(resp.kernels);
+        let Some(outcome) = resp.problem else {
+            run_fail = Some((Verdict::Error, None, "the worker returned no outputs".into(), None));
+            break;
+        };
+        runs.push(SizeRun {
+            sizes: label_sizes.clone(),
+            seconds: resp.seconds.unwrap_or(0.0),
+            unwritten: BTreeMap::new(),
+            pending_ms: resp.pending_ms,
+        });
+        for snap in &outcome.inputs {
+            let a = std::fs::read(&snap.before).map(|b| sha256_hex(&b)).unwrap_or_default();
+            let b = std::fs::read(&snap.after).map(|b| sha256_hex(&b)).unwrap_or_else(|_| "gone".into());
+            if a != b && run_fail.is_none() {
+                run_fail = Some((
+                    Verdict::Fail,
+                    Some(Reason::InputMutated),
+                    format!("the version changed its input `{}` (at {label})", snap.name),
+                    None,
+                ));
+            }
+        }
+        if run_fail.is_some() {
+            break;
+        }
+        let t_metrics = Instant::now();
+        for t in &outcome.outputs {
+            if t.output.shape != t.reference.shape || t.output.dtype != t.reference.dtype {
+                check_fail.get_or_insert((
+                    Reason::ShapeMismatch,
+                    format!(
+                        "`{}` at {label} is {} {:?}; the reference's is {} {:?}",
+                        t.name,
+                        t.output.dtype.name(),
+                        t.output.shape,
+                        t.reference.dtype.name(),
+                        t.reference.shape
+                    ),
+                ));
+                continue;
+            }
+            let tol = if format == protocol::ProblemFormat::KernelBench {
+                crate::dtype::Tolerance { atol: 1e-2, rtol: 1e-2, min_psnr: None, min_cosine: None }
+            } else {
+                t.output.dtype.default_tolerance()
+            };
+            let o = inputs::to_f64(t.output.dtype, &std::fs::read(&t.output.path).unwrap_or_default());
+            let r = inputs::to_f64(t.reference.dtype, &std::fs::read(&t.reference.path).unwrap_or_default());
+            // A 0-d result (a sum) is compared as one element.
+            let shape: Vec<usize> =
+                if t.output.shape.is_empty() { vec![1] } else { t.output.shape.iter().map(|d| *d as usize).collect() };
+            let comparison = metrics::compare(&o, &r, &shape, &tol);
+            let reason = metrics::judge(&comparison, &tol);
+            if let Some(why) = &reason {
+                let code = if comparison.nan_count + comparison.inf_count > 0 && comparison.mismatches > 0 {
+                    Reason::NonFinite
+                } else {
+                    Reason::Mismatch
+                };
+                check_fail.get_or_insert((code, format!("`{}` at {label}: {why}", t.name)));
+            }
+            checks.push(OutputCheck {
+                sizes: label_sizes.clone(),
+                output: t.name.clone(),
+                pass: reason.is_none(),
+                reason,
+                comparison,
+            });
+        }
+        *phases.entry("metrics".into()).or_insert(0.0) += t_metrics.elapsed().as_secs_f64();
+        if let Some(o) = outcome.own {
+            if !o.pass {
+                let who = if format == protocol::ProblemFormat::GpuMode {
+                    "the problem's check_implementation"
+                } else {
+                    "KernelBench's check"
+                };
+                check_fail.get_or_insert((Reason::ProblemCheck, format!("{who} fails at {label}: {}", o.message)));
+            }
+            own.push(OwnCheck { sizes: label_sizes, verdict: o });
+        }
+    }
+    runners.end_children();
+    let _ = std::fs::remove_dir_all(&scratch);
+    let on_gpu = mode == CallMode::Cuda;
+    let launched = keep_launched(ws, tc, v, launched);
+    let run_detail = StageDetail::Run(RunDetail {
+        mode: if on_gpu { "cuda" } else { "torch-cpu" }.into(),
+        sizes: runs.clone(),
+        phases,
+        launched,
+    });
+    if let Some((verdict, reason, summary, d)) = run_fail {
+        return RunOutcome {
+            run: StageOutcome { verdict, summary, diagnostics: d.into_iter().collect(), detail: run_detail, reason },
+            check: None,
+        };
+    }
+    let place = if on_gpu { "on the GPU" } else { "with torch on the CPU" };
+    let what = if format == protocol::ProblemFormat::GpuMode { "task.yml test(s)" } else { "KernelBench input set" };
+    let run = StageOutcome {
+        verdict: Verdict::Pass,
+        summary: format!("{place}, {} {what}: inputs unchanged", runs.len()),
+        diagnostics: vec![],
+        detail: run_detail,
+        reason: None,
+    };
+    let own_pass = own.iter().filter(|o| o.verdict.pass).count();
+    let own_note = if own.is_empty() {
+        String::new()
+    } else {
+        format!("; the problem's own check: {own_pass} of {} pass", own.len())
+    };
+    let worst = checks.iter().map(|c| c.comparison.max_abs_err).fold(0f64, f64::max);
+    let detail = StageDetail::Check(CheckDetail { seed, results: checks, user_rungs: vec![], own });
+    let check = match check_fail {
+        Some((reason, why)) => StageOutcome {
+            verdict: Verdict::Fail,
+            summary: format!("{why}{own_note}"),
+            diagnostics: vec![],
+            detail,
+            reason: Some(reason),
+        },
+        None => StageOutcome {
+            verdict: Verdict::Pass,
+            summary: format!("matches the reference (max abs err {worst:.2e}, seed {seed}){own_note}"),
+            diagnostics: vec![],
+            detail,
+            reason: None,
+        },
+    };
+    RunOutcome { run, check: Some(check) }
 }

@@ -1,0 +1,417 @@
+//! The worker protocol, defined once here: rung and its workers (`rung worker`, the native one,
+//! and `assets/python/rung_worker.py`) speak JSON lines of these types. The JSON schema
+//! (`schema/worker.schema.json`) is generated from them and committed; `tests/protocol.rs` keeps
+//! the two in sync, round-trips every message and validates what the Python worker really prints.
+//!
+//! A worker's first line is a [`Hello`]. Then each [`Request`] line gets one [`Response`] line.
+//! Bulk arrays never travel as JSON: a [`TensorFile`] names a file (in /dev/shm where there is
+//! one) that rung wrote and the worker maps or copies.
+//!
+//! The Python worker is a zygote: its parent imports numpy, Triton and torch without touching
+//! CUDA, and each check begins with [`Op::Fork`]. The child answers the fork (with its pid) and
+//! every request up to the next [`Op::Exit`]; then the parent is listening again. When the child
+//! dies (a segfault, a kill after a time-out) the parent writes a [`Response`] with the error
+//! `WorkerDied` and the signal, so rung always gets an answer line.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::dtype::DType;
+use crate::spec::SizeSet;
+
+/// Bumped on any incompatible change; the handshake must match.
+pub const PROTOCOL: u32 = 2;
+
+/// Bytes of guard zone put before and after every buffer a kernel gets: a write there is an
+/// out-of-bounds write that did not fault. They are filled with [`GUARD_BYTE`].
+pub const GUARD_BYTES: u64 = 64 * 1024;
+pub const GUARD_BYTE: u8 = 0xC3;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkerKind {
+    Native,
+    Python,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Capability {
+    /// Launches a cubin's kernel (native).
+    Launch,
+    /// Launches with thread-block clusters through cuLaunchKernelEx (native).
+    Clusters,
+    /// Calls Python functions (references, versions' run()).
+    Call,
+    /// Runs Triton kernels in Triton's interpreter on the CPU.
+    TritonInterpret,
+    /// Runs on the GPU with torch tensors.
+    Cuda,
+    /// Forks a child per check (the zygote).
+    Fork,
+    /// Runs GPU MODE problem folders and KernelBench files.
+    Problems,
+    /// Runs the `@rung` functions of a checks.py.
+    Checks,
+}
+
+/// A worker's first line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Hello {
+    pub protocol: u32,
+    pub worker: WorkerKind,
+    pub pid: u32,
+    pub capabilities: Vec<Capability>,
+    /// The GPU's name, when the worker opened one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    /// Python's version (the Python worker).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<String>,
+    /// Imported packages and their versions (numpy, triton, torch).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub packages: BTreeMap<String, String>,
+    /// Seconds the worker took to start (imports included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_seconds: Option<f64>,
+    /// Why the worker cannot serve (it exits after saying so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<WorkerError>,
+}
+
+/// One request line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Request {
+    pub id: u64,
+    #[serde(flatten)]
+    pub op: Op,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+pub enum Op {
+    /// Launch a kernel of a cubin (native worker).
+    Launch(Launch),
+    /// Call a Python function: a version's run(), or a reference (Python worker).
+    Call(Call),
+    /// Run the `@rung` functions of a checks.py on one size's buffers (Python worker).
+    Checks(Checks),
+    /// Start a child for one check (the Python zygote).
+    Fork(Fork),
+    /// Run a version of a GPU MODE or KernelBench problem at one test (Python worker).
+    Problem(Problem),
+    /// End the child (after a fork) or the worker.
+    Exit,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Launch {
+    pub cubin: PathBuf,
+    pub kernel: String,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    /// Dynamic shared memory in bytes; above 48 KB the function attribute is raised first.
+    pub smem: u32,
+    /// Thread-block cluster dimensions: launched through cuLaunchKernelEx.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<[u32; 3]>,
+    /// The kernel's parameters in declaration order.
+    pub params: Vec<LaunchParam>,
+    /// Guard bytes before and after every buffer (0: none).
+    #[serde(default)]
+    pub guard_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase", deny_unknown_fields)]
+pub enum LaunchParam {
+    /// A device buffer holding this file's bytes (written back after the launch).
+    Buffer { name: String, path: PathBuf },
+    /// A value passed by value, encoded for its C type (`float`, `int`, `__half`...).
+    Scalar { name: String, ctype: String, value: f64 },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CallMode {
+    /// Triton's interpreter on the CPU, tensors as host arrays.
+    Interpret,
+    /// torch tensors on the GPU.
+    Cuda,
+    /// A reference: numpy arrays in, outputs returned.
+    Reference,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Call {
+    pub file: PathBuf,
+    pub function: String,
+    pub mode: CallMode,
+    /// Keyword arguments.
+    pub args: BTreeMap<String, Arg>,
+    /// For functions that return their outputs (references): where each goes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub returns: BTreeMap<String, TensorFile>,
+    /// Guard bytes around every tensor on the GPU (0: none).
+    #[serde(default)]
+    pub guard_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase", deny_unknown_fields)]
+pub enum Arg {
+    Tensor(TensorFile),
+    /// A scalar or size variable, by value (integers stay integers).
+    Value(serde_json::Value),
+}
+
+/// A tensor in a file: raw little-endian elements, row-major.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TensorFile {
+    pub path: PathBuf,
+    pub dtype: DType,
+    pub shape: Vec<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Checks {
+    pub file: PathBuf,
+    pub sizes: SizeSet,
+    pub inputs: BTreeMap<String, TensorFile>,
+    pub outputs: BTreeMap<String, TensorFile>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Fork {
+    pub mode: CallMode,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProblemFormat {
+    GpuMode,
+    KernelBench,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Problem {
+    pub format: ProblemFormat,
+    /// GPU MODE: reference.py (generate_input, ref_kernel, check_implementation). KernelBench:
+    /// the problem file (Model, get_inputs, get_init_inputs).
+    pub problem: PathBuf,
+    /// The version: a GPU MODE `custom_kernel` or a KernelBench `ModelNew`.
+    pub version: PathBuf,
+    /// GPU MODE: one test of task.yml, passed to generate_input (its seed replaced by rung's).
+    #[serde(default)]
+    pub args: BTreeMap<String, serde_json::Value>,
+    pub seed: u64,
+    /// Where the worker writes outputs, references and input snapshots.
+    pub dir: PathBuf,
+}
+
+/// One answer line.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Response {
+    /// The request's id; absent on the zygote's `WorkerDied` line.
+    #[serde(default)]
+    pub id: Option<u64>,
+    pub ok: bool,
+    /// Wall seconds of the call or launch, synchronised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<WorkerError>,
+    /// The forked child's pid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// Where time went, in seconds: `fork`, `cuda_init`, `import`, `compile`, `run`...
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub phases: BTreeMap<String, f64>,
+    /// Buffers whose guard zones were written: out-of-bounds writes that did not fault.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guards: Vec<GuardBreach>,
+    /// Milliseconds the device kept working after the call's own stream was done: work left
+    /// on another stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_ms: Option<f64>,
+    /// The `@rung` results of a checks request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rungs: Vec<RungOutcome>,
+    /// Triton kernels that really launched during the call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernels: Vec<CapturedKernel>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<ProblemOutcome>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerError {
+    /// `CUDA_ERROR_ILLEGAL_ADDRESS`, a Python exception's class, `WorkerDied`, `BadRequest`...
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceback: Option<String>,
+    /// The line in `file` (the version's, when the traceback passes through it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lineno: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<PathBuf>,
+}
+
+impl WorkerError {
+    pub fn new(kind: impl Into<String>, message: impl Into<String>) -> WorkerError {
+        WorkerError { kind: kind.into(), message: message.into(), traceback: None, lineno: None, file: None }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GuardBreach {
+    /// The parameter's name.
+    pub name: String,
+    /// Bytes changed in the guard before the buffer and after it.
+    pub before: u64,
+    pub after: u64,
+    /// Offset from the buffer's end of the farthest changed byte after it (or from its start,
+    /// negative, before it).
+    pub farthest: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RungOutcome {
+    pub name: String,
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceback: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lineno: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CapturedKernel {
+    pub name: String,
+    /// Triton's hash of the compiled kernel.
+    pub hash: String,
+    /// Files the worker copied out of Triton's cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ptx: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cubin: Option<PathBuf>,
+    /// The launch's grid, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grid: Option<[u32; 3]>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_warps: Option<u32>,
+}
+
+/// What a GPU MODE or KernelBench run produced: every tensor as a file for rung to judge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProblemOutcome {
+    /// The test's arguments as used (the seed is rung's).
+    pub args: BTreeMap<String, serde_json::Value>,
+    /// Each output of the version beside the reference's.
+    pub outputs: Vec<ProblemTensor>,
+    /// Input tensors before and after the version ran (a mutated input shows).
+    pub inputs: Vec<InputSnapshot>,
+    /// The problem's own verdict: GPU MODE's check_implementation, KernelBench's allclose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own: Option<OwnVerdict>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProblemTensor {
+    pub name: String,
+    pub output: TensorFile,
+    pub reference: TensorFile,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InputSnapshot {
+    pub name: String,
+    pub before: PathBuf,
+    pub after: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OwnVerdict {
+    pub pass: bool,
+    pub message: String,
+}
+
+/// Any line of the protocol: what the committed schema describes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Message {
+    Hello(Hello),
+    Request(Request),
+    Response(Response),
+}
+
+/// The JSON schema of the protocol, as committed in `schema/worker.schema.json`.
+pub fn schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(Message)).expect("a schema serialises")
+}
+
+/// The guard check after a run: how many bytes of each zone changed, and the farthest.
+pub fn guard_breach(name: &str, before_zone: &[u8], after_zone: &[u8]) -> Option<GuardBreach> {
+    let changed_before: Vec<usize> =
+        before_zone.iter().enumerate().filter(|(_, b)| **b != GUARD_BYTE).map(|(i, _)| i).collect();
+    let changed_after: Vec<usize> =
+        after_zone.iter().enumerate().filter(|(_, b)| **b != GUARD_BYTE).map(|(i, _)| i).collect();
+    if changed_before.is_empty() && changed_after.is_empty() {
+        return None;
+    }
+    let farthest = match changed_after.last() {
+        Some(i) => *i as i64 + 1,
+        None => -((before_zone.len() - changed_before[0]) as i64),
+    };
+    Some(GuardBreach {
+        name: name.to_string(),
+        before: changed_before.len() as u64,
+        after: changed_after.len() as u64,
+        farthest,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guard_breach_counts_and_places_changed_bytes() {
+        let clean = vec![GUARD_BYTE; 16];
+        assert_eq!(guard_breach("y", &clean, &clean), None);
+        let mut after = clean.clone();
+        after[0] = 0;
+        after[3] = 1;
+        let b = guard_breach("y", &clean, &after).unwrap();
+        assert_eq!((b.before, b.after, b.farthest), (0, 2, 4));
+        let mut before = clean.clone();
+        before[12] = 9;
+        let b = guard_breach("x", &before, &clean).unwrap();
+        assert_eq!((b.before, b.after, b.farthest), (1, 0, -4));
+    }
+}

@@ -1,0 +1,417 @@
+//! The worker processes that execute versions, and their lifetimes. A [`Runners`] is held for as
+//! long as its owner lives: one `rung check` (every version of it), or a long-running process
+//! (`rung watch`, the TUI, the MCP server, `rung selftest`), so the Python zygote's imports stay
+//! warm across checks. Each check of a Python version runs in a fresh child forked from the
+//! zygote; each CUDA version runs in the native worker, which is replaced after any CUDA error.
+//!
+//! Every request has a time limit. On a time-out the process running it is killed (the zygote's
+//! child, or the native worker) and the failure is returned: the next request finds a working
+//! worker again.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+use crate::protocol::{self, CallMode, Capability, Fork, Hello, Op, Request, Response, WorkerError, WorkerKind};
+
+const PYTHON_WORKER: &str = include_str!("../assets/python/rung_worker.py");
+
+/// How long a worker may take to start (the zygote imports torch and Triton).
+pub const START_LIMIT: Duration = Duration::from_secs(120);
+
+/// Why a request got no answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// No answer within the limit; the process running it was killed.
+    Timeout(Duration),
+    /// The process died; the text says how (signal, status) and what it printed last.
+    Died(String),
+    /// The worker answered something that is not the protocol, or could not start.
+    Protocol(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Timeout(d) => {
+                write!(f, "no answer within {:.1} s (limits.run in rung.toml); the worker was killed", d.as_secs_f64())
+            }
+            Failure::Died(why) => write!(f, "{why}"),
+            Failure::Protocol(why) => write!(f, "{why}"),
+        }
+    }
+}
+
+/// A child process speaking the protocol on its standard input and output; its standard error
+/// goes to a log file, whose tail is quoted when it dies.
+pub struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+    log: PathBuf,
+    pub hello: Hello,
+}
+
+impl Worker {
+    pub fn start(mut cmd: Command, log: &Path) -> Result<Worker, Failure> {
+        let what = cmd.get_program().to_string_lossy().into_owned();
+        if let Some(dir) = log.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let stderr = std::fs::File::create(log).map(Stdio::from).unwrap_or_else(|_| Stdio::null());
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .map_err(|e| Failure::Protocol(format!("cannot start the worker ({what}): {e}")))?;
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let placeholder = Hello {
+            protocol: 0,
+            worker: WorkerKind::Native,
+            pid: 0,
+            capabilities: vec![],
+            gpu: None,
+            uuid: None,
+            python: None,
+            packages: Default::default(),
+            start_seconds: None,
+            error: None,
+        };
+        let mut w = Worker { child, stdin, lines, log: log.to_path_buf(), hello: placeholder };
+        let line = w.read(START_LIMIT).map_err(|e| match e {
+            Failure::Timeout(_) => Failure::Protocol(format!(
+                "the worker ({what}) did not start within {} s; its log: {}",
+                START_LIMIT.as_secs(),
+                w.log.display()
+            )),
+            other => other,
+        })?;
+        let hello: Hello = serde_json::from_str(&line)
+            .map_err(|e| Failure::Protocol(format!("bad handshake from the worker ({what}): {e}: {line}")))?;
+        if hello.protocol != protocol::PROTOCOL {
+            return Err(Failure::Protocol(format!(
+                "the worker speaks protocol {}, rung speaks {}",
+                hello.protocol,
+                protocol::PROTOCOL
+            )));
+        }
+        if let Some(e) = &hello.error {
+            return Err(Failure::Protocol(format!("the worker cannot run: {}: {}", e.kind, e.message)));
+        }
+        w.hello = hello;
+        Ok(w)
+    }
+
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        let tail = lines[lines.len().saturating_sub(6)..].join("\n");
+        if tail.is_empty() { String::new() } else { format!("; it printed:\n{tail}") }
+    }
+
+    fn read(&mut self, limit: Duration) -> Result<String, Failure> {
+        self.lines.recv_timeout(limit).map_err(|e| match e {
+            RecvTimeoutError::Timeout => Failure::Timeout(limit),
+            RecvTimeoutError::Disconnected => {
+                let status = self.child.wait().map(|s| s.to_string()).unwrap_or_default();
+                Failure::Died(format!("the worker died ({status}){}", self.log_tail()))
+            }
+        })
+    }
+
+    fn send(&mut self, req: &Request) -> Result<(), Failure> {
+        let line = serde_json::to_string(req).expect("requests serialise") + "\n";
+        self.stdin
+            .write_all(line.as_bytes())
+            .and_then(|_| self.stdin.flush())
+            .map_err(|_| Failure::Died(format!("the worker is gone{}", self.log_tail())))
+    }
+
+    fn receive(&mut self, limit: Duration) -> Result<Response, Failure> {
+        let line = self.read(limit)?;
+        serde_json::from_str(&line).map_err(|e| Failure::Protocol(format!("bad answer from the worker: {e}: {line}")))
+    }
+
+    /// One request and its answer. A time-out leaves the worker running: the caller decides
+    /// what to kill.
+    pub fn call(&mut self, req: &Request, limit: Duration) -> Result<Response, Failure> {
+        self.send(req)?;
+        self.receive(limit)
+    }
+
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.send(&Request { id: 0, op: Op::Exit });
+        let deadline = Instant::now() + Duration::from_millis(200);
+        while Instant::now() < deadline {
+            if !self.alive() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.kill();
+    }
+}
+
+fn signal_kill(pid: u32) {
+    // SAFETY: kill(2) on a pid this process's zygote forked and reported; the worst case is
+    // ESRCH when it has already exited.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGKILL);
+    }
+}
+
+/// The Python zygote and its current child.
+pub struct Zygote {
+    worker: Worker,
+    /// Triton's interpreter (TRITON_INTERPRET=1, no CUDA) or real Triton.
+    pub interpret: bool,
+    child: Option<u32>,
+    next_id: u64,
+}
+
+impl Zygote {
+    fn start(python: &Path, script: &Path, interpret: bool, env: &WorkerEnv) -> Result<Zygote, Failure> {
+        let mut cmd = Command::new(python);
+        cmd.arg(script).arg(if interpret { "--interpret" } else { "--cuda" });
+        env.apply(&mut cmd);
+        if interpret {
+            cmd.env("TRITON_INTERPRET", "1");
+        } else {
+            cmd.env_remove("TRITON_INTERPRET");
+        }
+        let log = env.logs.join(format!("python-{}.log", if interpret { "interpret" } else { "cuda" }));
+        let worker = Worker::start(cmd, &log)?;
+        Ok(Zygote { worker, interpret, child: None, next_id: 1 })
+    }
+
+    pub fn hello(&self) -> &Hello {
+        &self.worker.hello
+    }
+
+    fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// Forks the child for one check; in `Cuda` mode it opens the GPU first. Returns the fork's
+    /// answer (its phases: fork, cuda_init).
+    pub fn fork(&mut self, mode: CallMode, limit: Duration) -> Result<Response, Failure> {
+        self.end_child();
+        let id = self.id();
+        let resp = self.worker.call(&Request { id, op: Op::Fork(Fork { mode }) }, limit)?;
+        if resp.ok {
+            self.child = resp.pid;
+        }
+        Ok(resp)
+    }
+
+    /// One request to the current child. On a time-out the child is killed and the zygote's
+    /// report of its death read, so the zygote is ready for the next fork.
+    pub fn call(&mut self, op: Op, limit: Duration) -> Result<Response, Failure> {
+        let id = self.id();
+        match self.worker.call(&Request { id, op }, limit) {
+            Ok(resp) if resp.id.is_none() && !resp.ok => {
+                // The zygote's line: the child died while running the request.
+                self.child = None;
+                let e = resp.error.unwrap_or_else(|| WorkerError::new("WorkerDied", "the child died"));
+                Err(Failure::Died(format!("{}{}", e.message, self.worker.log_tail())))
+            }
+            Ok(resp) => Ok(resp),
+            Err(Failure::Timeout(d)) => {
+                if let Some(pid) = self.child.take() {
+                    signal_kill(pid);
+                    // The zygote reports the death; read it so the next answer lines up.
+                    if self.worker.receive(Duration::from_secs(10)).is_err() {
+                        self.worker.kill();
+                    }
+                } else {
+                    self.worker.kill();
+                }
+                Err(Failure::Timeout(d))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Ends the current child, if any, and waits for it to say so.
+    pub fn end_child(&mut self) {
+        if self.child.take().is_some() {
+            let id = self.id();
+            if self.worker.call(&Request { id, op: Op::Exit }, Duration::from_secs(10)).is_err() {
+                self.worker.kill();
+            }
+        }
+    }
+}
+
+/// The native worker (`rung worker`).
+pub struct Native {
+    worker: Worker,
+    next_id: u64,
+}
+
+/// What every worker process gets: its folder for bulk files, the workspace's Triton cache, the
+/// log folder.
+#[derive(Debug, Clone)]
+pub struct WorkerEnv {
+    pub cwd: PathBuf,
+    pub triton_cache: PathBuf,
+    pub logs: PathBuf,
+    pub data: PathBuf,
+}
+
+impl WorkerEnv {
+    fn apply(&self, cmd: &mut Command) {
+        cmd.current_dir(&self.cwd)
+            .env("TRITON_CACHE_DIR", &self.triton_cache)
+            .env("TRITON_DEFAULT_FP_FUSION", "1")
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env("PYTHONUNBUFFERED", "1")
+            .env("RUNG_WORKER_DIR", &self.data);
+    }
+}
+
+/// The workers a process keeps: started on first use, restarted when one dies.
+pub struct Runners {
+    pub env: WorkerEnv,
+    script: PathBuf,
+    python: Option<PathBuf>,
+    zygotes: Vec<Zygote>,
+    native: Option<Native>,
+    /// Seconds each zygote took to start (imports), for the record.
+    pub zygote_starts: Vec<f64>,
+}
+
+/// Bulk data goes through files in shared memory when the system has it.
+pub fn data_dir() -> PathBuf {
+    let base = Path::new("/dev/shm");
+    let base = if base.is_dir() { base.to_path_buf() } else { std::env::temp_dir() };
+    base.join(format!("rung-{}-{}", std::process::id(), crate::store::now_ms()))
+}
+
+impl Runners {
+    /// Workers for the workspace at `root` (its `.rung` state folder is `state`).
+    pub fn new(root: &Path, state: &Path, python: Option<PathBuf>) -> std::io::Result<Runners> {
+        let data = data_dir();
+        std::fs::create_dir_all(&data)?;
+        let script = data.join("rung_worker.py");
+        std::fs::write(&script, PYTHON_WORKER)?;
+        Ok(Runners {
+            env: WorkerEnv {
+                cwd: root.to_path_buf(),
+                triton_cache: state.join("triton-cache"),
+                logs: state.join("logs"),
+                data,
+            },
+            script,
+            python,
+            zygotes: Vec::new(),
+            native: None,
+            zygote_starts: Vec::new(),
+        })
+    }
+
+    /// The folder for one check's bulk files (emptied first).
+    pub fn scratch(&self, name: &str) -> PathBuf {
+        let dir = self.env.data.join(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::create_dir_all(&dir);
+        dir
+    }
+
+    /// The zygote (interpreter or real Triton), started if needed (or restarted if it died).
+    pub fn zygote(&mut self, interpret: bool) -> Result<&mut Zygote, Failure> {
+        if let Some(i) = self.zygotes.iter().position(|z| z.interpret == interpret)
+            && !self.zygotes[i].worker.alive()
+        {
+            self.zygotes.remove(i);
+        }
+        if !self.zygotes.iter().any(|z| z.interpret == interpret) {
+            let python = self.python.clone().ok_or_else(|| {
+                Failure::Protocol("no Python with numpy for the worker: run `rung setup`".to_string())
+            })?;
+            let t0 = Instant::now();
+            let z = Zygote::start(&python, &self.script, interpret, &self.env)?;
+            self.zygote_starts.push(t0.elapsed().as_secs_f64());
+            self.zygotes.push(z);
+        }
+        Ok(self.zygotes.iter_mut().find(|z| z.interpret == interpret).expect("just started"))
+    }
+
+    /// Whether that zygote is already running (its imports are warm).
+    pub fn warm(&self, interpret: bool) -> bool {
+        self.zygotes.iter().any(|z| z.interpret == interpret)
+    }
+
+    /// One launch in the native worker. After a CUDA error, a death or a time-out the worker is
+    /// dropped; the next launch starts a fresh one.
+    pub fn launch(&mut self, launch: protocol::Launch, limit: Duration) -> Result<Response, Failure> {
+        if self.native.as_mut().is_some_and(|n| !n.worker.alive()) {
+            self.native = None;
+        }
+        if self.native.is_none() {
+            let exe =
+                std::env::current_exe().map_err(|e| Failure::Protocol(format!("cannot find rung itself: {e}")))?;
+            let mut cmd = Command::new(exe);
+            cmd.arg("worker");
+            self.env.apply(&mut cmd);
+            let worker = Worker::start(cmd, &self.env.logs.join("native.log"))?;
+            self.native = Some(Native { worker, next_id: 1 });
+        }
+        let native = self.native.as_mut().expect("started");
+        native.next_id += 1;
+        let req = Request { id: native.next_id, op: Op::Launch(launch) };
+        let resp = native.worker.call(&req, limit);
+        let broken = match &resp {
+            Ok(r) => r.error.as_ref().is_some_and(|e| e.kind.starts_with("CUDA_ERROR")),
+            Err(_) => true,
+        };
+        if broken && let Some(mut n) = self.native.take() {
+            n.worker.kill();
+        }
+        resp
+    }
+
+    /// Whether the native worker can launch clusters (known once it has started).
+    pub fn native_has(&self, cap: Capability) -> bool {
+        self.native.as_ref().is_some_and(|n| n.worker.hello.capabilities.contains(&cap))
+    }
+
+    /// Ends the zygotes' children (between checks).
+    pub fn end_children(&mut self) {
+        for z in &mut self.zygotes {
+            z.end_child();
+        }
+    }
+}
+
+impl Drop for Runners {
+    fn drop(&mut self) {
+        self.zygotes.clear();
+        self.native = None;
+        let _ = std::fs::remove_dir_all(&self.env.data);
+    }
+}

@@ -1,0 +1,242 @@
+//! The worker protocol: the committed schema is the one the Rust types generate, every message
+//! survives a JSON round trip, and what the Python worker really prints parses as those types
+//! and validates against the schema, the zygote's report of a crashed child included.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+use rung::dtype::DType;
+use rung::protocol::*;
+
+fn committed() -> serde_json::Value {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/schema/worker.schema.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn the_committed_schema_is_generated_from_the_types() {
+    assert_eq!(committed(), schema(), "schema/worker.schema.json is stale: run `rung schema --worker`");
+}
+
+fn samples() -> Vec<Message> {
+    let tensor = TensorFile { path: "/dev/shm/x.bin".into(), dtype: DType::Bf16, shape: vec![3, 1000] };
+    vec![
+        Message::Hello(Hello {
+            protocol: PROTOCOL,
+            worker: WorkerKind::Python,
+            pid: 42,
+            capabilities: vec![Capability::Call, Capability::Fork, Capability::Cuda],
+            gpu: None,
+            uuid: None,
+            python: Some("3.11.7".into()),
+            packages: BTreeMap::from([("torch".into(), "2.11.0".into())]),
+            start_seconds: Some(1.5),
+            error: None,
+        }),
+        Message::Request(Request {
+            id: 7,
+            op: Op::Launch(Launch {
+                cubin: "a.cubin".into(),
+                kernel: "k".into(),
+                grid: [132, 1, 1],
+                block: [256, 1, 1],
+                smem: 100_000,
+                cluster: Some([2, 1, 1]),
+                params: vec![
+                    LaunchParam::Buffer { name: "x".into(), path: "/dev/shm/x.bin".into() },
+                    LaunchParam::Scalar { name: "eps".into(), ctype: "float".into(), value: 1e-6 },
+                ],
+                guard_bytes: GUARD_BYTES,
+            }),
+        }),
+        Message::Request(Request {
+            id: 8,
+            op: Op::Call(Call {
+                file: "versions/v004.py".into(),
+                function: "run".into(),
+                mode: CallMode::Cuda,
+                args: BTreeMap::from([
+                    ("x".into(), Arg::Tensor(tensor.clone())),
+                    ("rows".into(), Arg::Value(serde_json::json!(3))),
+                ]),
+                returns: BTreeMap::new(),
+                guard_bytes: 0,
+            }),
+        }),
+        Message::Request(Request { id: 9, op: Op::Fork(Fork { mode: CallMode::Interpret }) }),
+        Message::Request(Request {
+            id: 10,
+            op: Op::Problem(Problem {
+                format: ProblemFormat::GpuMode,
+                problem: "reference.py".into(),
+                version: "versions/v001.py".into(),
+                args: BTreeMap::from([("size".into(), serde_json::json!(127))]),
+                seed: 5,
+                dir: "/dev/shm/t0".into(),
+            }),
+        }),
+        Message::Request(Request { id: 11, op: Op::Exit }),
+        Message::Response(Response {
+            id: Some(8),
+            ok: true,
+            seconds: Some(0.25),
+            guards: vec![GuardBreach { name: "y".into(), before: 0, after: 4, farthest: 4 }],
+            pending_ms: Some(101.0),
+            kernels: vec![CapturedKernel {
+                name: "k".into(),
+                hash: "abc".into(),
+                ptx: Some("k.ptx".into()),
+                cubin: None,
+                grid: None,
+                num_warps: Some(4),
+            }],
+            phases: BTreeMap::from([("cuda_init".into(), 0.3)]),
+            ..Default::default()
+        }),
+        Message::Response(Response {
+            id: None,
+            ok: false,
+            error: Some(WorkerError::new("WorkerDied", "killed by SIGSEGV")),
+            ..Default::default()
+        }),
+    ]
+}
+
+#[test]
+fn every_message_round_trips_and_validates() {
+    let validator = jsonschema::validator_for(&committed()).unwrap();
+    for m in samples() {
+        let text = serde_json::to_string(&m).unwrap();
+        let back: Message = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, m, "{text}");
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let errors: Vec<String> = validator.iter_errors(&value).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{text}: {errors:?}");
+    }
+}
+
+#[test]
+fn a_response_with_an_unknown_field_is_refused() {
+    let bad = r#"{"id": 1, "ok": true, "secs": 0.1}"#;
+    assert!(serde_json::from_str::<Response>(bad).is_err());
+}
+
+fn python_with_numpy() -> Option<String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_rung")).args(["doctor", "--json"]).output().ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let py = &v["toolchain"]["python"];
+    if py["packages"]["numpy"].is_string() {
+        return py["path"].as_str().map(str::to_string);
+    }
+    assert!(std::env::var_os("RUNG_REQUIRE_TOOLCHAIN").is_none(), "RUNG_REQUIRE_TOOLCHAIN is set but numpy is missing");
+    eprintln!("SKIPPED: no Python with numpy (run `rung setup`)");
+    None
+}
+
+#[test]
+fn the_python_worker_speaks_the_protocol_and_the_zygote_survives_a_crashed_child() {
+    let Some(python) = python_with_numpy() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(
+        dir.join("reference.py"),
+        "import os, signal\n\ndef reference(x):\n    return x * 2\n\ndef crash(x):\n    os.kill(os.getpid(), signal.SIGSEGV)\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("checks.py"), "from rung import rung\n\n@rung(\"positive\")\ndef p(i, o, s):\n    assert (o[\"y\"] > 0).all(), \"not positive\"\n").unwrap();
+    let x: Vec<u8> = [1f32, 2.0, 3.0, 4.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(dir.join("x.bin"), &x).unwrap();
+    let mut child = Command::new(&python)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python/rung_worker.py"))
+        .arg("--interpret")
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let validator = jsonschema::validator_for(&committed()).unwrap();
+    let mut next = |validate: bool| -> serde_json::Value {
+        let line = lines.next().unwrap().unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if validate {
+            let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
+            assert!(errors.is_empty(), "{line}: {errors:?}");
+        }
+        v
+    };
+    let hello: Hello = serde_json::from_value(next(true)).unwrap();
+    assert_eq!(hello.protocol, PROTOCOL);
+    assert!(hello.capabilities.contains(&Capability::Fork));
+    let mut send = |req: Request| {
+        writeln!(stdin, "{}", serde_json::to_string(&req).unwrap()).unwrap();
+        stdin.flush().unwrap();
+    };
+    let x_file = TensorFile { path: dir.join("x.bin"), dtype: DType::F32, shape: vec![4] };
+    let y_file = TensorFile { path: dir.join("y.bin"), dtype: DType::F32, shape: vec![4] };
+    for round in 0..2 {
+        send(Request { id: 1, op: Op::Fork(Fork { mode: CallMode::Reference }) });
+        let forked: Response = serde_json::from_value(next(true)).unwrap();
+        assert!(forked.ok && forked.pid.is_some(), "{forked:?}");
+        assert!(forked.phases.contains_key("fork"));
+        send(Request {
+            id: 2,
+            op: Op::Call(Call {
+                file: "reference.py".into(),
+                function: "reference".into(),
+                mode: CallMode::Reference,
+                args: BTreeMap::from([("x".into(), Arg::Tensor(x_file.clone()))]),
+                returns: BTreeMap::from([("y".into(), y_file.clone())]),
+                guard_bytes: 0,
+            }),
+        });
+        let r: Response = serde_json::from_value(next(true)).unwrap();
+        assert!(r.ok, "{r:?}");
+        let y: Vec<f32> = std::fs::read(dir.join("y.bin"))
+            .unwrap()
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(y, vec![2.0, 4.0, 6.0, 8.0]);
+        send(Request {
+            id: 3,
+            op: Op::Checks(Checks {
+                file: "checks.py".into(),
+                sizes: BTreeMap::new(),
+                inputs: BTreeMap::from([("x".into(), x_file.clone())]),
+                outputs: BTreeMap::from([("y".into(), y_file.clone())]),
+            }),
+        });
+        let r: Response = serde_json::from_value(next(true)).unwrap();
+        assert_eq!(r.rungs.len(), 1);
+        assert!(r.rungs[0].ok);
+        if round == 0 {
+            // The child dies; the zygote says so, and the next fork works.
+            send(Request {
+                id: 4,
+                op: Op::Call(Call {
+                    file: "reference.py".into(),
+                    function: "crash".into(),
+                    mode: CallMode::Reference,
+                    args: BTreeMap::from([("x".into(), Arg::Tensor(x_file.clone()))]),
+                    returns: BTreeMap::new(),
+                    guard_bytes: 0,
+                }),
+            });
+            let died: Response = serde_json::from_value(next(true)).unwrap();
+            assert!(!died.ok);
+            let e = died.error.unwrap();
+            assert_eq!(e.kind, "WorkerDied");
+            assert!(e.message.contains("SIGSEGV"), "{}", e.message);
+        } else {
+            send(Request { id: 5, op: Op::Exit });
+            let bye: Response = serde_json::from_value(next(true)).unwrap();
+            assert!(bye.ok);
+        }
+    }
+    send(Request { id: 6, op: Op::Exit });
+    assert!(child.wait().unwrap().success());
+}
