@@ -195,6 +195,14 @@ pub struct Checks {
 #[serde(deny_unknown_fields)]
 pub struct Fork {
     pub mode: CallMode,
+    /// Calls the zygote runs first, each in its own short-lived child, all at once, so that
+    /// Triton compiles every specialisation in parallel into the cache the check's child then
+    /// reads. Their outcomes are not reported (the check's own calls are).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prewarm: Vec<Call>,
+    /// How long the prewarm children may take before they are killed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prewarm_seconds: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -219,9 +219,14 @@ impl Zygote {
     /// Forks the child for one check; in `Cuda` mode it opens the GPU first. Returns the fork's
     /// answer (its phases: fork, cuda_init).
     pub fn fork(&mut self, mode: CallMode, limit: Duration) -> Result<Response, Failure> {
+        self.fork_with(Fork { mode, prewarm: vec![], prewarm_seconds: None }, limit)
+    }
+
+    /// As [`Zygote::fork`], with prewarm calls.
+    pub fn fork_with(&mut self, fork: Fork, limit: Duration) -> Result<Response, Failure> {
         self.end_child();
         let id = self.id();
-        let resp = self.worker.call(&Request { id, op: Op::Fork(Fork { mode }) }, limit)?;
+        let resp = self.worker.call(&Request { id, op: Op::Fork(fork) }, limit)?;
         if resp.ok {
             self.child = resp.pid;
         }
@@ -303,6 +308,9 @@ pub struct Runners {
     native: Option<Native>,
     /// Seconds each zygote took to start (imports), for the record.
     pub zygote_starts: Vec<f64>,
+    /// Helpers left running after a check recorded its result (disassembling the kernels that
+    /// launched): reaped as they finish, waited for when the runners end.
+    pub background: Vec<Child>,
 }
 
 /// Bulk data goes through files in shared memory when the system has it.
@@ -331,6 +339,7 @@ impl Runners {
             zygotes: Vec::new(),
             native: None,
             zygote_starts: Vec::new(),
+            background: Vec::new(),
         })
     }
 
@@ -400,6 +409,11 @@ impl Runners {
         self.native.as_ref().is_some_and(|n| n.worker.hello.capabilities.contains(&cap))
     }
 
+    /// Forgets background helpers that have finished.
+    pub fn reap(&mut self) {
+        self.background.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
+    }
+
     /// Ends the zygotes' children (between checks).
     pub fn end_children(&mut self) {
         for z in &mut self.zygotes {
@@ -410,6 +424,9 @@ impl Runners {
 
 impl Drop for Runners {
     fn drop(&mut self) {
+        for mut c in self.background.drain(..) {
+            let _ = c.wait();
+        }
         self.zygotes.clear();
         self.native = None;
         let _ = std::fs::remove_dir_all(&self.env.data);

@@ -71,6 +71,20 @@ pub struct FaultRun {
     /// The good version checked right after: passed, and how long its check took.
     pub recovered: Option<bool>,
     pub recovery_seconds: Option<f64>,
+    /// Where the good version's check spent its time (the run's phases, seconds).
+    #[serde(default)]
+    pub recovery_phases: BTreeMap<String, f64>,
+}
+
+/// The run stage's phases of a version's record.
+fn phases_of(rec: &VersionReport) -> BTreeMap<String, f64> {
+    rec.stages
+        .iter()
+        .find_map(|s| match &s.detail {
+            crate::report::StageDetail::Run(r) => Some(r.phases.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 fn describe(stage: Stage, verdict: Verdict, reason: Option<&str>) -> String {
@@ -230,6 +244,7 @@ pub fn run_faults(
             seconds,
             recovered,
             recovery_seconds: recovered.map(|_| recovery_seconds),
+            recovery_phases: phases_of(&g.versions[0]),
         };
         progress(&run);
         out.push(run);
@@ -342,14 +357,7 @@ pub fn run_warm(dir: &Path, rounds: usize) -> anyhow::Result<Vec<WarmRun>> {
         }
         let v = &report.versions[0];
         let stages_ms = v.stages.iter().map(|s| (s.stage.name().to_string(), s.duration_ms)).collect();
-        let phases = v
-            .stages
-            .iter()
-            .find_map(|s| match &s.detail {
-                crate::report::StageDetail::Run(r) => Some(r.phases.clone()),
-                _ => None,
-            })
-            .unwrap_or_default();
+        let phases = phases_of(v);
         out.push(WarmRun {
             kind: if fresh { "fresh".into() } else { "warm".into() },
             seconds,

@@ -64,7 +64,21 @@ fn samples() -> Vec<Message> {
                 guard_bytes: 0,
             }),
         }),
-        Message::Request(Request { id: 9, op: Op::Fork(Fork { mode: CallMode::Interpret }) }),
+        Message::Request(Request {
+            id: 9,
+            op: Op::Fork(Fork {
+                mode: CallMode::Cuda,
+                prewarm: vec![Call {
+                    file: "v.py".into(),
+                    function: "run".into(),
+                    mode: CallMode::Cuda,
+                    args: BTreeMap::new(),
+                    returns: BTreeMap::new(),
+                    guard_bytes: GUARD_BYTES,
+                }],
+                prewarm_seconds: Some(10.0),
+            }),
+        }),
         Message::Request(Request {
             id: 10,
             op: Op::Problem(Problem {
@@ -178,7 +192,10 @@ fn the_python_worker_speaks_the_protocol_and_the_zygote_survives_a_crashed_child
     let x_file = TensorFile { path: dir.join("x.bin"), dtype: DType::F32, shape: vec![4] };
     let y_file = TensorFile { path: dir.join("y.bin"), dtype: DType::F32, shape: vec![4] };
     for round in 0..2 {
-        send(Request { id: 1, op: Op::Fork(Fork { mode: CallMode::Reference }) });
+        send(Request {
+            id: 1,
+            op: Op::Fork(Fork { mode: CallMode::Reference, prewarm: vec![], prewarm_seconds: None }),
+        });
         let forked: Response = serde_json::from_value(next(true)).unwrap();
         assert!(forked.ok && forked.pid.is_some(), "{forked:?}");
         assert!(forked.phases.contains_key("fork"));

@@ -628,6 +628,10 @@ def _serve_child(fork_req, t_fork):
     mode = fork_req.get("mode", "interpret")
     state = {"mode": mode, "imported": set(), "dir": os.environ.get("RUNG_WORKER_DIR", "/tmp")}
     phases = {"fork": time.perf_counter() - t_fork}
+    if fork_req.get("_prewarm") is not None:
+        phases["prewarm"], killed = fork_req["_prewarm"]
+        if killed:
+            phases["prewarm_killed"] = float(killed)
     if mode == "cuda":
         t = time.perf_counter()
         try:
@@ -666,6 +670,51 @@ def _serve_child(fork_req, t_fork):
             file = req.get("file") or req.get("version")
             resp = {"id": req.get("id"), "ok": False, "error": _error(exc, file)}
         _send(resp)
+
+
+def _prewarm(req):
+    """Runs the fork's prewarm calls at once, each in its own child that opens the GPU, calls,
+    and exits without a word: Triton compiles every specialisation in parallel into the cache the
+    check's child then reads. Children still running at the limit are killed. Returns the
+    seconds it took and how many were killed, or None when there was nothing to do."""
+    calls = req.get("prewarm") or []
+    if not calls:
+        return None
+    t0 = time.perf_counter()
+    limit = float(req.get("prewarm_seconds") or 30.0)
+    pids = []
+    for call in calls:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                import torch
+                torch.cuda.init()
+                _call(call, {"mode": "cuda", "imported": set(), "dir": os.environ.get("RUNG_WORKER_DIR", "/tmp")})
+                torch.cuda.synchronize()
+            except BaseException:
+                pass
+            os._exit(0)
+        pids.append(pid)
+    deadline = t0 + limit
+    killed = 0
+    while pids:
+        for pid in list(pids):
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done:
+                pids.remove(pid)
+        if pids and time.perf_counter() > deadline:
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            for pid in pids:
+                os.waitpid(pid, 0)
+            killed = len(pids)
+            break
+        if pids:
+            time.sleep(0.002)
+    return time.perf_counter() - t0, killed
 
 
 def _death(status):
@@ -724,6 +773,10 @@ def main():
         t_fork = time.perf_counter()
         _proto.flush()
         sys.stderr.flush()
+        prewarmed = _prewarm(req)
+        if prewarmed is not None:
+            t_fork = time.perf_counter()
+            req["_prewarm"] = prewarmed
         pid = os.fork()
         if pid == 0:
             try:

@@ -438,6 +438,10 @@ fn selftest(args: &SelftestArgs) -> Result<i32> {
         doc.insert("warm".into(), serde_json::to_value(&runs)?);
     }
     doc.insert("ok".into(), all_ok.into());
+    if let Some(path) = &args.out {
+        std::fs::write(path, serde_json::to_string_pretty(&doc)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     if args.json {
         println!("{}", serde_json::to_string(&doc)?);
     } else {

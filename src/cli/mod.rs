@@ -167,4 +167,7 @@ pub struct SelftestArgs {
     /// Warm-path rounds.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
+    /// Also write the JSON results to this file.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }

@@ -43,8 +43,11 @@ pub struct RunDetail {
     pub mode: String,
     pub sizes: Vec<SizeRun>,
     /// Where the time went, in seconds: `zygote_start` (only when the worker started for this
-    /// check), `fork`, `cuda_init`, `import`, `first_run` (compiles included), `run`,
-    /// `reference`, `metrics`.
+    /// check), `prewarm` (Triton compiling every test size's kernels in parallel, when the
+    /// source is new), `fork`, `cuda_init`, `import`, `inputs` (drawing and writing them),
+    /// `first_run` (the decoy runs, any compile left included), `run` (the checked runs),
+    /// `worker_overhead` (staging, guard checks, round trips), `reference`, `metrics`, `dumps`
+    /// (keeping the kernels that launched).
     #[serde(default)]
     pub phases: BTreeMap<String, f64>,
     /// Triton kernels that really launched on the GPU (their PTX and cubin are in the dumps).
@@ -323,27 +326,33 @@ impl<'a> Checker<'a> {
         *self.phases.entry(name.to_string()).or_insert(0.0) += seconds;
     }
 
-    /// Forks the Python child for this check.
-    fn fork(&mut self) -> Result<(), String> {
+    /// Forks the Python child for this check, after compiling in parallel when `prewarm` has
+    /// calls.
+    /// Returns whether a prewarm call ran past the limit (run() does not return).
+    fn fork(&mut self, prewarm: Vec<protocol::Call>) -> Result<bool, String> {
         let interpret = self.mode == CallMode::Interpret;
         let warm = self.runners.warm(interpret);
         let t0 = Instant::now();
-        let limit = self.spec.limits.run.max(Duration::from_secs(30));
+        let limit = self.spec.limits.run * 2 + Duration::from_secs(30);
+        let prewarm_seconds = (!prewarm.is_empty()).then_some(self.spec.limits.run.as_secs_f64());
         self.runners.zygote(interpret).map_err(|e| e.to_string())?;
         if !warm {
             self.add_phase("zygote_start", t0.elapsed().as_secs_f64());
         }
         let mode = self.mode;
         let z = self.runners.zygote(interpret).map_err(|e| e.to_string())?;
-        let resp = z.fork(mode, limit).map_err(|e| format!("the Python worker could not fork: {e}"))?;
+        let resp = z
+            .fork_with(protocol::Fork { mode, prewarm, prewarm_seconds }, limit)
+            .map_err(|e| format!("the Python worker could not fork: {e}"))?;
         if !resp.ok {
             let e = resp.error.unwrap_or_else(|| WorkerError::new("WorkerDied", "the child did not start"));
             return Err(format!("the Python worker's child could not start: {}: {}", e.kind, e.message));
         }
+        let killed = resp.phases.get("prewarm_killed").copied().unwrap_or(0.0);
         for (k, s) in resp.phases {
             self.add_phase(&k, s);
         }
-        Ok(())
+        Ok(killed > 0.0)
     }
 
     fn python(&mut self, op: protocol::Op) -> Result<Response, Failure> {
@@ -423,13 +432,87 @@ impl<'a> Checker<'a> {
         self.runners.launch(launch, limit).map_err(as_failure)
     }
 
-    fn run_version(&mut self, v: &VersionFile, source: &str, reference: &Path) -> RunOutcome {
-        if let Err(e) = self.fork() {
-            return failed(Verdict::Error, None, e);
+    /// For a Triton version on the GPU whose source rung has not compiled yet: one call of
+    /// run() per test size, on its own copy of the inputs, for the zygote to run in parallel.
+    fn prewarm_calls(
+        &self,
+        v: &VersionFile,
+        params: &[String],
+        marker: &Path,
+        source_hash: &str,
+    ) -> Vec<protocol::Call> {
+        if self.mode != CallMode::Cuda || v.kind != VersionKind::Triton {
+            return vec![];
         }
+        if std::fs::read_to_string(marker).is_ok_and(|h| h.trim() == source_hash) {
+            return vec![];
+        }
+        let base = self.runners.scratch(&format!("{}-prewarm", v.id));
+        let mut calls = Vec::new();
+        for (si, sizes) in self.spec.test_sizes.iter().enumerate() {
+            let dir = base.join(format!("s{si}"));
+            let _ = std::fs::create_dir_all(&dir);
+            let mut files = BTreeMap::new();
+            for (idx, t) in self.spec.inputs.iter().chain(&self.spec.outputs).enumerate() {
+                let shape = self.spec.shape_at(t, sizes).unwrap_or_default();
+                let numel = shape.iter().product::<i64>() as usize;
+                let bytes = inputs::generate(t.dtype, &t.init, self.seed, idx as u64, numel);
+                let path = dir.join(format!("{}.bin", t.name));
+                if std::fs::write(&path, &bytes).is_err() {
+                    return vec![];
+                }
+                files.insert(t.name.clone(), (path, shape));
+            }
+            let Ok(args) = call_args(self.spec, params, sizes, |t, _| {
+                let (path, shape) = &files[&t.name];
+                TensorFile { path: path.clone(), dtype: t.dtype, shape: shape.clone() }
+            }) else {
+                return vec![];
+            };
+            calls.push(protocol::Call {
+                file: v.path.clone(),
+                function: "run".into(),
+                mode: CallMode::Cuda,
+                args,
+                returns: BTreeMap::new(),
+                guard_bytes: protocol::GUARD_BYTES,
+            });
+        }
+        calls
+    }
+
+    fn run_version(&mut self, v: &VersionFile, source: &str, reference: &Path) -> RunOutcome {
         let params: Vec<String> = crate::stages::prepare::python_def_params(source, "run")
             .map(|(p, _)| p.into_iter().map(|(n, _)| n).collect())
             .unwrap_or_default();
+        let marker = self.ws.state_dir().join("cache").join("compiled").join(&v.id);
+        let source_hash = sha256_hex(source.as_bytes());
+        let t_inputs = Instant::now();
+        let prewarm = self.prewarm_calls(v, &params, &marker, &source_hash);
+        if !prewarm.is_empty() {
+            self.add_phase("inputs", t_inputs.elapsed().as_secs_f64());
+        }
+        match self.fork(prewarm) {
+            Err(e) => return failed(Verdict::Error, None, e),
+            Ok(true) => {
+                let limit = self.spec.limits.run.as_secs_f64();
+                let mut out = failed(
+                    Verdict::Fail,
+                    Some(Reason::Timeout),
+                    format!(
+                        "no answer within {limit:.1} s (limits.run in rung.toml): run() did not return while its kernels compiled; the worker was killed"
+                    ),
+                );
+                out.run.detail = StageDetail::Run(RunDetail {
+                    mode: "cuda".into(),
+                    sizes: vec![],
+                    phases: std::mem::take(&mut self.phases),
+                    launched: vec![],
+                });
+                return out;
+            }
+            Ok(false) => {}
+        }
         let ref_source = std::fs::read_to_string(self.ws.root.join(reference)).unwrap_or_default();
         let ref_params: Vec<String> = crate::stages::prepare::python_def_params(&ref_source, "reference")
             .map(|(p, _)| p.into_iter().map(|(n, _)| n).collect())
@@ -459,6 +542,7 @@ impl<'a> Checker<'a> {
             let mut pending = None;
             for (pass, poison) in POISON.into_iter().enumerate() {
                 // The first run sees a decoy input set; the second, the real one.
+                let t_inputs = Instant::now();
                 let seed = if pass == 0 { self.seed.wrapping_add(DECOY) } else { self.seed };
                 for (idx, t) in self.spec.inputs.iter().enumerate() {
                     let shape = self.spec.shape_at(t, sizes).unwrap_or_default();
@@ -478,14 +562,17 @@ impl<'a> Checker<'a> {
                     let _ = std::fs::write(&path, vec![poison; len]);
                     files.insert(t.name.clone(), (path, shape));
                 }
-                match self.call_run(v, &params, sizes, &files) {
+                self.add_phase("inputs", t_inputs.elapsed().as_secs_f64());
+                let t_call = Instant::now();
+                let answer = self.call_run(v, &params, sizes, &files);
+                let wall = t_call.elapsed().as_secs_f64();
+                match answer {
                     Ok(resp) if resp.ok => {
                         let s = resp.seconds.unwrap_or(0.0);
-                        if si == 0 && pass == 0 {
-                            self.add_phase("first_run", s);
-                        } else if pass == 1 {
-                            self.add_phase("run", s);
-                        }
+                        // Staging buffers, guard checks, the round trip: all but the call itself.
+                        self.add_phase("worker_overhead", (wall - s).max(0.0));
+                        // The first run at each size includes any compile the prewarm left.
+                        self.add_phase(if pass == 0 { "first_run" } else { "run" }, s);
                         for (k, s) in &resp.phases {
                             self.add_phase(k, *s);
                         }
@@ -720,6 +807,12 @@ impl<'a> Checker<'a> {
             }
         }
         let _ = std::fs::remove_dir_all(&scratch);
+        let _ = std::fs::remove_dir_all(self.runners.env.data.join(format!("{}-prewarm", v.id)));
+        if run_fail.is_none() && v.kind == VersionKind::Triton && self.mode == CallMode::Cuda {
+            // Triton's cache now holds this source's kernels: no prewarm next time.
+            let _ = std::fs::create_dir_all(marker.parent().expect("in cache/compiled"));
+            let _ = std::fs::write(&marker, &source_hash);
+        }
         let on_gpu = self.native.is_some() || self.mode == CallMode::Cuda;
         let mode = if on_gpu { "cuda" } else { "triton-interpreter" };
         let launched = self.keep_launched(v);
@@ -782,13 +875,28 @@ impl<'a> Checker<'a> {
     /// Moves the captured kernels' files into the version's dumps (`launched/`), where they
     /// outlive the check, and points the records at them.
     fn keep_launched(&mut self, v: &VersionFile) -> Vec<CapturedKernel> {
-        keep_launched(self.ws, self.toolchain, v, std::mem::take(&mut self.launched))
+        let t0 = Instant::now();
+        self.runners.reap();
+        let kept =
+            keep_launched(self.ws, self.toolchain, v, std::mem::take(&mut self.launched), &mut self.runners.background);
+        if !kept.is_empty() {
+            self.add_phase("dumps", t0.elapsed().as_secs_f64());
+        }
+        kept
     }
 }
 
 /// The kernels that really launched replace the version's ahead-of-time PTX, cubin and SASS in
 /// `.rung/dumps/<version>/` (so diffs and the TUI show what ran); the records point at them.
-fn keep_launched(ws: &Workspace, tc: &Toolchain, v: &VersionFile, kernels: Vec<CapturedKernel>) -> Vec<CapturedKernel> {
+/// The SASS is written by nvdisasm in the background (`background` holds the processes), so the
+/// check's result does not wait for it.
+fn keep_launched(
+    ws: &Workspace,
+    tc: &Toolchain,
+    v: &VersionFile,
+    kernels: Vec<CapturedKernel>,
+    background: &mut Vec<std::process::Child>,
+) -> Vec<CapturedKernel> {
     if kernels.is_empty() {
         return kernels;
     }
@@ -818,14 +926,16 @@ fn keep_launched(ws: &Workspace, tc: &Toolchain, v: &VersionFile, kernels: Vec<C
                 }
             }
             if let (Some(cubin), Some(nvdisasm)) = (&k.cubin, &tc.nvdisasm)
-                && let Ok(out) = std::process::Command::new(&nvdisasm.path)
+                && let Ok(sass) = std::fs::File::create(dir.join(format!("{stem}.sass")))
+                && let Ok(child) = std::process::Command::new(&nvdisasm.path)
                     .args(["-c", "-g"])
                     .arg(cubin)
                     .current_dir(&ws.root)
-                    .output()
-                && out.status.success()
+                    .stdout(sass)
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
             {
-                let _ = std::fs::write(dir.join(format!("{stem}.sass")), &out.stdout);
+                background.push(child);
             }
             k
         })
@@ -1071,7 +1181,8 @@ pub fn run_problem(
     runners.end_children();
     let _ = std::fs::remove_dir_all(&scratch);
     let on_gpu = mode == CallMode::Cuda;
-    let launched = keep_launched(ws, tc, v, launched);
+    runners.reap();
+    let launched = keep_launched(ws, tc, v, launched, &mut runners.background);
     let run_detail = StageDetail::Run(RunDetail {
         mode: if on_gpu { "cuda" } else { "torch-cpu" }.into(),
         sizes: runs.clone(),
