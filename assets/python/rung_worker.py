@@ -624,14 +624,10 @@ def _problem(req, state):
 # The child: one check
 
 
-def _serve_child(fork_req, t_fork):
+def _serve_child(fork_req, t_fork, gate):
     mode = fork_req.get("mode", "interpret")
     state = {"mode": mode, "imported": set(), "dir": os.environ.get("RUNG_WORKER_DIR", "/tmp")}
     phases = {"fork": time.perf_counter() - t_fork}
-    if fork_req.get("_prewarm") is not None:
-        phases["prewarm"], killed = fork_req["_prewarm"]
-        if killed:
-            phases["prewarm_killed"] = float(killed)
     if mode == "cuda":
         t = time.perf_counter()
         try:
@@ -644,6 +640,20 @@ def _serve_child(fork_req, t_fork):
             os._exit(3)
         phases["cuda_init"] = time.perf_counter() - t
         _hook_triton()
+    if gate is not None:
+        # The prewarm's time and how many of its children were killed, when it is done.
+        text = b""
+        while True:
+            chunk = os.read(gate, 64)
+            if not chunk:
+                break
+            text += chunk
+        os.close(gate)
+        parts = text.decode().split()
+        if len(parts) == 2:
+            phases["prewarm"] = float(parts[0])
+            if int(parts[1]):
+                phases["prewarm_killed"] = float(parts[1])
     _send({"id": fork_req.get("id"), "ok": True, "pid": os.getpid(), "phases": phases})
     while True:
         line = _readline()
@@ -672,16 +682,15 @@ def _serve_child(fork_req, t_fork):
         _send(resp)
 
 
-def _prewarm(req):
-    """Runs the fork's prewarm calls at once, each in its own child that opens the GPU, calls,
+def _prewarm_start(req):
+    """Starts the fork's prewarm calls at once, each in its own child that opens the GPU, calls,
     and exits without a word: Triton compiles every specialisation in parallel into the cache the
-    check's child then reads. Children still running at the limit are killed. Returns the
-    seconds it took and how many were killed, or None when there was nothing to do."""
+    check's child then reads. Returns what _prewarm_wait needs, or None when there is nothing to
+    do."""
     calls = req.get("prewarm") or []
     if not calls:
         return None
     t0 = time.perf_counter()
-    limit = float(req.get("prewarm_seconds") or 30.0)
     pids = []
     for call in calls:
         pid = os.fork()
@@ -695,6 +704,12 @@ def _prewarm(req):
                 pass
             os._exit(0)
         pids.append(pid)
+    return pids, t0, float(req.get("prewarm_seconds") or 30.0)
+
+
+def _prewarm_wait(pids, t0, limit):
+    """Waits for the prewarm children; those still running at the limit are killed. Returns the
+    seconds it took and how many were killed."""
     deadline = t0 + limit
     killed = 0
     while pids:
@@ -773,16 +788,25 @@ def main():
         t_fork = time.perf_counter()
         _proto.flush()
         sys.stderr.flush()
-        prewarmed = _prewarm(req)
-        if prewarmed is not None:
-            t_fork = time.perf_counter()
-            req["_prewarm"] = prewarmed
+        prewarm = _prewarm_start(req)
+        # The check's child opens the GPU while the prewarm compiles, then waits at a gate.
+        gate = os.pipe() if prewarm else None
         pid = os.fork()
         if pid == 0:
             try:
-                _serve_child(req, t_fork)
+                if gate:
+                    os.close(gate[1])
+                _serve_child(req, t_fork, gate[0] if gate else None)
             finally:
                 os._exit(4)
+        if gate:
+            os.close(gate[0])
+            seconds, killed = _prewarm_wait(*prewarm)
+            try:
+                os.write(gate[1], ("%f %d\n" % (seconds, killed)).encode())
+            except OSError:
+                pass  # the child already ended (it could not open the GPU)
+            os.close(gate[1])
         _, status = os.waitpid(pid, 0)
         # 0: ended by exit; 3: it already said why it could not start.
         if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) in (0, 3)):
