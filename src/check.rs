@@ -22,6 +22,8 @@ pub struct CheckOptions {
     pub versions: Vec<String>,
     /// The seed for input generation; drawn when absent.
     pub seed: Option<u64>,
+    /// Skip the bench and roofline rungs (they run after a passing check on a GPU).
+    pub no_bench: bool,
 }
 
 /// Draws a seed without a random-number dependency: std's hasher keys are random per process.
@@ -98,7 +100,7 @@ pub fn check_with(
 
     let mut versions = Vec::new();
     for v in chosen {
-        versions.push(check_version(ws, store, v, seed, machine, runners)?);
+        versions.push(check_version(ws, store, v, seed, machine, runners, opts)?);
     }
     let mut report = CheckReport {
         schema: SCHEMA,
@@ -122,6 +124,7 @@ fn check_version(
     seed: u64,
     machine: &Machine,
     runners: &mut Option<Runners>,
+    opts: &CheckOptions,
 ) -> Result<VersionReport, StoreError> {
     let (source, read_error) = match ws.read_source(v) {
         Ok(s) => (s, None),
@@ -204,8 +207,12 @@ fn check_version(
             stages.push(record(store, v, &source_hash, seed, started, result)?);
             if let Some(check) = out.check {
                 let started = SystemTime::now();
+                let checked = check.verdict == Verdict::Pass;
                 let result = stage_result(Stage::Check, (started, Instant::now()), check, BTreeMap::new());
                 stages.push(record(store, v, &source_hash, seed, started, result)?);
+                if checked && !opts.no_bench {
+                    bench_and_roofline(ws, store, v, &source, &source_hash, seed, machine, runners, &mut stages)?;
+                }
             }
         }
     }
@@ -241,6 +248,85 @@ fn stage_result(
         reason: outcome.reason,
         detail: outcome.detail,
     }
+}
+
+/// The bench rung, then the roofline rung, for a version that passed its check: on a GPU, for
+/// rung.toml problems; without one, the bench says so.
+#[allow(clippy::too_many_arguments)]
+fn bench_and_roofline(
+    ws: &Workspace,
+    store: &mut Store,
+    v: &VersionFile,
+    source: &str,
+    source_hash: &str,
+    seed: u64,
+    machine: &Machine,
+    runners: &mut Option<Runners>,
+    stages: &mut Vec<StageResult>,
+) -> Result<(), StoreError> {
+    use crate::stages::bench;
+    let started = SystemTime::now();
+    let t0 = Instant::now();
+    let skip = |why: String| StageOutcome {
+        verdict: Verdict::Skipped,
+        summary: why,
+        diagnostics: vec![],
+        detail: StageDetail::None,
+        reason: None,
+    };
+    let (Some(spec), crate::workspace::Format::Rung) = (ws.spec.as_ref(), ws.format) else {
+        let why = "benching GPU MODE and KernelBench problems is not built yet".to_string();
+        let result = stage_result(Stage::Bench, (started, t0), skip(why), BTreeMap::new());
+        stages.push(record(store, v, source_hash, seed, started, result)?);
+        return Ok(());
+    };
+    let Some(gpu) = machine.gpu.first() else {
+        let why = "no GPU: bench and roofline skipped (no timing is invented)".to_string();
+        let result = stage_result(Stage::Bench, (started, t0), skip(why), BTreeMap::new());
+        stages.push(record(store, v, source_hash, seed, started, result)?);
+        return Ok(());
+    };
+    if !bench::benchable(v.kind) {
+        let why = format!("benching {} versions is not built yet", v.kind);
+        let result = stage_result(Stage::Bench, (started, t0), skip(why), BTreeMap::new());
+        stages.push(record(store, v, source_hash, seed, started, result)?);
+        return Ok(());
+    }
+    let r = match runners_for(ws, machine, runners) {
+        Ok(r) => r,
+        Err(e) => {
+            let out = StageOutcome { verdict: Verdict::Error, ..skip(format!("cannot prepare the workers: {e}")) };
+            let result = stage_result(Stage::Bench, (started, t0), out, BTreeMap::new());
+            stages.push(record(store, v, source_hash, seed, started, result)?);
+            return Ok(());
+        }
+    };
+    let plan = if v.kind == crate::workspace::VersionKind::Cuda {
+        run::NativePlan::new(ws, spec, v, source, Some(gpu.sm_count)).ok()
+    } else {
+        None
+    };
+    let launch_at = plan.as_ref().map(|p| {
+        move |sizes: &crate::spec::SizeSet, files: &bench::Files| p.launch_at(spec, sizes, files).map_err(|(_, m)| m)
+    });
+    let out = bench::bench(ws, spec, r, gpu, v, source, seed, launch_at.as_ref().map(|f| f as bench::LaunchAt));
+    let benched = match (&out.verdict, &out.detail) {
+        (Verdict::Pass, StageDetail::Bench(b)) => Some(b.clone()),
+        _ => None,
+    };
+    let result = stage_result(Stage::Bench, (started, t0), out, BTreeMap::new());
+    stages.push(record(store, v, source_hash, seed, started, result)?);
+    let Some(b) = benched else { return Ok(()) };
+    let started = SystemTime::now();
+    let t0 = Instant::now();
+    let torch = machine.toolchain.has_python_package("torch");
+    let out = match bench::ceilings(r, gpu, torch) {
+        Ok(c) => bench::roofline(spec, &b, c, gpu.sm_count as i64),
+        Err(e) => StageOutcome { verdict: Verdict::Error, ..skip(format!("measuring the GPU's ceilings: {e}")) },
+    };
+    let result = stage_result(Stage::Roofline, (started, t0), out, BTreeMap::new());
+    stages.push(record(store, v, source_hash, seed, started, result)?);
+    Ok(())
 }
 
 /// The workers, created on first need.

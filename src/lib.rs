@@ -3,11 +3,13 @@
 
 pub mod asm;
 pub mod check;
+pub mod devstate;
 pub mod diag;
 pub mod dtype;
 pub mod exit;
 pub mod expr;
 pub mod gpu;
+pub mod gpulock;
 pub mod highlight;
 pub mod inputs;
 pub mod launch;
@@ -21,6 +23,7 @@ pub mod selftest;
 pub mod setup;
 pub mod spec;
 pub mod stages;
+pub mod stats;
 pub mod store;
 pub mod templates;
 pub mod toolchain;

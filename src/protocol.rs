@@ -106,6 +106,11 @@ pub enum Op {
     Fork(Fork),
     /// Run a version of a GPU MODE or KernelBench problem at one test (Python worker).
     Problem(Problem),
+    /// Time a launch (native) or a call (Python) repeatedly.
+    Bench(Bench),
+    /// Measure this GPU's ceilings: device-to-device copy bandwidth (native), bf16 GEMM
+    /// throughput (Python, torch).
+    Ceiling(Ceiling),
     /// End the child (after a fork) or the worker.
     Exit,
 }
@@ -229,6 +234,62 @@ pub struct Problem {
     pub dir: PathBuf,
 }
 
+/// Timing requests. The first of a series carries `launch` or `call` and the input sets: the
+/// worker uploads every set once, warms up for `warmup_seconds`, and keeps them; later requests
+/// with neither only ask for more samples; `write_back` copies set 0's buffers back to their
+/// files (so the timed runs' outputs can be checked). Before each timed call a buffer of
+/// `flush_bytes` is cleared on the GPU (flushing L2); calls rotate through the input sets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Bench {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch: Option<Launch>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<Call>,
+    /// Further input sets: parameter name → the file holding that set's data.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sets: Vec<BTreeMap<String, PathBuf>>,
+    #[serde(default)]
+    pub warmup_seconds: f64,
+    pub samples: u32,
+    #[serde(default)]
+    pub flush_bytes: u64,
+    #[serde(default)]
+    pub write_back: bool,
+}
+
+/// One timed call, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Sample {
+    /// Between events recorded before and after the call on its stream.
+    pub gpu_ms: f64,
+    /// Host time of the call itself (launch overhead is real cost).
+    pub host_ms: f64,
+    /// From before the call to the whole device being idle again, as the host saw it: every
+    /// stream's work, plus the fixed cost of waiting (`Response::fixed_ms`).
+    pub wall_ms: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum CeilingKind {
+    /// Device-to-device copy: the better of cuMemcpy and a tuned copy kernel.
+    Copy,
+    /// A large bf16 GEMM through cuBLAS (torch.matmul).
+    GemmBf16,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Ceiling {
+    pub kind: CeilingKind,
+    /// Copy: bytes per buffer. GEMM: the square size (M = N = K).
+    pub size: u64,
+    /// Timed repetitions (the best is kept).
+    pub reps: u32,
+}
+
 /// One answer line.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -263,6 +324,15 @@ pub struct Response {
     pub kernels: Vec<CapturedKernel>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<ProblemOutcome>,
+    /// Timed calls of a bench request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub samples: Vec<Sample>,
+    /// The fixed cost in `wall_ms` of waiting for the device (an empty call, median, ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_ms: Option<f64>,
+    /// Measured ceilings by method, in GB/s (copy) or TFLOP/s (GEMM).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ceilings: BTreeMap<String, f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -219,6 +219,8 @@ pub enum StageDetail {
     Build(crate::stages::build::BuildDetail),
     Run(crate::stages::run::RunDetail),
     Check(crate::stages::run::CheckDetail),
+    Bench(crate::stages::bench::BenchDetail),
+    Roofline(crate::stages::bench::RooflineDetail),
     /// Nothing beyond the summary (a stage that failed before producing anything).
     None,
 }

@@ -316,8 +316,23 @@ pub struct Runners {
 /// Bulk data goes through files in shared memory when the system has it.
 pub fn data_dir() -> PathBuf {
     let base = Path::new("/dev/shm");
-    let base = if base.is_dir() { base.to_path_buf() } else { std::env::temp_dir() };
+    // Benchmark-size buffers need room: a container's /dev/shm is often 64 MB.
+    let base = if base.is_dir() && free_bytes(base) > 8 << 30 { base.to_path_buf() } else { std::env::temp_dir() };
     base.join(format!("rung-{}-{}", std::process::id(), crate::store::now_ms()))
+}
+
+/// Bytes free on the file system holding `path` (0 when unknown).
+fn free_bytes(path: &Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return 0 };
+    // SAFETY: statvfs fills the struct it is given; the path is a valid C string.
+    unsafe {
+        let mut s: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c.as_ptr(), &mut s) != 0 {
+            return 0;
+        }
+        s.f_bavail as u64 * s.f_frsize as u64
+    }
 }
 
 impl Runners {
@@ -378,6 +393,11 @@ impl Runners {
     /// One launch in the native worker. After a CUDA error, a death or a time-out the worker is
     /// dropped; the next launch starts a fresh one.
     pub fn launch(&mut self, launch: protocol::Launch, limit: Duration) -> Result<Response, Failure> {
+        self.native(Op::Launch(launch), limit)
+    }
+
+    /// Any request to the native worker, started if needed, dropped after a CUDA error.
+    pub fn native(&mut self, op: Op, limit: Duration) -> Result<Response, Failure> {
         if self.native.as_mut().is_some_and(|n| !n.worker.alive()) {
             self.native = None;
         }
@@ -392,7 +412,7 @@ impl Runners {
         }
         let native = self.native.as_mut().expect("started");
         native.next_id += 1;
-        let req = Request { id: native.next_id, op: Op::Launch(launch) };
+        let req = Request { id: native.next_id, op };
         let resp = native.worker.call(&req, limit);
         let broken = match &resp {
             Ok(r) => r.error.as_ref().is_some_and(|e| e.kind.starts_with("CUDA_ERROR")),

@@ -215,8 +215,13 @@ pub fn run_faults(
     for (case, name) in named {
         let id = name[..4].to_string();
         let t0 = Instant::now();
-        let report =
-            check_with(&ws, &mut store, &CheckOptions { versions: vec![id], seed: None }, &machine, &mut runners)?;
+        let report = check_with(
+            &ws,
+            &mut store,
+            &CheckOptions { versions: vec![id], seed: None, no_bench: true },
+            &machine,
+            &mut runners,
+        )?;
         let seconds = t0.elapsed().as_secs_f64();
         let rec = report.versions.first().ok_or_else(|| anyhow::anyhow!("{name} was not checked"))?;
         let (ok, got, summary) = judge_fault(&case, rec);
@@ -226,7 +231,7 @@ pub fn run_faults(
         let g = check_with(
             &ws,
             &mut store,
-            &CheckOptions { versions: vec![good.into()], seed: None },
+            &CheckOptions { versions: vec![good.into()], seed: None, no_bench: true },
             &machine,
             &mut runners,
         )?;
@@ -302,7 +307,8 @@ pub fn run_workspaces(dir: &Path) -> anyhow::Result<Vec<VersionRun>> {
         let ws = Workspace::open(&path)?;
         let mut store = Store::open(&ws.state_dir())?;
         let mut runners = None;
-        let report = check_with(&ws, &mut store, &CheckOptions::default(), &machine, &mut runners)?;
+        let opts = CheckOptions { no_bench: true, ..Default::default() };
+        let report = check_with(&ws, &mut store, &opts, &machine, &mut runners)?;
         out.extend(version_runs(&label, &report));
     }
     Ok(out)
@@ -347,7 +353,7 @@ pub fn run_warm(dir: &Path, rounds: usize) -> anyhow::Result<Vec<WarmRun>> {
         let report = check_with(
             &ws,
             &mut store,
-            &CheckOptions { versions: vec!["v004".into()], seed: None },
+            &CheckOptions { versions: vec!["v004".into()], seed: None, no_bench: true },
             &machine,
             &mut runners,
         )?;
@@ -398,4 +404,83 @@ mod tests {
         a.sort();
         assert_eq!(a, (0..20).collect::<Vec<_>>());
     }
+}
+
+/// One version's bench in the bench validation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BenchRun {
+    pub workspace: String,
+    pub version: String,
+    pub verdict: Verdict,
+    pub median_us: Option<f64>,
+    pub basis: Option<String>,
+    pub ci_rel_percent: Option<f64>,
+    pub n: Option<usize>,
+    pub throttled: Option<bool>,
+    pub bench_summary: String,
+    pub roofline_summary: Option<String>,
+    pub percent_of_ceiling: Option<f64>,
+}
+
+/// The bench part: the demo benched and roofline'd, one version benched five times, the
+/// side-stream case benched. The demo workspace is left at `dir/demo` for outside tools (ncu,
+/// triton.testing.do_bench) to time the same kernels.
+pub fn run_bench(dir: &Path, repeat: &str, repeats: usize) -> anyhow::Result<(Vec<BenchRun>, serde_json::Value)> {
+    let machine = Machine::discover();
+    let demo = dir.join("demo");
+    crate::templates::write("rmsnorm", &demo)?;
+    let side = dir.join("side-stream");
+    fault_workspace(&side, &FaultOptions { gpu: true, order_seed: 0, run_limit: "10s".into() })?;
+    let f = FAULTS.get_file("t-side-stream.py").expect("embedded");
+    std::fs::write(side.join("versions").join("v101-candidate.py"), f.contents())?;
+    let mut out = Vec::new();
+    let mut reports = serde_json::Map::new();
+    let runs: Vec<(&str, &Path, Vec<String>)> = vec![
+        ("demo", demo.as_path(), vec![]),
+        ("repeat", demo.as_path(), vec![repeat.to_string(); repeats]),
+        ("side-stream", side.as_path(), vec!["v101".to_string()]),
+    ];
+    for (label, path, versions) in runs {
+        let ws = Workspace::open(path)?;
+        let mut store = Store::open(&ws.state_dir())?;
+        let mut runners = None;
+        let batches: Vec<Vec<String>> =
+            if label == "repeat" { versions.iter().map(|v| vec![v.clone()]).collect() } else { vec![versions] };
+        for (i, vs) in batches.into_iter().enumerate() {
+            let report = check_with(
+                &ws,
+                &mut store,
+                &CheckOptions { versions: vs, ..Default::default() },
+                &machine,
+                &mut runners,
+            )?;
+            reports.insert(format!("{label}-{i}"), serde_json::to_value(&report)?);
+            for v in &report.versions {
+                let bench = v.stages.iter().find(|s| s.stage == Stage::Bench);
+                let roof = v.stages.iter().find(|s| s.stage == Stage::Roofline);
+                let b = bench.and_then(|s| match &s.detail {
+                    crate::report::StageDetail::Bench(b) => b.sizes.first().cloned().map(|x| (x, b.throttled)),
+                    _ => None,
+                });
+                let pct = roof.and_then(|s| match &s.detail {
+                    crate::report::StageDetail::Roofline(r) => r.percent_of_ceiling,
+                    _ => None,
+                });
+                out.push(BenchRun {
+                    workspace: label.into(),
+                    version: v.path.display().to_string(),
+                    verdict: v.verdict,
+                    median_us: b.as_ref().map(|(x, _)| x.median_ms * 1e3),
+                    basis: b.as_ref().map(|(x, _)| x.basis.clone()),
+                    ci_rel_percent: b.as_ref().map(|(x, _)| x.gpu.ci_rel * 100.0),
+                    n: b.as_ref().map(|(x, _)| x.gpu.n),
+                    throttled: b.as_ref().map(|(_, t)| *t),
+                    bench_summary: bench.map(|s| s.summary.clone()).unwrap_or_else(|| "no bench".into()),
+                    roofline_summary: roof.map(|s| s.summary.clone()),
+                    percent_of_ceiling: pct,
+                });
+            }
+        }
+    }
+    Ok((out, serde_json::Value::Object(reports)))
 }

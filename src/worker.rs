@@ -84,6 +84,7 @@ pub fn serve() -> i32 {
     let mut h = hello(caps, Some(info.name.clone()), Some(info.uuid.clone()), None);
     h.start_seconds = Some(t0.elapsed().as_secs_f64());
     send(&mut out, &h);
+    let mut bench_state: Option<bench::State> = None;
     for line in std::io::stdin().lock().lines().map_while(Result::ok) {
         if line.trim().is_empty() {
             continue;
@@ -106,6 +107,27 @@ pub fn serve() -> i32 {
                 break;
             }
             Op::Launch(l) => l,
+            Op::Bench(b) => {
+                let _ = ctx.bind_to_thread();
+                let mut resp = bench::serve(&mut bench_state, &b);
+                resp.id = Some(req.id);
+                let sticky = resp.error.as_ref().is_some_and(|e| e.kind.starts_with("CUDA_ERROR"));
+                send(&mut out, &resp);
+                if sticky {
+                    return 2;
+                }
+                continue;
+            }
+            Op::Ceiling(c) => {
+                let _ = ctx.bind_to_thread();
+                let mut resp = match bench::ceiling(&c, info.sm_count) {
+                    Ok(r) => r,
+                    Err(e) => Response { ok: false, error: Some(e), ..Default::default() },
+                };
+                resp.id = Some(req.id);
+                send(&mut out, &resp);
+                continue;
+            }
             other => {
                 let msg = format!("the native worker takes launch and exit, not {:?}", std::mem::discriminant(&other));
                 let resp = Response {
@@ -129,6 +151,53 @@ pub fn serve() -> i32 {
         }
     }
     0
+}
+
+/// Launches `func` with `req`'s dimensions on the null stream; clusters through cuLaunchKernelEx.
+///
+/// # Safety
+/// `args` must point at argument bytes matching the kernel's parameters.
+unsafe fn launch_raw(func: sys::CUfunction, req: &Launch, args: &mut [*mut c_void]) -> Result<(), WorkerError> {
+    let (g, b) = (req.grid, req.block);
+    // SAFETY: the caller's contract; every pointer handed over is live for the call.
+    unsafe {
+        match req.cluster {
+            Some(c) if c != [1, 1, 1] => {
+                let mut attr: sys::CUlaunchAttribute = std::mem::zeroed();
+                attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+                attr.value.clusterDim.x = c[0];
+                attr.value.clusterDim.y = c[1];
+                attr.value.clusterDim.z = c[2];
+                let config = sys::CUlaunchConfig {
+                    gridDimX: g[0],
+                    gridDimY: g[1],
+                    gridDimZ: g[2],
+                    blockDimX: b[0],
+                    blockDimY: b[1],
+                    blockDimZ: b[2],
+                    sharedMemBytes: req.smem,
+                    hStream: std::ptr::null_mut(),
+                    attrs: &mut attr,
+                    numAttrs: 1,
+                };
+                sys::cuLaunchKernelEx(&config, func, args.as_mut_ptr(), std::ptr::null_mut())
+                    .result()
+                    .map_err(cuda_error)
+            }
+            _ => {
+                let mut v: Vec<*mut c_void> = args.to_vec();
+                result::launch_kernel(
+                    func,
+                    (g[0], g[1], g[2]),
+                    (b[0], b[1], b[2]),
+                    req.smem,
+                    std::ptr::null_mut(),
+                    &mut v,
+                )
+                .map_err(cuda_error)
+            }
+        }
+    }
 }
 
 /// A device allocation with guard zones before and after the buffer.
@@ -202,40 +271,7 @@ fn launch(req: &Launch) -> Result<Response, WorkerError> {
         }
         let mut args: Vec<*mut c_void> = arg_bytes.iter_mut().map(|b| b.as_mut_ptr() as *mut c_void).collect();
         let t0 = Instant::now();
-        let (g, b) = (req.grid, req.block);
-        match req.cluster {
-            Some(c) if c != [1, 1, 1] => {
-                let mut attr: sys::CUlaunchAttribute = std::mem::zeroed();
-                attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-                attr.value.clusterDim.x = c[0];
-                attr.value.clusterDim.y = c[1];
-                attr.value.clusterDim.z = c[2];
-                let config = sys::CUlaunchConfig {
-                    gridDimX: g[0],
-                    gridDimY: g[1],
-                    gridDimZ: g[2],
-                    blockDimX: b[0],
-                    blockDimY: b[1],
-                    blockDimZ: b[2],
-                    sharedMemBytes: req.smem,
-                    hStream: std::ptr::null_mut(),
-                    attrs: &mut attr,
-                    numAttrs: 1,
-                };
-                sys::cuLaunchKernelEx(&config, func, args.as_mut_ptr(), std::ptr::null_mut())
-                    .result()
-                    .map_err(cuda_error)?;
-            }
-            _ => result::launch_kernel(
-                func,
-                (g[0], g[1], g[2]),
-                (b[0], b[1], b[2]),
-                req.smem,
-                std::ptr::null_mut(),
-                &mut args,
-            )
-            .map_err(cuda_error)?,
-        }
+        launch_raw(func, req, &mut args)?;
         result::ctx::synchronize().map_err(cuda_error)?;
         let seconds = t0.elapsed().as_secs_f64();
         let mut guards = Vec::new();
@@ -257,5 +293,281 @@ fn launch(req: &Launch) -> Result<Response, WorkerError> {
         }
         let _ = result::module::unload(module);
         Ok(Response { ok: true, seconds: Some(seconds), guards, ..Default::default() })
+    }
+}
+
+/// Timing and ceilings in the native worker.
+mod bench {
+    use std::collections::BTreeMap;
+    use std::ffi::{CString, c_void};
+    use std::time::Instant;
+
+    use cudarc::driver::{result, sys};
+
+    use super::{cuda_error, launch_raw, scalar_bytes};
+    use crate::protocol::{Bench, Ceiling, CeilingKind, Launch, LaunchParam, Response, Sample, WorkerError};
+
+    const COPY_PTX: &str = include_str!("../assets/kernels/copy.ptx");
+
+    /// A buffer one input set owns: parameter name, its file, device pointer, bytes.
+    type Owned = (String, std::path::PathBuf, sys::CUdeviceptr, usize);
+
+    /// What stays on the GPU between the requests of one series.
+    pub struct State {
+        module: sys::CUmodule,
+        func: sys::CUfunction,
+        launch: Launch,
+        /// Per input set: its argument bytes and the buffers it owns (name, file, pointer, bytes).
+        sets: Vec<(Vec<Vec<u8>>, Vec<Owned>)>,
+        flush: Option<(sys::CUdeviceptr, usize)>,
+        start: sys::CUevent,
+        end: sys::CUevent,
+        next: usize,
+    }
+
+    impl Drop for State {
+        fn drop(&mut self) {
+            // SAFETY: everything here was created by `setup` and is freed once.
+            unsafe {
+                for (_, bufs) in &self.sets {
+                    for (_, _, d, _) in bufs {
+                        let _ = result::free_sync(*d);
+                    }
+                }
+                if let Some((d, _)) = self.flush {
+                    let _ = result::free_sync(d);
+                }
+                let _ = result::event::destroy(self.start);
+                let _ = result::event::destroy(self.end);
+                let _ = result::module::unload(self.module);
+            }
+        }
+    }
+
+    fn io(what: &std::path::Path, e: std::io::Error) -> WorkerError {
+        WorkerError::new("IoError", format!("{}: {e}", what.display()))
+    }
+
+    fn setup(
+        launch: &Launch,
+        extra: &[BTreeMap<String, std::path::PathBuf>],
+        flush_bytes: u64,
+    ) -> Result<State, WorkerError> {
+        let mut image = std::fs::read(&launch.cubin).map_err(|e| io(&launch.cubin, e))?;
+        image.push(0);
+        // SAFETY: driver calls on this thread's context; every allocation is owned by State.
+        unsafe {
+            let module = result::module::load_data(image.as_ptr() as *const c_void).map_err(cuda_error)?;
+            let name =
+                CString::new(launch.kernel.clone()).map_err(|_| WorkerError::new("BadRequest", "kernel name"))?;
+            let func = result::module::get_function(module, name).map_err(cuda_error)?;
+            if launch.smem > 48 * 1024 {
+                result::function::set_function_attribute(
+                    func,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    launch.smem as i32,
+                )
+                .map_err(cuda_error)?;
+            }
+            let start = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(cuda_error)?;
+            let end = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(cuda_error)?;
+            let mut state =
+                State { module, func, launch: launch.clone(), sets: Vec::new(), flush: None, start, end, next: 0 };
+            if flush_bytes > 0 {
+                let d = result::malloc_sync(flush_bytes as usize).map_err(cuda_error)?;
+                state.flush = Some((d, flush_bytes as usize));
+            }
+            let base: BTreeMap<String, std::path::PathBuf> = BTreeMap::new();
+            for set in std::iter::once(&base).chain(extra) {
+                let mut args = Vec::new();
+                let mut bufs = Vec::new();
+                for p in &launch.params {
+                    match p {
+                        LaunchParam::Buffer { name, path } => {
+                            // A set names the files it replaces; the rest are set 0's buffers.
+                            let own = set.get(name);
+                            let reuse = own.is_none() && !state.sets.is_empty();
+                            let d = if reuse {
+                                state.sets[0].1.iter().find(|b| &b.0 == name).map(|b| b.2).unwrap_or(0)
+                            } else {
+                                let file = own.unwrap_or(path);
+                                let bytes = std::fs::read(file).map_err(|e| io(file, e))?;
+                                let d = result::malloc_sync(bytes.len().max(1)).map_err(cuda_error)?;
+                                if !bytes.is_empty() {
+                                    result::memcpy_htod_sync(d, &bytes).map_err(cuda_error)?;
+                                }
+                                bufs.push((name.clone(), file.clone(), d, bytes.len()));
+                                d
+                            };
+                            args.push(d.to_le_bytes().to_vec());
+                        }
+                        LaunchParam::Scalar { ctype, value, .. } => {
+                            args.push(scalar_bytes(ctype, *value).map_err(|m| WorkerError::new("BadRequest", m))?)
+                        }
+                    }
+                }
+                state.sets.push((args, bufs));
+            }
+            Ok(state)
+        }
+    }
+
+    /// One timed launch of the next input set, after clearing the flush buffer.
+    fn timed(state: &mut State) -> Result<Sample, WorkerError> {
+        let i = state.next % state.sets.len();
+        state.next += 1;
+        let mut args: Vec<*mut c_void> = state.sets[i].0.iter_mut().map(|b| b.as_mut_ptr() as *mut c_void).collect();
+        // SAFETY: the argument bytes live in `state` for the launch, which is synchronised.
+        unsafe {
+            if let Some((d, n)) = state.flush {
+                result::memset_d8_async(d, 0, n, std::ptr::null_mut()).map_err(cuda_error)?;
+            }
+            // The device is idle when the clock starts.
+            result::ctx::synchronize().map_err(cuda_error)?;
+            result::event::record(state.start, std::ptr::null_mut()).map_err(cuda_error)?;
+            let t0 = Instant::now();
+            launch_raw(state.func, &state.launch, &mut args)?;
+            let host = t0.elapsed();
+            result::event::record(state.end, std::ptr::null_mut()).map_err(cuda_error)?;
+            result::ctx::synchronize().map_err(cuda_error)?;
+            let wall = t0.elapsed();
+            let gpu = result::event::elapsed(state.start, state.end).map_err(cuda_error)?;
+            Ok(Sample { gpu_ms: gpu as f64, host_ms: host.as_secs_f64() * 1e3, wall_ms: wall.as_secs_f64() * 1e3 })
+        }
+    }
+
+    /// The median wall time of waiting for an idle device: the fixed cost in `wall_ms`.
+    fn fixed_cost(state: &State) -> Result<f64, WorkerError> {
+        let mut v = Vec::new();
+        for _ in 0..32 {
+            // SAFETY: events owned by `state`.
+            unsafe {
+                result::event::record(state.start, std::ptr::null_mut()).map_err(cuda_error)?;
+                let t0 = Instant::now();
+                result::event::record(state.end, std::ptr::null_mut()).map_err(cuda_error)?;
+                result::ctx::synchronize().map_err(cuda_error)?;
+                v.push(t0.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        v.sort_by(f64::total_cmp);
+        Ok(v[v.len() / 2])
+    }
+
+    pub fn serve(slot: &mut Option<State>, req: &Bench) -> Response {
+        match serve_inner(slot, req) {
+            Ok(r) => r,
+            Err(e) => {
+                *slot = None;
+                Response { ok: false, error: Some(e), ..Default::default() }
+            }
+        }
+    }
+
+    fn serve_inner(slot: &mut Option<State>, req: &Bench) -> Result<Response, WorkerError> {
+        let mut fixed = None;
+        if let Some(l) = &req.launch {
+            *slot = None;
+            let mut state = setup(l, &req.sets, req.flush_bytes)?;
+            // Warm-up by time: the clocks ramp from idle.
+            let t0 = Instant::now();
+            while t0.elapsed().as_secs_f64() < req.warmup_seconds {
+                timed(&mut state)?;
+            }
+            fixed = Some(fixed_cost(&state)?);
+            *slot = Some(state);
+        }
+        let state = slot.as_mut().ok_or_else(|| WorkerError::new("BadRequest", "bench: no launch set up"))?;
+        let mut samples = Vec::with_capacity(req.samples as usize);
+        for _ in 0..req.samples {
+            samples.push(timed(state)?);
+        }
+        if req.write_back {
+            // The outputs are shared by the input sets: one more call on set 0 (the real one).
+            state.next = 0;
+            timed(state)?;
+            for (_, path, d, len) in &state.sets[0].1 {
+                let mut bytes = vec![0u8; *len];
+                // SAFETY: a live allocation of `len` bytes.
+                unsafe {
+                    if *len > 0 {
+                        result::memcpy_dtoh_sync(&mut bytes, *d).map_err(cuda_error)?;
+                    }
+                }
+                std::fs::write(path, &bytes).map_err(|e| io(path, e))?;
+            }
+        }
+        Ok(Response { ok: true, samples, fixed_ms: fixed, ..Default::default() })
+    }
+
+    /// Device-to-device copy bandwidth: cuMemcpy and the copy kernels, counting bytes read plus
+    /// written; the best time of `reps` per method.
+    pub fn ceiling(req: &Ceiling, sms: u32) -> Result<Response, WorkerError> {
+        if req.kind != CeilingKind::Copy {
+            return Err(WorkerError::new("BadRequest", "the native worker measures the copy ceiling only"));
+        }
+        let bytes = req.size as usize;
+        let mut ceilings = BTreeMap::new();
+        // SAFETY: buffers and events created and freed here; launches synchronised.
+        unsafe {
+            let src = result::malloc_sync(bytes).map_err(cuda_error)?;
+            let dst = result::malloc_sync(bytes).map_err(cuda_error)?;
+            result::memset_d8_sync(src, 1, bytes).map_err(cuda_error)?;
+            let start = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(cuda_error)?;
+            let end = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(cuda_error)?;
+            let best = |f: &mut dyn FnMut() -> Result<(), WorkerError>| -> Result<f64, WorkerError> {
+                f()?; // warm
+                let mut best_ms = f64::INFINITY;
+                for _ in 0..req.reps.max(1) {
+                    result::event::record(start, std::ptr::null_mut()).map_err(cuda_error)?;
+                    f()?;
+                    result::event::record(end, std::ptr::null_mut()).map_err(cuda_error)?;
+                    result::event::synchronize(end).map_err(cuda_error)?;
+                    best_ms = best_ms.min(result::event::elapsed(start, end).map_err(cuda_error)? as f64);
+                }
+                Ok(2.0 * bytes as f64 / (best_ms * 1e-3) / 1e9)
+            };
+            let memcpy =
+                best(&mut || result::memcpy_dtod_async(dst, src, bytes, std::ptr::null_mut()).map_err(cuda_error))?;
+            ceilings.insert("cuMemcpy".to_string(), memcpy);
+            let ptx = CString::new(COPY_PTX).expect("no NUL in the PTX");
+            let module = result::module::load_data(ptx.as_ptr() as *const c_void).map_err(cuda_error)?;
+            let n = (bytes / 16) as u64;
+            let mut kernel_best: f64 = 0.0;
+            for kname in ["rung_copy1", "rung_copy4"] {
+                let func =
+                    result::module::get_function(module, CString::new(kname).expect("name")).map_err(cuda_error)?;
+                for per_sm in [1u32, 2, 4, 8, 16] {
+                    for block in [256u32, 512, 1024] {
+                        let launch = Launch {
+                            cubin: Default::default(),
+                            kernel: kname.into(),
+                            grid: [sms * per_sm, 1, 1],
+                            block: [block, 1, 1],
+                            smem: 0,
+                            cluster: None,
+                            params: vec![],
+                            guard_bytes: 0,
+                        };
+                        let mut a = src.to_le_bytes();
+                        let mut b = dst.to_le_bytes();
+                        let mut c = n.to_le_bytes();
+                        let mut args: Vec<*mut c_void> = vec![
+                            a.as_mut_ptr() as *mut c_void,
+                            b.as_mut_ptr() as *mut c_void,
+                            c.as_mut_ptr() as *mut c_void,
+                        ];
+                        let gbs = best(&mut || launch_raw(func, &launch, &mut args))?;
+                        kernel_best = kernel_best.max(gbs);
+                    }
+                }
+            }
+            ceilings.insert("copy-kernel".to_string(), kernel_best);
+            let _ = result::module::unload(module);
+            let _ = result::event::destroy(start);
+            let _ = result::event::destroy(end);
+            let _ = result::free_sync(src);
+            let _ = result::free_sync(dst);
+            Ok(Response { ok: true, ceilings, ..Default::default() })
+        }
     }
 }

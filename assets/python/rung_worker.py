@@ -466,6 +466,112 @@ def _user_rungs(req):
 
 
 # ---------------------------------------------------------------------------------------------
+# Timing
+
+
+_bench = {}
+
+
+def _bench_setup(req):
+    import torch
+    call = req["call"]
+    module = _load(call["file"])
+    fn = getattr(module, call["function"], None)
+    if fn is None:
+        raise AttributeError("%s defines no %s()" % (call["file"], call["function"]))
+    base, tensors = {}, {}
+    for name, arg in call.get("args", {}).items():
+        if "tensor" in arg:
+            t = arg["tensor"]
+            g = Guarded(t["path"], t["dtype"], t["shape"], 0)
+            tensors[name] = (t, g)
+            base[name] = g.tensor
+        else:
+            base[name] = arg["value"]
+    sets = [(base, [g for _, g in tensors.values()])]
+    for extra in req.get("sets") or []:
+        kw = dict(base)
+        owned = []
+        for name, path in extra.items():
+            if name in tensors:
+                t = tensors[name][0]
+                g = Guarded(path, t["dtype"], t["shape"], 0)
+                kw[name] = g.tensor
+                owned.append(g)
+        sets.append((kw, owned))
+    flush_bytes = int(req.get("flush_bytes") or 0)
+    flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda") if flush_bytes else None
+    _bench.clear()
+    _bench.update(fn=fn, sets=sets, flush=flush, next=0,
+                  start=torch.cuda.Event(enable_timing=True), end=torch.cuda.Event(enable_timing=True))
+
+
+def _bench_one(fn, kw):
+    import torch
+    b = _bench
+    if b["flush"] is not None:
+        b["flush"].zero_()
+    torch.cuda.synchronize()
+    b["start"].record()
+    t0 = time.perf_counter()
+    fn(**kw)
+    t1 = time.perf_counter()
+    b["end"].record()
+    torch.cuda.synchronize()
+    t2 = time.perf_counter()
+    return {"gpu_ms": b["start"].elapsed_time(b["end"]), "host_ms": (t1 - t0) * 1e3, "wall_ms": (t2 - t0) * 1e3}
+
+
+def _bench_req(req, state):
+    resp = {}
+    if req.get("call"):
+        _bench_setup(req)
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < float(req.get("warmup_seconds") or 0):
+            kw = _bench["sets"][_bench["next"] % len(_bench["sets"])][0]
+            _bench["next"] += 1
+            _bench_one(_bench["fn"], kw)
+        empty = sorted(_bench_one(lambda **_: None, {})["wall_ms"] for _ in range(32))
+        resp["fixed_ms"] = empty[len(empty) // 2]
+    if not _bench:
+        raise ValueError("bench: no call set up")
+    samples = []
+    for _ in range(int(req.get("samples") or 0)):
+        kw = _bench["sets"][_bench["next"] % len(_bench["sets"])][0]
+        _bench["next"] += 1
+        samples.append(_bench_one(_bench["fn"], kw))
+    if req.get("write_back"):
+        # The outputs are shared by the input sets: one more call on set 0 (the real one).
+        _bench_one(_bench["fn"], _bench["sets"][0][0])
+        for g in _bench["sets"][0][1]:
+            g.write_back()
+    resp["samples"] = samples
+    return resp
+
+
+def _ceiling(req):
+    """A large bf16 GEMM through torch.matmul (cuBLAS): the best of `reps`, in TFLOP/s."""
+    import torch
+    if req.get("kind") != "gemm-bf16":
+        raise ValueError("the Python worker measures the bf16 GEMM ceiling only")
+    n = int(req["size"])
+    a = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
+    b = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(3):
+        torch.matmul(a, b)
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(max(1, int(req.get("reps") or 10))):
+        start.record()
+        torch.matmul(a, b)
+        end.record()
+        torch.cuda.synchronize()
+        best = min(best, start.elapsed_time(end))
+    return {"ceilings": {"torch.matmul": 2.0 * n ** 3 / (best * 1e-3) / 1e12}}
+
+
+# ---------------------------------------------------------------------------------------------
 # GPU MODE and KernelBench problems
 
 
@@ -674,6 +780,10 @@ def _serve_child(fork_req, t_fork, gate):
                 resp.update(_call(req, state))
             elif op == "problem":
                 resp.update(_problem(req, state))
+            elif op == "bench":
+                resp.update(_bench_req(req, state))
+            elif op == "ceiling":
+                resp.update(_ceiling(req))
             else:
                 raise ValueError("unknown op %r" % op)
         except BaseException as exc:  # the verdict is rung's to give

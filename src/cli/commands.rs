@@ -82,7 +82,7 @@ fn new(dir: &Path, template: &str) -> Result<i32> {
 }
 
 fn check_cmd(dir: &Path, args: &CheckArgs) -> Result<i32> {
-    let opts = CheckOptions { versions: args.versions.clone(), seed: args.seed };
+    let opts = CheckOptions { versions: args.versions.clone(), seed: args.seed, no_bench: args.no_bench };
     let ws = match Workspace::open(dir) {
         Ok(ws) => ws,
         Err(e) if args.json => {
@@ -170,7 +170,8 @@ fn diff(dir: &Path, args: &DiffArgs) -> Result<i32> {
         versions.iter().filter(|v| render::dump_text(&ws, &v.id, ext).is_none()).map(|v| v.id.clone()).collect();
     if !missing.is_empty() {
         let mut store = open_store(&ws)?;
-        let report = check::check(&ws, &mut store, &CheckOptions { versions: missing.clone(), seed: None })?;
+        let report =
+            check::check(&ws, &mut store, &CheckOptions { versions: missing.clone(), seed: None, no_bench: true })?;
         for v in report.versions.iter().filter(|v| v.verdict != rung::report::Verdict::Pass) {
             eprint!("{}", render::check_report(&CheckReport { versions: vec![v.clone()], ..report.clone() }, false));
         }
@@ -292,7 +293,7 @@ fn demo(dir: PathBuf) -> Result<i32> {
             eprintln!("rung demo: setup failed, so the demo can be checked only partly: {e}");
         }
     }
-    let code = check_cmd(&dir, &CheckArgs { versions: vec![], all: true, json: false, seed: None })?;
+    let code = check_cmd(&dir, &CheckArgs { versions: vec![], all: true, json: false, seed: None, no_bench: false })?;
     println!();
     status(&dir)?;
     println!("\nnext: cd {} and edit versions/, then `rung check` (or `rung diff v001 v004`)", dir.display());
@@ -339,9 +340,13 @@ fn selftest(args: &SelftestArgs) -> Result<i32> {
     } else {
         args.only.clone()
     };
+    let mut parts = parts;
+    if args.bench && !parts.iter().any(|p| p == "bench") {
+        parts.push("bench".into());
+    }
     for p in &parts {
-        if !["faults", "workspaces", "warm"].contains(&p.as_str()) {
-            eprintln!("rung selftest: unknown part `{p}` (faults, workspaces, warm)");
+        if !["faults", "workspaces", "warm", "bench"].contains(&p.as_str()) {
+            eprintln!("rung selftest: unknown part `{p}` (faults, workspaces, warm, bench)");
             return Ok(exit::USAGE);
         }
     }
@@ -436,6 +441,48 @@ fn selftest(args: &SelftestArgs) -> Result<i32> {
         }
         all_ok &= runs.iter().all(|r| r.verdict == rung::report::Verdict::Pass);
         doc.insert("warm".into(), serde_json::to_value(&runs)?);
+    }
+    if parts.iter().any(|p| p == "bench") {
+        let (runs, reports) = st::run_bench(&dir.join("bench"), "v003", 5)?;
+        if !args.json {
+            println!("\nbench (rung's median at the benchmark size; roofline against the measured ceiling)");
+            for r in &runs {
+                println!(
+                    "{} {:<12} {:<40} {:>10} {:<12} ±{:<6} n={:<5} {}",
+                    if r.verdict == rung::report::Verdict::Pass { "✓" } else { "✗" },
+                    r.workspace,
+                    r.version,
+                    r.median_us.map(|m| format!("{m:.1} µs")).unwrap_or_else(|| "-".into()),
+                    r.basis.clone().unwrap_or_default(),
+                    r.ci_rel_percent.map(|c| format!("{c:.2}%")).unwrap_or_default(),
+                    r.n.unwrap_or(0),
+                    r.roofline_summary.clone().unwrap_or_else(|| r.bench_summary.clone())
+                );
+            }
+            let rep: Vec<f64> = runs.iter().filter(|r| r.workspace == "repeat").filter_map(|r| r.median_us).collect();
+            if rep.len() > 1 {
+                let lo = rep.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = rep.iter().copied().fold(0.0, f64::max);
+                println!(
+                    "  repeat: {} medians from {lo:.1} to {hi:.1} µs: spread {:.2}%",
+                    rep.len(),
+                    100.0 * (hi - lo) / lo
+                );
+            }
+        }
+        all_ok &=
+            runs.iter().filter(|r| r.workspace != "side-stream").all(|r| r.verdict == rung::report::Verdict::Pass);
+        doc.insert("bench".into(), serde_json::to_value(&runs)?);
+        doc.insert("bench_reports".into(), reports);
+        if let Some(g) = gpu.first()
+            && let Ok(text) =
+                std::fs::read_to_string(rung::toolchain::rung_home().join("ceilings").join(format!("{}.json", g.uuid)))
+        {
+            if !args.json {
+                println!("  ceilings: {}", text.split_whitespace().collect::<Vec<_>>().join(" "));
+            }
+            doc.insert("ceilings".into(), serde_json::from_str(&text).unwrap_or_default());
+        }
     }
     doc.insert("ok".into(), all_ok.into());
     if let Some(path) = &args.out {

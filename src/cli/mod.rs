@@ -130,6 +130,9 @@ pub struct CheckArgs {
     /// Reproduce a check: the seed that draws the inputs.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Stop after the check rung (no bench, no roofline).
+    #[arg(long)]
+    pub no_bench: bool,
 }
 
 pub fn main() -> std::process::ExitCode {
@@ -149,7 +152,8 @@ pub struct SelftestArgs {
     /// Run everything on the GPU (fails without one).
     #[arg(long)]
     pub gpu: bool,
-    /// Parts to run: faults, workspaces, warm (default: faults, plus the rest with --gpu).
+    /// Parts to run: faults, workspaces, warm, bench (default: faults, plus workspaces and warm
+    /// with --gpu).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Print the results as JSON.
@@ -170,4 +174,8 @@ pub struct SelftestArgs {
     /// Also write the JSON results to this file.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Also run the bench validation: the demo benched and roofline'd, v003 benched five
+    /// times, the side-stream case benched.
+    #[arg(long)]
+    pub bench: bool,
 }

@@ -241,7 +241,7 @@ pub fn run_and_check(
 }
 
 /// How to launch a CUDA version: its cubin, kernel, parameters in order and launch at each size.
-struct NativePlan {
+pub struct NativePlan {
     cubin: PathBuf,
     kernel: String,
     params: Vec<crate::launch::Param>,
@@ -250,7 +250,7 @@ struct NativePlan {
 }
 
 impl NativePlan {
-    fn new(
+    pub fn new(
         ws: &Workspace,
         spec: &Spec,
         v: &VersionFile,
@@ -287,6 +287,40 @@ impl NativePlan {
             params: sig.params,
             launch,
             num_sms: sms.unwrap_or(132) as i64,
+        })
+    }
+}
+
+impl NativePlan {
+    /// The launch at one size with the buffers in `files` (parameter name → file, shape).
+    pub fn launch_at(
+        &self,
+        spec: &Spec,
+        sizes: &SizeSet,
+        files: &BTreeMap<String, (PathBuf, Vec<i64>)>,
+    ) -> Result<protocol::Launch, (Option<Reason>, String)> {
+        let dims = self.launch.eval(spec, sizes, self.num_sms).map_err(|m| (None, m))?;
+        let mut params = Vec::new();
+        for p in &self.params {
+            let param = if let Some((path, _)) = files.get(&p.name).filter(|_| p.pointer) {
+                protocol::LaunchParam::Buffer { name: p.name.clone(), path: path.clone() }
+            } else {
+                let value = spec.value_of(&p.name, sizes, Some(self.num_sms)).ok().flatten().ok_or_else(|| {
+                    (Some(Reason::SignatureMismatch), format!("no value for the kernel parameter `{}`", p.name))
+                })?;
+                protocol::LaunchParam::Scalar { name: p.name.clone(), ctype: p.base.clone(), value: value.as_f64() }
+            };
+            params.push(param);
+        }
+        Ok(protocol::Launch {
+            cubin: self.cubin.clone(),
+            kernel: self.kernel.clone(),
+            grid: dims.grid,
+            block: dims.block,
+            smem: dims.smem_bytes,
+            cluster: dims.cluster,
+            params,
+            guard_bytes: protocol::GUARD_BYTES,
         })
     }
 }
@@ -396,39 +430,12 @@ impl<'a> Checker<'a> {
             };
             return self.python(protocol::Op::Call(call)).map_err(as_failure);
         };
-        let dims = plan.launch.eval(self.spec, sizes, plan.num_sms).map_err(|m| RunFailure {
+        let launch = plan.launch_at(self.spec, sizes, files).map_err(|(reason, message)| RunFailure {
             verdict: Verdict::Fail,
-            reason: None,
-            message: m,
+            reason,
+            message,
             diagnostic: None,
         })?;
-        let mut params = Vec::new();
-        for p in &plan.params {
-            let param = if let Some((path, _)) = files.get(&p.name).filter(|_| p.pointer) {
-                protocol::LaunchParam::Buffer { name: p.name.clone(), path: path.clone() }
-            } else {
-                let value = self.spec.value_of(&p.name, sizes, Some(plan.num_sms)).ok().flatten().ok_or_else(|| {
-                    RunFailure {
-                        verdict: Verdict::Fail,
-                        reason: Some(Reason::SignatureMismatch),
-                        message: format!("no value for the kernel parameter `{}`", p.name),
-                        diagnostic: None,
-                    }
-                })?;
-                protocol::LaunchParam::Scalar { name: p.name.clone(), ctype: p.base.clone(), value: value.as_f64() }
-            };
-            params.push(param);
-        }
-        let launch = protocol::Launch {
-            cubin: plan.cubin.clone(),
-            kernel: plan.kernel.clone(),
-            grid: dims.grid,
-            block: dims.block,
-            smem: dims.smem_bytes,
-            cluster: dims.cluster,
-            params,
-            guard_bytes: protocol::GUARD_BYTES,
-        };
         self.runners.launch(launch, limit).map_err(as_failure)
     }
 

@@ -1,0 +1,29 @@
+// The copy kernels rung times to measure a GPU's memory ceiling (roofline): 16-byte loads and
+// stores with streaming cache hints, grid-stride, one or four vectors in flight per thread. rung
+// loads copy.ptx (made from this file by `nvcc -ptx -arch=compute_90 copy.cu`) through the
+// driver, which compiles it for the GPU at hand, and keeps the best configuration.
+
+extern "C" __global__ void rung_copy1(const int4* __restrict__ src, int4* __restrict__ dst, unsigned long long n) {
+    unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        __stcs(dst + i, __ldcs(src + i));
+    }
+}
+
+extern "C" __global__ void rung_copy4(const int4* __restrict__ src, int4* __restrict__ dst, unsigned long long n) {
+    unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + 3 * stride < n; i += 4 * stride) {
+        int4 a = __ldcs(src + i);
+        int4 b = __ldcs(src + i + stride);
+        int4 c = __ldcs(src + i + 2 * stride);
+        int4 d = __ldcs(src + i + 3 * stride);
+        __stcs(dst + i, a);
+        __stcs(dst + i + stride, b);
+        __stcs(dst + i + 2 * stride, c);
+        __stcs(dst + i + 3 * stride, d);
+    }
+    for (; i < n; i += stride) {
+        __stcs(dst + i, __ldcs(src + i));
+    }
+}

@@ -1,0 +1,92 @@
+"""Times the demo's kernels outside rung, to validate rung's bench: with
+triton.testing.do_bench (median, L2 cleared before each run) and, under Nsight Compute, as
+`gpu__time_duration.sum` with `--clock-control none --cache-control all`.
+
+    python3 bench_validate.py WORKSPACE REPORT.json do-bench          # prints JSON: version -> µs
+    python3 bench_validate.py WORKSPACE REPORT.json launch VERSION N  # N launches, for ncu
+
+WORKSPACE is a demo workspace rung has checked (its .rung/dumps hold each CUDA version's cubin);
+REPORT.json is that check's `rung check --json` document (launch dimensions and bindings come
+from its prepare results). CUDA versions are launched through CuPy, Triton ones by calling their
+run() with torch tensors; inputs have the benchmark size.
+"""
+
+import importlib.util
+import json
+import os
+import sys
+
+
+def versions(report):
+    for v in report["versions"]:
+        prep = next(s for s in v["stages"] if s["stage"] == "prepare")
+        yield v, prep["detail"]
+
+
+def bench_size(ws):
+    import tomllib
+    with open(os.path.join(ws, "rung.toml"), "rb") as f:
+        spec = tomllib.load(f)
+    return spec["sizes"]["bench"][0]
+
+
+def make_call(ws, v, prep, sizes):
+    import torch
+    rows, cols = sizes["rows"], sizes["cols"]
+    x = torch.randn(rows, cols, device="cuda", dtype=torch.float32)
+    w = torch.rand(cols, device="cuda", dtype=torch.float32) + 0.5
+    y = torch.empty_like(x)
+    eps = 1e-6
+    if v["kind"] == "triton":
+        spec = importlib.util.spec_from_file_location("version_" + v["id"], os.path.join(ws, v["path"]))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return lambda: mod.run(x, w, y, eps, rows, cols)
+    import cupy
+    import numpy
+    cubin = os.path.join(ws, ".rung", "dumps", v["id"], v["id"] + ".cubin")
+    fn = cupy.RawModule(path=cubin).get_function(prep["entry"])
+    launch = next(l["launch"] for l in prep["launches"] if l["sizes"] == sizes)
+    values = {"x": x, "w": w, "y": y, "eps": numpy.float32(eps), "rows": numpy.int32(rows), "cols": numpy.int32(cols)}
+    args = []
+    for b in prep["bindings"]:
+        key = b.get("tensor") or b.get("scalar") or b.get("var")
+        a = values[key]
+        args.append(cupy.asarray(a) if hasattr(a, "data_ptr") else a)
+    grid, block, smem = tuple(launch["grid"]), tuple(launch["block"]), launch["smem_bytes"]
+    stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+
+    def call():
+        with stream:
+            fn(grid, block, tuple(args), shared_mem=smem)
+    return call
+
+
+def main():
+    ws, report_path, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+    with open(report_path) as f:
+        report = json.load(f)
+    sizes = bench_size(ws)
+    import torch
+    if mode == "do-bench":
+        import triton.testing
+        out = {}
+        for v, prep in versions(report):
+            try:
+                call = make_call(ws, v, prep, sizes)
+                out[v["id"]] = 1e3 * triton.testing.do_bench(call, warmup=100, rep=2000, return_mode="median")
+            except Exception as e:  # report, do not hide
+                out[v["id"]] = "error: %s: %s" % (type(e).__name__, e)
+        print(json.dumps(out))
+    elif mode == "launch":
+        want, n = sys.argv[4], int(sys.argv[5])
+        for v, prep in versions(report):
+            if v["id"] == want:
+                call = make_call(ws, v, prep, sizes)
+                for _ in range(n):
+                    call()
+                torch.cuda.synchronize()
+
+
+if __name__ == "__main__":
+    main()

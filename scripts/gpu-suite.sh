@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The GPU suite: on a machine with a GPU and rung's release binary, builds nothing and runs
+# `rung selftest --gpu --bench` (the fault cases, the demo, GPU MODE and KernelBench problems, the
+# warm path, the bench validation), then times the demo's kernels with triton.testing.do_bench
+# and Nsight Compute to compare with rung's medians, and prints one table.
+#
+#   scripts/gpu-suite.sh [RUNG_BINARY] [OUT_DIR]
+set -uo pipefail
+RUNG=${1:-target/release/rung}
+OUT=${2:-gpu-suite-out}
+HERE=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$OUT"
+WORK=$(mktemp -d)
+PY=${RUNG_PYTHON:-python3}
+
+# SELFTEST_ARGS adds options, e.g. "--only workspaces,warm,bench".
+"$RUNG" selftest --gpu --bench ${SELFTEST_ARGS:-} --dir "$WORK" --out "$OUT/selftest.json" | tee "$OUT/selftest.txt"
+status=${PIPESTATUS[0]}
+
+DEMO="$WORK/bench/demo"
+"$PY" - "$OUT/selftest.json" > "$OUT/demo-report.json" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+print(json.dumps(doc["bench_reports"]["demo-0"]))
+PY
+"$PY" "$HERE/bench_validate.py" "$DEMO" "$OUT/demo-report.json" do-bench > "$OUT/do-bench.json" 2> "$OUT/do-bench.err"
+
+: > "$OUT/ncu.csv"
+for v in $("$PY" -c "import json,sys; print(' '.join(v['id'] for v in json.load(open(sys.argv[1]))['versions']))" "$OUT/demo-report.json"); do
+  ncu --clock-control none --cache-control all --metrics gpu__time_duration.sum --csv \
+      --launch-skip 3 --launch-count 10 \
+      "$PY" "$HERE/bench_validate.py" "$DEMO" "$OUT/demo-report.json" launch "$v" 13 \
+      > "$OUT/ncu-$v.csv" 2> "$OUT/ncu-$v.err"
+done
+
+"$PY" - "$OUT" <<'PY'
+import csv, json, os, statistics, sys
+out = sys.argv[1]
+doc = json.load(open(os.path.join(out, "selftest.json")))
+report = json.load(open(os.path.join(out, "demo-report.json")))
+do_bench = json.load(open(os.path.join(out, "do-bench.json")))
+print("\nbench validation at the benchmark size (µs; Δ = other / rung − 1)")
+print("%-6s %-34s %10s %10s %8s %10s %8s" % ("id", "version", "rung", "ncu", "Δ ncu", "do_bench", "Δ do_b"))
+for v in report["versions"]:
+    rung = next((s["detail"]["sizes"][0]["median_ms"] * 1e3 for s in v["stages"] if s["stage"] == "bench" and s["verdict"] == "pass"), None)
+    ncu = []
+    path = os.path.join(out, "ncu-%s.csv" % v["id"])
+    lines = [l for l in open(path) if l.startswith('"')] if os.path.exists(path) else []
+    for row in csv.DictReader(lines):
+        if row.get("Metric Name") == "gpu__time_duration.sum":
+            unit = row.get("Metric Unit", "")
+            val = float(row["Metric Value"].replace(",", ""))
+            ncu.append(val / 1e3 if unit == "nsecond" else val * 1e3 if unit == "msecond" else val)
+    n = statistics.median(ncu) if ncu else None
+    d = do_bench.get(v["id"])
+    d = d if isinstance(d, (int, float)) else None
+    fmt = lambda x: "%.1f" % x if x is not None else "-"
+    pct = lambda x: "%+.1f%%" % (100 * (x / rung - 1)) if x is not None and rung else "-"
+    print("%-6s %-34s %10s %10s %8s %10s %8s" % (v["id"], v["path"][9:], fmt(rung), fmt(n), pct(n), fmt(d), pct(d)))
+PY
+rm -rf "$WORK"
+exit $status

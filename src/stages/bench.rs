@@ -1,0 +1,677 @@
+//! The bench and roofline rungs (DESIGN.md, Timing). For each benchmark size rung draws several
+//! independent input sets, the worker uploads them once, warms up by time, then times calls
+//! rotating through the sets with L2 flushed before each. rung asks for samples in batches until
+//! the median's 95% confidence interval is under 1% or the budget (`limits.bench`) is spent, and
+//! computes every statistic itself. The outputs of a timed call on the real input set are checked
+//! against the reference at the benchmark size. One bench at a time per GPU (a lock per UUID);
+//! the device's clocks and throttle reasons are recorded before and after.
+//!
+//! The headline time is the GPU time between events on the call's stream, unless the call left
+//! work on another stream: then it is the device-wide interval as the host saw it, less the
+//! measured fixed cost of waiting for the device.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::devstate::DeviceState;
+use crate::gpu::GpuInfo;
+use crate::inputs;
+use crate::metrics;
+use crate::protocol::{self, CallMode, Ceiling, CeilingKind, Op, Response, TensorFile};
+use crate::report::{Reason, StageDetail, Verdict};
+use crate::runners::{Failure, Runners};
+use crate::spec::{SizeSet, Spec};
+use crate::stages::run::{StageOutcome, call_args};
+use crate::stats::{self, Stop, StopRule, Summary};
+use crate::workspace::{VersionFile, VersionKind, Workspace};
+
+/// Input sets the timed calls rotate through.
+pub const INPUT_SETS: usize = 3;
+/// Bytes cleared before each timed call: more than any current GPU's L2 (H100/H200: 50–60 MB).
+pub const FLUSH_BYTES: u64 = 256 << 20;
+/// Warm-up before timing.
+pub const WARMUP_SECONDS: f64 = 0.3;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BenchDetail {
+    pub gpu: String,
+    pub uuid: String,
+    pub device_before: Option<DeviceState>,
+    pub device_after: Option<DeviceState>,
+    /// A clock-event reason other than idle was active before or after.
+    pub throttled: bool,
+    /// How long this bench waited for another rung process timing on the same GPU.
+    pub lock_wait_ms: f64,
+    pub sizes: Vec<SizeBench>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SizeBench {
+    pub sizes: SizeSet,
+    /// The headline time, ms: `gpu` median, or the device-wide one when work was left on another
+    /// stream.
+    pub median_ms: f64,
+    /// `events` or `device-wide`.
+    pub basis: String,
+    /// GPU time between events on the call's stream, ms.
+    pub gpu: Summary,
+    /// Host time of the call itself, ms.
+    pub host: Summary,
+    /// Device-wide interval as the host saw it, ms, before subtracting `fixed_ms`.
+    pub wall: Summary,
+    /// The fixed cost of waiting for an idle device, ms (an empty call's wall time).
+    pub fixed_ms: f64,
+    pub stop: Stop,
+    pub input_sets: usize,
+    pub flush_bytes: u64,
+    /// Why the timed outputs disagree with the reference, when they do.
+    pub recheck_failure: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Ceilings {
+    pub uuid: String,
+    pub gpu: String,
+    /// The best device-to-device copy, GB/s counting bytes read plus written.
+    pub copy_gbs: f64,
+    /// Each method's figure: `cuMemcpy`, `copy-kernel`.
+    pub copy_methods: BTreeMap<String, f64>,
+    /// A large bf16 GEMM through cuBLAS (torch.matmul), TFLOP/s; absent without torch.
+    pub gemm_bf16_tflops: Option<f64>,
+    /// The datasheet's figures for this GPU, when rung knows it.
+    pub datasheet_gbs: Option<f64>,
+    pub datasheet_bf16_tflops: Option<f64>,
+    pub measured_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RooflineDetail {
+    pub sizes: SizeSet,
+    pub seconds: f64,
+    pub bytes: Option<f64>,
+    pub flops: Option<f64>,
+    pub achieved_gbs: Option<f64>,
+    pub achieved_tflops: Option<f64>,
+    /// `memory` or `compute`: which ceiling applies at this arithmetic intensity.
+    pub bound: String,
+    /// Achieved as a percentage of the ceiling that bounds it.
+    pub percent_of_ceiling: Option<f64>,
+    pub ceilings: Ceilings,
+}
+
+/// Datasheet figures (dense bf16 TFLOP/s, HBM GB/s) by GPU name.
+pub fn datasheet(name: &str) -> (Option<f64>, Option<f64>) {
+    let n = name.to_ascii_uppercase();
+    if n.contains("H200") {
+        (Some(4800.0), Some(989.4))
+    } else if n.contains("H100") && n.contains("PCIE") {
+        (Some(2000.0), Some(756.0))
+    } else if n.contains("H100") {
+        (Some(3350.0), Some(989.4))
+    } else if n.contains("A100") {
+        (Some(2039.0), Some(312.0))
+    } else {
+        (None, None)
+    }
+}
+
+fn fail(verdict: Verdict, reason: Option<Reason>, summary: impl Into<String>) -> StageOutcome {
+    StageOutcome { verdict, summary: summary.into(), diagnostics: vec![], detail: StageDetail::None, reason }
+}
+
+/// Parameter name → (file, shape): the buffers of one input set.
+pub type Files = BTreeMap<String, (PathBuf, Vec<i64>)>;
+
+/// Builds a CUDA version's launch at a size, given its buffers.
+pub type LaunchAt<'a> = &'a dyn Fn(&SizeSet, &Files) -> Result<protocol::Launch, String>;
+
+/// How one timed call is made: the native launch or the Python call at a size, given the files.
+enum Target<'a> {
+    Native(LaunchAt<'a>),
+    Python { file: PathBuf, params: Vec<String> },
+}
+
+/// Benches one version that passed its check. `launch_at` builds the native launch for a CUDA
+/// version (None for Python versions).
+#[allow(clippy::too_many_arguments)]
+pub fn bench(
+    ws: &Workspace,
+    spec: &Spec,
+    runners: &mut Runners,
+    gpu: &GpuInfo,
+    v: &VersionFile,
+    source: &str,
+    seed: u64,
+    launch_at: Option<LaunchAt>,
+) -> StageOutcome {
+    let target = match (launch_at, v.kind) {
+        (Some(f), _) => Target::Native(f),
+        (None, k) if k.is_python() => Target::Python {
+            file: v.path.clone(),
+            params: crate::stages::prepare::python_def_params(source, "run")
+                .map(|(p, _)| p.into_iter().map(|(n, _)| n).collect())
+                .unwrap_or_default(),
+        },
+        _ => return fail(Verdict::Skipped, None, format!("benching {} versions is not built yet", v.kind)),
+    };
+    let sizes: Vec<SizeSet> = if spec.bench_sizes.is_empty() {
+        spec.test_sizes.last().cloned().into_iter().collect()
+    } else {
+        spec.bench_sizes.clone()
+    };
+    let lock = match crate::gpulock::lock(&gpu.uuid) {
+        Ok(l) => l,
+        Err(e) => return fail(Verdict::Error, None, format!("cannot take the GPU's bench lock: {e}")),
+    };
+    let before = crate::devstate::query(&gpu.uuid).ok();
+    let python = matches!(target, Target::Python { .. });
+    if python {
+        let forked = runners.zygote(false).and_then(|z| z.fork(CallMode::Cuda, Duration::from_secs(60)));
+        match forked {
+            Ok(r) if r.ok => {}
+            Ok(r) => {
+                let e = r.error.map(|e| e.message).unwrap_or_default();
+                return fail(Verdict::Error, None, format!("the Python worker could not start: {e}"));
+            }
+            Err(e) => return fail(Verdict::Error, None, format!("the Python worker could not start: {e}")),
+        }
+    }
+    let mut results = Vec::new();
+    let mut failure: Option<StageOutcome> = None;
+    let scratch = runners.scratch(&format!("{}-bench", v.id));
+    for (si, size) in sizes.iter().enumerate() {
+        match bench_size(ws, spec, runners, &target, size, seed, &scratch.join(format!("b{si}"))) {
+            Ok(r) => results.push(r),
+            Err(f) => {
+                failure = Some(*f);
+                break;
+            }
+        }
+    }
+    if python {
+        runners.end_children();
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    let after = crate::devstate::query(&gpu.uuid).ok();
+    let throttled = before.as_ref().is_some_and(|d| d.throttled) || after.as_ref().is_some_and(|d| d.throttled);
+    let detail = StageDetail::Bench(BenchDetail {
+        gpu: gpu.name.clone(),
+        uuid: gpu.uuid.clone(),
+        device_before: before,
+        device_after: after,
+        throttled,
+        lock_wait_ms: lock.waited.as_secs_f64() * 1e3,
+        sizes: results.clone(),
+    });
+    drop(lock);
+    if let Some(mut f) = failure {
+        f.detail = detail;
+        return f;
+    }
+    if let Some(bad) = results.iter().find(|r| r.recheck_failure.is_some()) {
+        return StageOutcome {
+            verdict: Verdict::Fail,
+            summary: format!(
+                "the timed runs' outputs are wrong at {}: {}",
+                crate::spec::size_label(&bad.sizes),
+                bad.recheck_failure.as_deref().unwrap_or("")
+            ),
+            diagnostics: vec![],
+            detail,
+            reason: Some(Reason::Mismatch),
+        };
+    }
+    let first = &results[0];
+    let mut summary = format!(
+        "{:.1} µs median at {} ({} {}, n={}, 95% CI ±{:.2}%, host {:.1} µs/call)",
+        first.median_ms * 1e3,
+        crate::spec::size_label(&first.sizes),
+        first.basis,
+        match first.stop {
+            Stop::Converged => "converged",
+            Stop::Budget => "budget spent",
+            Stop::MaxSamples => "sample cap",
+        },
+        first.gpu.n,
+        first.gpu.ci_rel * 50.0,
+        first.host.median * 1e3,
+    );
+    if throttled {
+        summary.push_str("; THROTTLED (see device state)");
+    }
+    StageOutcome { verdict: Verdict::Pass, summary, diagnostics: vec![], detail, reason: None }
+}
+
+fn worker_failure(f: Failure) -> StageOutcome {
+    let reason = match f {
+        Failure::Timeout(_) => Some(Reason::Timeout),
+        Failure::Died(_) => Some(Reason::Crashed),
+        Failure::Protocol(_) => None,
+    };
+    fail(if reason.is_some() { Verdict::Fail } else { Verdict::Error }, reason, f.to_string())
+}
+
+fn answer(resp: Result<Response, Failure>) -> Result<Response, Box<StageOutcome>> {
+    match resp {
+        Ok(r) if r.ok => Ok(r),
+        Ok(r) => {
+            let e = r.error.unwrap_or_else(|| protocol::WorkerError::new("error", ""));
+            Err(Box::new(fail(
+                Verdict::Fail,
+                Some(crate::stages::run::reason_for(&e)),
+                format!("{}: {}", e.kind, e.message),
+            )))
+        }
+        Err(f) => Err(Box::new(worker_failure(f))),
+    }
+}
+
+fn bench_size(
+    ws: &Workspace,
+    spec: &Spec,
+    runners: &mut Runners,
+    target: &Target,
+    sizes: &SizeSet,
+    seed: u64,
+    dir: &std::path::Path,
+) -> Result<SizeBench, Box<StageOutcome>> {
+    let io = |e: std::io::Error| Box::new(fail(Verdict::Error, None, format!("{}: {e}", dir.display())));
+    std::fs::create_dir_all(dir).map_err(io)?;
+    // Set 0 is the real input set (its outputs are re-checked); the others are drawn apart.
+    let mut files: BTreeMap<String, (PathBuf, Vec<i64>)> = BTreeMap::new();
+    let mut extra: Vec<BTreeMap<String, PathBuf>> = vec![BTreeMap::new(); INPUT_SETS - 1];
+    for (idx, t) in spec.inputs.iter().enumerate() {
+        let shape = spec.shape_at(t, sizes).unwrap_or_default();
+        let numel = shape.iter().product::<i64>() as usize;
+        for k in 0..INPUT_SETS {
+            let s = if k == 0 { seed } else { seed.wrapping_add(0xB5E7_0000 + k as u64) };
+            let path = dir.join(format!("{}-{k}.bin", t.name));
+            std::fs::write(&path, inputs::generate(t.dtype, &t.init, s, idx as u64, numel)).map_err(io)?;
+            if k == 0 {
+                files.insert(t.name.clone(), (path, shape.clone()));
+            } else {
+                extra[k - 1].insert(t.name.clone(), path);
+            }
+        }
+    }
+    for t in &spec.outputs {
+        let shape = spec.shape_at(t, sizes).unwrap_or_default();
+        let len = shape.iter().product::<i64>() as usize * t.dtype.size_bytes();
+        let path = dir.join(format!("{}.bin", t.name));
+        std::fs::write(&path, vec![inputs::POISON[0]; len]).map_err(io)?;
+        files.insert(t.name.clone(), (path, shape));
+    }
+    let limit = spec.limits.bench + spec.limits.run;
+    let rule = StopRule { budget_seconds: spec.limits.bench.as_secs_f64(), ..StopRule::default() };
+    let mut first = protocol::Bench {
+        launch: None,
+        call: None,
+        sets: extra,
+        warmup_seconds: WARMUP_SECONDS,
+        samples: 10,
+        flush_bytes: FLUSH_BYTES,
+        write_back: false,
+    };
+    match target {
+        Target::Native(f) => {
+            first.launch = Some(f(sizes, &files).map_err(|e| Box::new(fail(Verdict::Fail, None, e)))?);
+        }
+        Target::Python { file, params } => {
+            let args = call_args(spec, params, sizes, |t, _| {
+                let (path, shape) = &files[&t.name];
+                TensorFile { path: path.clone(), dtype: t.dtype, shape: shape.clone() }
+            })
+            .map_err(|e| Box::new(fail(Verdict::Error, None, e)))?;
+            first.call = Some(protocol::Call {
+                file: file.clone(),
+                function: "run".into(),
+                mode: CallMode::Cuda,
+                args,
+                returns: BTreeMap::new(),
+                guard_bytes: 0,
+            });
+        }
+    }
+    let python = matches!(target, Target::Python { .. });
+    let send = |runners: &mut Runners, req: protocol::Bench| -> Result<Response, Box<StageOutcome>> {
+        if python {
+            answer(runners.zygote(false).and_then(|z| z.call(Op::Bench(req), limit)))
+        } else {
+            answer(runners.native(Op::Bench(req), limit))
+        }
+    };
+    let t0 = Instant::now();
+    let resp = send(runners, first)?;
+    let fixed_ms = resp.fixed_ms.unwrap_or(0.0);
+    let mut samples = resp.samples;
+    let mut timed = Instant::now();
+    let mut spent = 0.0;
+    let stop = loop {
+        let gpu: Vec<f64> = samples.iter().map(|s| s.gpu_ms).collect();
+        spent += timed.elapsed().as_secs_f64();
+        if let Some(stop) = stats::should_stop(&gpu, spent, &rule) {
+            break stop;
+        }
+        let more = stats::next_batch(&gpu, spent, &rule) as u32;
+        timed = Instant::now();
+        let r = send(
+            runners,
+            protocol::Bench {
+                launch: None,
+                call: None,
+                sets: vec![],
+                warmup_seconds: 0.0,
+                samples: more,
+                flush_bytes: 0,
+                write_back: false,
+            },
+        )?;
+        samples.extend(r.samples);
+    };
+    let _ = t0;
+    // One more call on the real input set, its outputs written back and checked.
+    send(
+        runners,
+        protocol::Bench {
+            launch: None,
+            call: None,
+            sets: vec![],
+            warmup_seconds: 0.0,
+            samples: 0,
+            flush_bytes: 0,
+            write_back: true,
+        },
+    )?;
+    let recheck_failure = recheck(ws, spec, runners, sizes, seed, &files, dir);
+    let gpu = stats::summarize(&samples.iter().map(|s| s.gpu_ms).collect::<Vec<_>>());
+    let host = stats::summarize(&samples.iter().map(|s| s.host_ms).collect::<Vec<_>>());
+    let wall = stats::summarize(&samples.iter().map(|s| s.wall_ms).collect::<Vec<_>>());
+    // Work on another stream: the device stayed busy well past the call's own stream.
+    let device_wide = wall.median - fixed_ms;
+    let (median_ms, basis) =
+        if device_wide > 1.5 * gpu.median + 0.05 { (device_wide, "device-wide") } else { (gpu.median, "events") };
+    Ok(SizeBench {
+        sizes: sizes.clone(),
+        median_ms,
+        basis: basis.into(),
+        gpu,
+        host,
+        wall,
+        fixed_ms,
+        stop,
+        input_sets: INPUT_SETS,
+        flush_bytes: FLUSH_BYTES,
+        recheck_failure,
+    })
+}
+
+/// Compares the written-back outputs with the reference at the benchmark size (not cached: a
+/// benchmark-size reference is large).
+fn recheck(
+    ws: &Workspace,
+    spec: &Spec,
+    runners: &mut Runners,
+    sizes: &SizeSet,
+    seed: u64,
+    files: &BTreeMap<String, (PathBuf, Vec<i64>)>,
+    dir: &std::path::Path,
+) -> Option<String> {
+    let reference = ws.reference.clone().filter(|r| r.extension().is_some_and(|e| e == "py"))?;
+    let ref_source = std::fs::read_to_string(ws.root.join(&reference)).unwrap_or_default();
+    let params: Vec<String> = crate::stages::prepare::python_def_params(&ref_source, "reference")
+        .map(|(p, _)| p.into_iter().map(|(n, _)| n).collect())
+        .unwrap_or_else(|| spec.inputs.iter().map(|t| t.name.clone()).collect());
+    let _ = seed;
+    let mut returns = BTreeMap::new();
+    for t in &spec.outputs {
+        let shape = spec.shape_at(t, sizes).unwrap_or_default();
+        returns.insert(
+            t.name.clone(),
+            TensorFile { path: dir.join(format!("{}-ref.bin", t.name)), dtype: t.dtype, shape },
+        );
+    }
+    let args = call_args(spec, &params, sizes, |t, _| {
+        let (path, shape) = &files[&t.name];
+        TensorFile { path: path.clone(), dtype: t.dtype, shape: shape.clone() }
+    })
+    .ok()?;
+    let call = protocol::Call {
+        file: reference,
+        function: "reference".into(),
+        mode: CallMode::Reference,
+        args,
+        returns: returns.clone(),
+        guard_bytes: 0,
+    };
+    // The reference runs in a child of its own (the version's child, if any, has ended).
+    let z = runners.zygote(false).ok()?;
+    if !z.fork(CallMode::Reference, Duration::from_secs(60)).is_ok_and(|r| r.ok) {
+        return Some("the reference could not run at the benchmark size".into());
+    }
+    let resp = z.call(Op::Call(call), spec.limits.run * 4);
+    runners.end_children();
+    match resp {
+        Ok(r) if r.ok => {}
+        Ok(r) => return Some(format!("the reference failed: {}", r.error.map(|e| e.message).unwrap_or_default())),
+        Err(e) => return Some(format!("the reference failed: {e}")),
+    }
+    for t in &spec.outputs {
+        let shape: Vec<usize> = files[&t.name].1.iter().map(|d| *d as usize).collect();
+        let o = inputs::to_f64(t.dtype, &std::fs::read(&files[&t.name].0).unwrap_or_default());
+        let r = inputs::to_f64(t.dtype, &std::fs::read(&returns[&t.name].path).unwrap_or_default());
+        let c = metrics::compare(&o, &r, &shape, &t.tolerance);
+        if let Some(why) = metrics::judge(&c, &t.tolerance) {
+            return Some(format!("`{}`: {why}", t.name));
+        }
+    }
+    None
+}
+
+fn ceilings_path(uuid: &str) -> PathBuf {
+    crate::toolchain::rung_home().join("ceilings").join(format!("{uuid}.json"))
+}
+
+/// The GPU's ceilings: measured once per GPU UUID and cached (`$RUNG_HOME/ceilings/`).
+pub fn ceilings(runners: &mut Runners, gpu: &GpuInfo, torch: bool) -> Result<Ceilings, String> {
+    let path = ceilings_path(&gpu.uuid);
+    if let Ok(text) = std::fs::read_to_string(&path)
+        && let Ok(c) = serde_json::from_str::<Ceilings>(&text)
+        && (c.gemm_bf16_tflops.is_some() || !torch)
+    {
+        return Ok(c);
+    }
+    let _lock = crate::gpulock::lock(&gpu.uuid).map_err(|e| format!("the GPU's bench lock: {e}"))?;
+    let copy = runners
+        .native(Op::Ceiling(Ceiling { kind: CeilingKind::Copy, size: 1 << 30, reps: 20 }), Duration::from_secs(120))
+        .map_err(|e| e.to_string())?;
+    if !copy.ok {
+        return Err(format!("measuring the copy ceiling: {:?}", copy.error.map(|e| e.message)));
+    }
+    let copy_gbs = copy.ceilings.values().copied().fold(0.0, f64::max);
+    let mut gemm = None;
+    if torch {
+        let z = runners.zygote(false).map_err(|e| e.to_string())?;
+        if z.fork(CallMode::Cuda, Duration::from_secs(60)).is_ok_and(|r| r.ok) {
+            let r = z.call(
+                Op::Ceiling(Ceiling { kind: CeilingKind::GemmBf16, size: 8192, reps: 20 }),
+                Duration::from_secs(120),
+            );
+            if let Some(r) = r.filter_ok() {
+                gemm = r.ceilings.values().copied().reduce(f64::max);
+            }
+        }
+        runners.end_children();
+    }
+    let (ds_gbs, ds_tflops) = datasheet(&gpu.name);
+    let c = Ceilings {
+        uuid: gpu.uuid.clone(),
+        gpu: gpu.name.clone(),
+        copy_gbs,
+        copy_methods: copy.ceilings,
+        gemm_bf16_tflops: gemm,
+        datasheet_gbs: ds_gbs,
+        datasheet_bf16_tflops: ds_tflops,
+        measured_at: crate::report::rfc3339(std::time::SystemTime::now()),
+    };
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = std::fs::write(&path, serde_json::to_string_pretty(&c).unwrap_or_default());
+    Ok(c)
+}
+
+trait FilterOk {
+    fn filter_ok(self) -> Option<Response>;
+}
+
+impl FilterOk for Result<Response, Failure> {
+    fn filter_ok(self) -> Option<Response> {
+        self.ok().filter(|r| r.ok)
+    }
+}
+
+/// The roofline of a benched version at its first benchmark size.
+pub fn roofline(spec: &Spec, bench: &BenchDetail, ceilings: Ceilings, num_sms: i64) -> StageOutcome {
+    let Some(b) = bench.sizes.first() else {
+        return fail(Verdict::Skipped, None, "nothing was benched");
+    };
+    let scope = spec.scope(&b.sizes, Some(num_sms));
+    let bytes = spec.roofline.bytes.as_ref().and_then(|e| e.eval_f64(&scope).ok());
+    let flops = spec.roofline.flops.as_ref().and_then(|e| e.eval_f64(&scope).ok());
+    if bytes.is_none() && flops.is_none() {
+        return fail(Verdict::Skipped, None, "rung.toml's [roofline] gives neither bytes nor flops");
+    }
+    let seconds = b.median_ms * 1e-3;
+    let achieved_gbs = bytes.map(|x| x / seconds / 1e9);
+    let achieved_tflops = flops.map(|x| x / seconds / 1e12);
+    // The ridge point: where the compute ceiling meets the memory one.
+    let memory_bound = match (bytes, flops, ceilings.gemm_bf16_tflops) {
+        (Some(by), Some(fl), Some(t)) => fl / by < t * 1e12 / (ceilings.copy_gbs * 1e9),
+        (Some(_), _, _) => true,
+        _ => false,
+    };
+    let (bound, percent) = if memory_bound {
+        ("memory", achieved_gbs.map(|g| 100.0 * g / ceilings.copy_gbs))
+    } else {
+        ("compute", achieved_tflops.zip(ceilings.gemm_bf16_tflops).map(|(a, c)| 100.0 * a / c))
+    };
+    let summary = match (bound, achieved_gbs, achieved_tflops, percent) {
+        ("memory", Some(g), _, Some(p)) => format!(
+            "{g:.0} GB/s: {p:.1}% of the measured copy ceiling ({:.0} GB/s{}), memory-bound",
+            ceilings.copy_gbs,
+            ceilings.datasheet_gbs.map(|d| format!("; datasheet {d:.0}")).unwrap_or_default()
+        ),
+        (_, _, Some(t), Some(p)) => format!(
+            "{t:.1} TFLOP/s: {p:.1}% of the measured bf16 GEMM ceiling ({:.0} TFLOP/s), compute-bound",
+            ceilings.gemm_bf16_tflops.unwrap_or(0.0)
+        ),
+        _ => "no ceiling to compare with".into(),
+    };
+    StageOutcome {
+        verdict: Verdict::Pass,
+        summary,
+        diagnostics: vec![],
+        detail: StageDetail::Roofline(RooflineDetail {
+            sizes: b.sizes.clone(),
+            seconds,
+            bytes,
+            flops,
+            achieved_gbs,
+            achieved_tflops,
+            bound: bound.into(),
+            percent_of_ceiling: percent,
+            ceilings,
+        }),
+        reason: None,
+    }
+}
+
+/// Whether this kind of version can be benched.
+pub fn benchable(kind: VersionKind) -> bool {
+    kind == VersionKind::Cuda || kind.is_python()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ceilings() -> Ceilings {
+        Ceilings {
+            uuid: "GPU-x".into(),
+            gpu: "NVIDIA H200".into(),
+            copy_gbs: 4000.0,
+            copy_methods: BTreeMap::new(),
+            gemm_bf16_tflops: Some(800.0),
+            datasheet_gbs: Some(4800.0),
+            datasheet_bf16_tflops: Some(989.4),
+            measured_at: String::new(),
+        }
+    }
+
+    fn bench_at(ms: f64) -> BenchDetail {
+        let s = stats::summarize(&[ms]);
+        BenchDetail {
+            gpu: "NVIDIA H200".into(),
+            uuid: "GPU-x".into(),
+            device_before: None,
+            device_after: None,
+            throttled: false,
+            lock_wait_ms: 0.0,
+            sizes: vec![SizeBench {
+                sizes: BTreeMap::from([("rows".into(), 16384), ("cols".into(), 8192)]),
+                median_ms: ms,
+                basis: "events".into(),
+                gpu: s.clone(),
+                host: s.clone(),
+                wall: s,
+                fixed_ms: 0.0,
+                stop: Stop::Converged,
+                input_sets: 3,
+                flush_bytes: FLUSH_BYTES,
+                recheck_failure: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn the_demo_roofline_is_memory_bound_and_its_percentage_is_bytes_over_time_over_ceiling() {
+        let spec = crate::spec::Spec::parse(
+            &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/demo/rung.toml")).unwrap(),
+            std::path::Path::new("rung.toml"),
+        )
+        .unwrap();
+        // x and y: 16384 x 8192 f32 each; w: 8192 f32.
+        let bytes = 2.0 * 16384.0 * 8192.0 * 4.0 + 8192.0 * 4.0;
+        let out = roofline(&spec, &bench_at(0.2685), ceilings(), 132);
+        let StageDetail::Roofline(r) = &out.detail else { panic!("{out:?}") };
+        assert_eq!(r.bytes, Some(bytes));
+        let gbs = bytes / 0.2685e-3 / 1e9;
+        assert!((r.achieved_gbs.unwrap() - gbs).abs() < 1e-6);
+        assert_eq!(r.bound, "memory");
+        assert!((r.percent_of_ceiling.unwrap() - 100.0 * gbs / 4000.0).abs() < 1e-9);
+        assert!(out.summary.contains("of the measured copy ceiling"), "{}", out.summary);
+    }
+
+    #[test]
+    fn a_high_intensity_kernel_is_compute_bound() {
+        let toml = "[problem]\nname = \"mm\"\n[[inputs]]\nname = \"a\"\ndtype = \"bf16\"\nshape = [\"n\", \"n\"]\n[[outputs]]\nname = \"c\"\ndtype = \"bf16\"\nshape = [\"n\", \"n\"]\n[sizes]\ntest = [{ n = 64 }]\nbench = [{ n = 8192 }]\n[roofline]\nbytes = \"2 * bytes(a)\"\nflops = \"2 * n * n * n\"\n";
+        let spec = crate::spec::Spec::parse(toml, std::path::Path::new("rung.toml")).unwrap();
+        let mut b = bench_at(2.0);
+        b.sizes[0].sizes = BTreeMap::from([("n".into(), 8192)]);
+        let out = roofline(&spec, &b, ceilings(), 132);
+        let StageDetail::Roofline(r) = &out.detail else { panic!() };
+        assert_eq!(r.bound, "compute");
+        let tflops = 2.0 * 8192f64.powi(3) / 2e-3 / 1e12;
+        assert!((r.percent_of_ceiling.unwrap() - 100.0 * tflops / 800.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn datasheet_figures_are_known_for_hopper() {
+        assert_eq!(datasheet("NVIDIA H200"), (Some(4800.0), Some(989.4)));
+        assert_eq!(datasheet("NVIDIA GeForce RTX 4090"), (None, None));
+    }
+}
