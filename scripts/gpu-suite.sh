@@ -50,7 +50,8 @@ for v in report["versions"]:
         if row.get("Metric Name") == "gpu__time_duration.sum":
             unit = row.get("Metric Unit", "")
             val = float(row["Metric Value"].replace(",", ""))
-            ncu.append(val / 1e3 if unit == "nsecond" else val * 1e3 if unit == "msecond" else val)
+            scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}.get(unit, 1.0)
+            ncu.append(val * scale)
     n = statistics.median(ncu) if ncu else None
     d = do_bench.get(v["id"])
     d = d if isinstance(d, (int, float)) else None

@@ -433,6 +433,17 @@ pub fn run_bench(dir: &Path, repeat: &str, repeats: usize) -> anyhow::Result<(Ve
     fault_workspace(&side, &FaultOptions { gpu: true, order_seed: 0, run_limit: "10s".into() })?;
     let f = FAULTS.get_file("t-side-stream.py").expect("embedded");
     std::fs::write(side.join("versions").join("v101-candidate.py"), f.contents())?;
+    // A shorter bench budget than the default: this runs eleven benches.
+    for ws in [&demo, &side] {
+        let path = ws.join("rung.toml");
+        let mut toml = std::fs::read_to_string(&path)?;
+        if toml.contains("[limits]") {
+            toml = toml.replacen("[limits]", "[limits]\nbench = \"8s\"", 1);
+        } else {
+            toml.push_str("\n[limits]\nbench = \"8s\"\n");
+        }
+        std::fs::write(&path, toml)?;
+    }
     let mut out = Vec::new();
     let mut reports = serde_json::Map::new();
     let runs: Vec<(&str, &Path, Vec<String>)> = vec![
