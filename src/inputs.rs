@@ -153,13 +153,35 @@ pub fn to_f64(dtype: DType, bytes: &[u8]) -> Vec<f64> {
     (0..bytes.len() / dtype.size_bytes()).map(|i| read(dtype, bytes, i)).collect()
 }
 
-/// The bytes of input number `stream` with `numel` elements, at `seed`.
+/// The bytes of input number `stream` with `numel` elements, at `seed`. Every element is a pure
+/// function of (seed, stream, index), so large inputs are drawn on every core in chunks and the
+/// bytes are the same as drawing them in order.
 pub fn generate(dtype: DType, init: &Init, seed: u64, stream: u64, numel: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(numel * dtype.size_bytes());
-    for i in 0..numel as u64 {
-        push_bytes(dtype, value(init, seed, stream, i), &mut out);
+    let draw = |range: std::ops::Range<usize>| {
+        let mut out = Vec::with_capacity(range.len() * dtype.size_bytes());
+        for i in range {
+            push_bytes(dtype, value(init, seed, stream, i as u64), &mut out);
+        }
+        out
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(32);
+    if numel < 1 << 20 || threads < 2 {
+        return draw(0..numel);
     }
-    out
+    let chunk = numel.div_ceil(threads);
+    std::thread::scope(|scope| {
+        let parts: Vec<_> = (0..threads)
+            .map(|t| {
+                let range = (t * chunk).min(numel)..((t + 1) * chunk).min(numel);
+                scope.spawn(move || draw(range))
+            })
+            .collect();
+        let mut out = Vec::with_capacity(numel * dtype.size_bytes());
+        for p in parts {
+            out.extend(p.join().expect("drawing inputs does not panic"));
+        }
+        out
+    })
 }
 
 /// The two poison bytes: a buffer is filled with one, then the other, before the two runs.
@@ -180,6 +202,18 @@ pub fn unwritten(first: &[u8], second: &[u8], elem_size: usize) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn drawing_in_parallel_gives_the_same_bytes_as_in_order() {
+        let init = Init::Normal { mean: 0.0, std: 1.0 };
+        let n = (1 << 20) + 12345;
+        let parallel = generate(DType::F32, &init, 42, 3, n);
+        let mut serial = Vec::new();
+        for i in 0..n as u64 {
+            push_bytes(DType::F32, value(&init, 42, 3, i), &mut serial);
+        }
+        assert_eq!(parallel, serial);
+    }
 
     #[test]
     fn reproducible_and_seed_dependent() {
