@@ -126,6 +126,53 @@ fn check_version(
     runners: &mut Option<Runners>,
     opts: &CheckOptions,
 ) -> Result<VersionReport, StoreError> {
+    let built = build_phase(ws, store, v, seed, machine, None)?.expect("not cancelled");
+    Ok(run_phase(ws, store, built, seed, machine, runners, opts, None)?.expect("not cancelled"))
+}
+
+/// A version after its CPU rungs (prepare, build): what the GPU rungs need next.
+#[derive(Debug, Clone)]
+pub struct Built {
+    pub version: VersionFile,
+    pub source: String,
+    pub source_hash: String,
+    pub status: Status,
+    pub stages: Vec<StageResult>,
+    /// Prepare and build passed: the run rung may start.
+    pub runnable: bool,
+}
+
+impl Built {
+    /// The record of a version that stopped here.
+    pub fn into_report(self) -> VersionReport {
+        let verdict = self.stages.iter().map(|s| s.verdict).max().unwrap_or(Verdict::Pass);
+        VersionReport {
+            id: self.version.id.clone(),
+            path: self.version.path.clone(),
+            kind: self.version.kind,
+            status: self.status,
+            source_hash: self.source_hash,
+            verdict,
+            stages: self.stages,
+        }
+    }
+}
+
+fn is_cancelled(cancel: Option<&std::sync::Arc<std::sync::atomic::AtomicBool>>) -> bool {
+    cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst))
+}
+
+/// The prepare and build rungs of one version, recorded. `cancel` (set by the scheduler when a
+/// newer save arrives) kills the running tool; a cancelled phase records nothing more and
+/// returns `None`.
+pub fn build_phase(
+    ws: &Workspace,
+    store: &mut Store,
+    v: &VersionFile,
+    seed: u64,
+    machine: &Machine,
+    cancel: Option<&std::sync::Arc<std::sync::atomic::AtomicBool>>,
+) -> Result<Option<Built>, StoreError> {
     let (source, read_error) = match ws.read_source(v) {
         Ok(s) => (s, None),
         Err(e) => (String::new(), Some(e)),
@@ -159,8 +206,11 @@ fn check_version(
         BTreeMap::new(),
     );
     let prepared = result.verdict == Verdict::Pass;
+    if is_cancelled(cancel) {
+        return Ok(None);
+    }
     stages.push(record(store, v, &source_hash, seed, started, result)?);
-
+    let mut runnable = false;
     if prepared {
         let env = BuildEnv {
             ws,
@@ -171,8 +221,11 @@ fn check_version(
         };
         let started = SystemTime::now();
         let t0 = Instant::now();
-        let b = build::build(&env, store, v, &source)?;
-        let built = b.verdict == Verdict::Pass;
+        let b = build::with_cancel(cancel, || build::build(&env, store, v, &source))?;
+        if is_cancelled(cancel) {
+            return Ok(None);
+        }
+        runnable = b.verdict == Verdict::Pass;
         let outcome = StageOutcome {
             verdict: b.verdict,
             summary: b.summary,
@@ -182,51 +235,74 @@ fn check_version(
         };
         let result = stage_result(Stage::Build, (started, t0), outcome, b.tools);
         stages.push(record(store, v, &source_hash, seed, started, result)?);
+    }
+    Ok(Some(Built { version: v.clone(), source, source_hash, status: row.status, stages, runnable }))
+}
 
-        if built {
-            let started = SystemTime::now();
-            let t0 = Instant::now();
-            let out = match runners_for(ws, machine, runners) {
-                Ok(r) => {
-                    let env =
-                        run::RunEnv { toolchain: &machine.toolchain, gpu_sms: machine.gpu.first().map(|g| g.sm_count) };
-                    run::run_and_check(ws, &env, r, v, &source, seed)
-                }
-                Err(e) => run::RunOutcome {
-                    run: run::StageOutcome {
-                        verdict: Verdict::Error,
-                        summary: format!("cannot prepare the workers: {e}"),
-                        diagnostics: vec![],
-                        detail: StageDetail::None,
-                        reason: None,
-                    },
-                    check: None,
-                },
-            };
-            let result = stage_result(Stage::Run, (started, t0), out.run, BTreeMap::new());
-            stages.push(record(store, v, &source_hash, seed, started, result)?);
-            if let Some(check) = out.check {
-                let started = SystemTime::now();
-                let checked = check.verdict == Verdict::Pass;
-                let result = stage_result(Stage::Check, (started, Instant::now()), check, BTreeMap::new());
-                stages.push(record(store, v, &source_hash, seed, started, result)?);
-                if checked && !opts.no_bench {
-                    bench_and_roofline(ws, store, v, &source, &source_hash, seed, machine, runners, &mut stages)?;
-                }
-            }
+/// The GPU rungs (run, check, bench, roofline) of a version that built, recorded. A cancelled
+/// phase (the scheduler killed the worker's child for a newer save) records nothing more and
+/// returns `None`.
+#[allow(clippy::too_many_arguments)]
+pub fn run_phase(
+    ws: &Workspace,
+    store: &mut Store,
+    built: Built,
+    seed: u64,
+    machine: &Machine,
+    runners: &mut Option<Runners>,
+    opts: &CheckOptions,
+    cancel: Option<&std::sync::Arc<std::sync::atomic::AtomicBool>>,
+) -> Result<Option<VersionReport>, StoreError> {
+    if !built.runnable {
+        return Ok(Some(built.into_report()));
+    }
+    let Built { version: v, source, source_hash, status, mut stages, .. } = built;
+    let v = &v;
+    let started = SystemTime::now();
+    let t0 = Instant::now();
+    let out = match runners_for(ws, machine, runners) {
+        Ok(r) => {
+            let env = run::RunEnv { toolchain: &machine.toolchain, gpu_sms: machine.gpu.first().map(|g| g.sm_count) };
+            run::run_and_check(ws, &env, r, v, &source, seed)
+        }
+        Err(e) => run::RunOutcome {
+            run: run::StageOutcome {
+                verdict: Verdict::Error,
+                summary: format!("cannot prepare the workers: {e}"),
+                diagnostics: vec![],
+                detail: StageDetail::None,
+                reason: None,
+            },
+            check: None,
+        },
+    };
+    if is_cancelled(cancel) {
+        return Ok(None);
+    }
+    let result = stage_result(Stage::Run, (started, t0), out.run, BTreeMap::new());
+    stages.push(record(store, v, &source_hash, seed, started, result)?);
+    if let Some(check) = out.check {
+        let started = SystemTime::now();
+        let checked = check.verdict == Verdict::Pass;
+        let result = stage_result(Stage::Check, (started, Instant::now()), check, BTreeMap::new());
+        stages.push(record(store, v, &source_hash, seed, started, result)?);
+        if checked && !opts.no_bench {
+            bench_and_roofline(ws, store, v, &source, &source_hash, seed, machine, runners, &mut stages)?;
         }
     }
-
+    if is_cancelled(cancel) {
+        return Ok(None);
+    }
     let verdict = stages.iter().map(|s| s.verdict).max().unwrap_or(Verdict::Pass);
-    Ok(VersionReport {
+    Ok(Some(VersionReport {
         id: v.id.clone(),
         path: v.path.clone(),
         kind: v.kind,
-        status: row.status,
+        status,
         source_hash,
         verdict,
         stages,
-    })
+    }))
 }
 
 /// A stage's result, timed from `started` (wall clock) / `t0` (monotonic) to now.
@@ -330,7 +406,7 @@ fn bench_and_roofline(
 }
 
 /// The workers, created on first need.
-fn runners_for<'r>(
+pub fn runners_for<'r>(
     ws: &Workspace,
     machine: &Machine,
     slot: &'r mut Option<Runners>,

@@ -27,5 +27,6 @@ pub mod stats;
 pub mod store;
 pub mod templates;
 pub mod toolchain;
+pub mod watch;
 pub mod worker;
 pub mod workspace;

@@ -183,9 +183,35 @@ fn signal_kill(pid: u32) {
     }
 }
 
+/// The pids a scheduler may kill to cancel the job running in these workers (zygote children and
+/// the native worker), shared with the thread that schedules.
+pub type Live = std::sync::Arc<std::sync::Mutex<Vec<u32>>>;
+
+fn live_add(live: &Live, pid: u32) {
+    if let Ok(mut l) = live.lock() {
+        l.push(pid);
+    }
+}
+
+fn live_remove(live: &Live, pid: u32) {
+    if let Ok(mut l) = live.lock() {
+        l.retain(|p| *p != pid);
+    }
+}
+
+/// Kills every live pid (a scheduler cancelling the running job).
+pub fn kill_live(live: &Live) {
+    if let Ok(l) = live.lock() {
+        for pid in l.iter() {
+            signal_kill(*pid);
+        }
+    }
+}
+
 /// The Python zygote and its current child.
 pub struct Zygote {
     worker: Worker,
+    live: Live,
     /// Triton's interpreter (TRITON_INTERPRET=1, no CUDA) or real Triton.
     pub interpret: bool,
     child: Option<u32>,
@@ -193,7 +219,7 @@ pub struct Zygote {
 }
 
 impl Zygote {
-    fn start(python: &Path, script: &Path, interpret: bool, env: &WorkerEnv) -> Result<Zygote, Failure> {
+    fn start(python: &Path, script: &Path, interpret: bool, env: &WorkerEnv, live: Live) -> Result<Zygote, Failure> {
         let mut cmd = Command::new(python);
         cmd.arg(script).arg(if interpret { "--interpret" } else { "--cuda" });
         env.apply(&mut cmd);
@@ -204,7 +230,7 @@ impl Zygote {
         }
         let log = env.logs.join(format!("python-{}.log", if interpret { "interpret" } else { "cuda" }));
         let worker = Worker::start(cmd, &log)?;
-        Ok(Zygote { worker, interpret, child: None, next_id: 1 })
+        Ok(Zygote { worker, live, interpret, child: None, next_id: 1 })
     }
 
     pub fn hello(&self) -> &Hello {
@@ -229,6 +255,9 @@ impl Zygote {
         let resp = self.worker.call(&Request { id, op: Op::Fork(fork) }, limit)?;
         if resp.ok {
             self.child = resp.pid;
+            if let Some(pid) = resp.pid {
+                live_add(&self.live, pid);
+            }
         }
         Ok(resp)
     }
@@ -240,7 +269,9 @@ impl Zygote {
         match self.worker.call(&Request { id, op }, limit) {
             Ok(resp) if resp.id.is_none() && !resp.ok => {
                 // The zygote's line: the child died while running the request.
-                self.child = None;
+                if let Some(pid) = self.child.take() {
+                    live_remove(&self.live, pid);
+                }
                 let e = resp.error.unwrap_or_else(|| WorkerError::new("WorkerDied", "the child died"));
                 Err(Failure::Died(format!("{}{}", e.message, self.worker.log_tail())))
             }
@@ -248,6 +279,7 @@ impl Zygote {
             Err(Failure::Timeout(d)) => {
                 if let Some(pid) = self.child.take() {
                     signal_kill(pid);
+                    live_remove(&self.live, pid);
                     // The zygote reports the death; read it so the next answer lines up.
                     if self.worker.receive(Duration::from_secs(10)).is_err() {
                         self.worker.kill();
@@ -263,7 +295,8 @@ impl Zygote {
 
     /// Ends the current child, if any, and waits for it to say so.
     pub fn end_child(&mut self) {
-        if self.child.take().is_some() {
+        if let Some(pid) = self.child.take() {
+            live_remove(&self.live, pid);
             let id = self.id();
             if self.worker.call(&Request { id, op: Op::Exit }, Duration::from_secs(10)).is_err() {
                 self.worker.kill();
@@ -308,6 +341,8 @@ pub struct Runners {
     native: Option<Native>,
     /// Seconds each zygote took to start (imports), for the record.
     pub zygote_starts: Vec<f64>,
+    /// Pids a scheduler may kill to cancel the running job.
+    pub live: Live,
     /// Helpers left running after a check recorded its result (disassembling the kernels that
     /// launched): reaped as they finish, waited for when the runners end.
     pub background: Vec<Child>,
@@ -354,6 +389,7 @@ impl Runners {
             zygotes: Vec::new(),
             native: None,
             zygote_starts: Vec::new(),
+            live: Live::default(),
             background: Vec::new(),
         })
     }
@@ -378,7 +414,7 @@ impl Runners {
                 Failure::Protocol("no Python with numpy for the worker: run `rung setup`".to_string())
             })?;
             let t0 = Instant::now();
-            let z = Zygote::start(&python, &self.script, interpret, &self.env)?;
+            let z = Zygote::start(&python, &self.script, interpret, &self.env, self.live.clone())?;
             self.zygote_starts.push(t0.elapsed().as_secs_f64());
             self.zygotes.push(z);
         }
@@ -398,8 +434,10 @@ impl Runners {
 
     /// Any request to the native worker, started if needed, dropped after a CUDA error.
     pub fn native(&mut self, op: Op, limit: Duration) -> Result<Response, Failure> {
-        if self.native.as_mut().is_some_and(|n| !n.worker.alive()) {
-            self.native = None;
+        if self.native.as_mut().is_some_and(|n| !n.worker.alive())
+            && let Some(n) = self.native.take()
+        {
+            live_remove(&self.live, n.worker.child.id());
         }
         if self.native.is_none() {
             let exe =
@@ -408,6 +446,7 @@ impl Runners {
             cmd.arg("worker");
             self.env.apply(&mut cmd);
             let worker = Worker::start(cmd, &self.env.logs.join("native.log"))?;
+            live_add(&self.live, worker.child.id());
             self.native = Some(Native { worker, next_id: 1 });
         }
         let native = self.native.as_mut().expect("started");
@@ -419,6 +458,7 @@ impl Runners {
             Err(_) => true,
         };
         if broken && let Some(mut n) = self.native.take() {
+            live_remove(&self.live, n.worker.child.id());
             n.worker.kill();
         }
         resp

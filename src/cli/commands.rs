@@ -16,7 +16,7 @@ use rung::toolchain::Toolchain;
 use rung::workspace::{OpenError, Workspace};
 
 use super::render;
-use super::{CheckArgs, Cli, Command, DiffArgs, DiffLayout, SelftestArgs};
+use super::{CheckArgs, Cli, Command, DiffArgs, DiffLayout, SelftestArgs, WatchArgs};
 
 pub fn run(cli: Cli) -> Result<i32> {
     let ws_dir = cli.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
@@ -32,8 +32,15 @@ pub fn run(cli: Cli) -> Result<i32> {
         Some(Command::InternalNvrtc { source, out, options }) => internal_nvrtc(&source, &out, &options),
         Some(Command::Worker) => Ok(rung::worker::serve()),
         Some(Command::Selftest(args)) => selftest(&args),
-        Some(Command::Schema { worker }) => {
-            let schema = if worker { rung::protocol::schema() } else { rung::report::check_schema() };
+        Some(Command::Watch(args)) => watch_cmd(&ws_dir, &args),
+        Some(Command::Schema { worker, watch }) => {
+            let schema = if worker {
+                rung::protocol::schema()
+            } else if watch {
+                rung::watch::schema()
+            } else {
+                rung::report::check_schema()
+            };
             println!("{}", serde_json::to_string_pretty(&schema)?);
             Ok(exit::OK)
         }
@@ -505,4 +512,61 @@ fn tempfile_dir() -> Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("rung-selftest-{}-{}", std::process::id(), rung::store::now_ms()));
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
+}
+
+fn watch_cmd(dir: &Path, args: &WatchArgs) -> Result<i32> {
+    use rung::watch::{EventKind, WatchOptions};
+    use std::io::Write;
+    let opts =
+        WatchOptions { initial: !args.changes_only, seed: args.seed, no_bench: args.no_bench, build_threads: None };
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let json = args.json;
+    rung::watch::watch(dir, &opts, stop, |e| {
+        let mut out = std::io::stdout().lock();
+        if json {
+            let _ = writeln!(out, "{}", serde_json::to_string(e).unwrap_or_default());
+        } else {
+            let line = match &e.kind {
+                EventKind::Started { workspace, versions, .. } => {
+                    format!("watching {} ({} versions); Ctrl-C stops", workspace.display(), versions.len())
+                }
+                EventKind::Changed { paths, versions, all } => format!(
+                    "changed: {}{}",
+                    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+                    if *all { " (every version re-runs)".to_string() } else { format!(" → {}", versions.join(", ")) }
+                ),
+                EventKind::Job { version, job, state, generation, why } => format!(
+                    "{version} #{generation} {job:?} {state:?}{}",
+                    why.as_ref().map(|w| format!(": {w}")).unwrap_or_default()
+                )
+                .to_lowercase(),
+                EventKind::Done { report, .. } => {
+                    render::check_report(&CheckReport { versions: vec![report.clone()], ..empty_report(dir) }, color())
+                        .trim_end()
+                        .to_string()
+                }
+                EventKind::Removed { version } => format!("{version}: file deleted (its history stays)"),
+                EventKind::Workspace { diagnostics } => {
+                    diagnostics.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n")
+                }
+            };
+            let _ = writeln!(out, "{line}");
+        }
+        let _ = out.flush();
+    })?;
+    Ok(exit::OK)
+}
+
+fn empty_report(dir: &Path) -> CheckReport {
+    CheckReport {
+        schema: SCHEMA,
+        rung_version: env!("CARGO_PKG_VERSION").to_string(),
+        workspace: dir.to_path_buf(),
+        format: None,
+        problem: None,
+        seed: 0,
+        diagnostics: vec![],
+        versions: vec![],
+        exit_code: 0,
+    }
 }

@@ -66,7 +66,14 @@ pub enum Command {
         /// The worker protocol's schema (the JSON lines between rung and its workers).
         #[arg(long)]
         worker: bool,
+        /// The schema of `rung watch --json` events.
+        #[arg(long, conflicts_with = "worker")]
+        watch: bool,
     },
+    /// Watch the workspace: every save rebuilds and re-checks that version (newest wins); a change
+    /// to rung.toml, the reference or checks.py re-runs every version. `--json`: one event per
+    /// line (schema: `rung schema --watch`).
+    Watch(WatchArgs),
     /// Check rung itself on this machine: the fault cases, and with --gpu the demo, GPU MODE and
     /// KernelBench problems and the warm path. Prints one table.
     Selftest(SelftestArgs),
@@ -178,4 +185,20 @@ pub struct SelftestArgs {
     /// times, the side-stream case benched.
     #[arg(long)]
     pub bench: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct WatchArgs {
+    /// One JSON event per line.
+    #[arg(long)]
+    pub json: bool,
+    /// Only what changes from now on (by default every version is checked first).
+    #[arg(long)]
+    pub changes_only: bool,
+    /// Stop after the check rung.
+    #[arg(long)]
+    pub no_bench: bool,
+    /// The seed for every check (drawn from the pool when absent).
+    #[arg(long)]
+    pub seed: Option<u64>,
 }

@@ -161,7 +161,26 @@ fn quote(cmd: &Command) -> String {
         .join(" ")
 }
 
-/// Runs a tool with a time limit; a tool that cannot start or overruns is an `Err`.
+thread_local! {
+    /// The scheduler's cancel flag for the build running on this thread (see [`with_cancel`]).
+    static CANCEL: std::cell::RefCell<Option<std::sync::Arc<std::sync::atomic::AtomicBool>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` (a build) with `cancel` watched by every tool it starts: once set, the running tool
+/// is killed and the build stops. The flag is per thread, so builds on other threads go on.
+pub fn with_cancel<T>(cancel: Option<&std::sync::Arc<std::sync::atomic::AtomicBool>>, f: impl FnOnce() -> T) -> T {
+    CANCEL.with(|c| *c.borrow_mut() = cancel.cloned());
+    let out = f();
+    CANCEL.with(|c| *c.borrow_mut() = None);
+    out
+}
+
+fn cancelled() -> bool {
+    CANCEL.with(|c| c.borrow().as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst)))
+}
+
+/// Runs a tool with a time limit; a tool that cannot start, overruns or is cancelled is an `Err`.
 fn run_tool(mut cmd: Command, timeout: Duration) -> Result<Output, String> {
     use std::io::Read;
     let mut child = cmd
@@ -185,6 +204,11 @@ fn run_tool(mut cmd: Command, timeout: Duration) -> Result<Output, String> {
     let status = loop {
         if let Some(s) = child.try_wait().map_err(|e| e.to_string())? {
             break s;
+        }
+        if cancelled() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err("cancelled: a newer save of this version arrived".into());
         }
         if start.elapsed() > timeout {
             let _ = child.kill();

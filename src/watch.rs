@@ -1,0 +1,490 @@
+//! The pipeline scheduler and the watcher: the core `rung watch`, the TUI and the MCP server
+//! drive. It knows nothing of terminals.
+//!
+//! Every save becomes jobs for the versions it touches. A version's pipeline is two jobs: a
+//! build job (prepare + build, on a pool of CPU threads, in parallel) and a GPU job (run, check,
+//! bench, roofline, one at a time on the thread that owns the workers). Newest wins: a save of a
+//! version that has a job queued or running bumps its generation, cancels the old job (killing
+//! only that version's tool or worker child) and queues a new one. A change to rung.toml, the
+//! reference, checks.py or task.yml re-runs every version. Each job goes queued → running →
+//! done | failed | cancelled, and each transition is an event with a timestamp.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::check::{self, CheckOptions, Machine};
+use crate::diag::Diagnostic;
+use crate::report::VersionReport;
+use crate::runners::Runners;
+use crate::store::Store;
+use crate::workspace::{VersionFile, Workspace};
+
+/// Bumped on any incompatible change to the events.
+pub const WATCH_SCHEMA: u32 = 1;
+
+/// The file-event debouncer's window (it merges the events of one save: a write, or a rename).
+pub const DEBOUNCE: Duration = Duration::from_millis(20);
+
+/// Then the watcher waits for this much quiet before starting jobs, so a burst of saves (an
+/// agent writing a file in pieces, an editor saving twice) is one pipeline run.
+pub const QUIET: Duration = Duration::from_millis(25);
+
+/// One line of `rung watch --json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WatchEvent {
+    /// Wall clock, milliseconds since the Unix epoch.
+    pub unix_ms: i64,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum JobKind {
+    /// Prepare and build, on the CPU.
+    Build,
+    /// Run, check, bench, roofline, under the worker lane (the GPU when there is one).
+    Gpu,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    Queued,
+    Running,
+    Done,
+    Failed,
+    Cancelled,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum EventKind {
+    /// The watch began; every version is listed.
+    Started { schema: u32, workspace: PathBuf, versions: Vec<String> },
+    /// Files changed (after debouncing); `all` when the change re-runs every version.
+    Changed { paths: Vec<PathBuf>, versions: Vec<String>, all: bool },
+    /// A job changed state.
+    Job {
+        version: String,
+        job: JobKind,
+        state: JobState,
+        generation: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        why: Option<String>,
+    },
+    /// A version's pipeline finished: every stage it climbed.
+    Done { version: String, generation: u64, report: VersionReport },
+    /// A version's file was deleted (its history stays in the store).
+    Removed { version: String },
+    /// The workspace itself has problems (rung.toml invalid...): nothing runs until fixed.
+    Workspace { diagnostics: Vec<Diagnostic> },
+}
+
+/// The JSON schema of the events, as committed in `schema/watch.schema.json`.
+pub fn schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(WatchEvent)).expect("a schema serialises")
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct WatchOptions {
+    /// Check every version when the watch starts (otherwise only what changes).
+    pub initial: bool,
+    pub seed: Option<u64>,
+    pub no_bench: bool,
+    /// Build threads (default: the CPU count, at most 8).
+    pub build_threads: Option<usize>,
+}
+
+struct BuildJob {
+    ws: Arc<Workspace>,
+    version: VersionFile,
+    generation: u64,
+    cancel: Arc<AtomicBool>,
+}
+
+struct GpuJob {
+    ws: Arc<Workspace>,
+    built: check::Built,
+    seed: u64,
+    generation: u64,
+    cancel: Arc<AtomicBool>,
+}
+
+enum Msg {
+    Files(Vec<PathBuf>),
+    Running(String, JobKind, u64),
+    Built(String, u64, Result<Option<(check::Built, u64)>, String>),
+    Ran(String, u64, Result<Option<VersionReport>, String>),
+}
+
+/// A queue threads take jobs from, newest-wins aware (a job whose version has a newer
+/// generation is skipped when taken).
+struct Queue<T> {
+    items: Mutex<(VecDeque<T>, bool)>,
+    ready: Condvar,
+}
+
+impl<T> Queue<T> {
+    fn new() -> Arc<Self> {
+        Arc::new(Queue { items: Mutex::new((VecDeque::new(), false)), ready: Condvar::new() })
+    }
+
+    fn push(&self, item: T, front: bool) {
+        let mut g = self.items.lock().expect("queue lock");
+        if front {
+            g.0.push_front(item);
+        } else {
+            g.0.push_back(item);
+        }
+        self.ready.notify_one();
+    }
+
+    /// The next item, or None once closed.
+    fn pop(&self) -> Option<T> {
+        let mut g = self.items.lock().expect("queue lock");
+        loop {
+            if let Some(item) = g.0.pop_front() {
+                return Some(item);
+            }
+            if g.1 {
+                return None;
+            }
+            g = self.ready.wait(g).expect("queue lock");
+        }
+    }
+
+    fn close(&self) {
+        self.items.lock().expect("queue lock").1 = true;
+        self.ready.notify_all();
+    }
+}
+
+struct VersionState {
+    generation: u64,
+    cancel: Arc<AtomicBool>,
+}
+
+/// Files whose change re-runs every version.
+fn is_problem_file(rel: &Path) -> bool {
+    let name = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    rel.components().count() == 1
+        && (name == "rung.toml"
+            || name == "checks.py"
+            || name == "task.yml"
+            || name.starts_with("reference.")
+            || name == "task.py"
+            || name == "utils.py")
+}
+
+/// Whether a changed path matters to the pipeline.
+fn relevant(root: &Path, path: &Path, ignore: &ignore::gitignore::Gitignore) -> Option<PathBuf> {
+    let rel = path.strip_prefix(root).ok()?.to_path_buf();
+    let first = rel.components().next()?.as_os_str().to_string_lossy().into_owned();
+    if first == crate::workspace::STATE_DIR || first == ".git" || first == "__pycache__" {
+        return None;
+    }
+    let name = rel.file_name()?.to_string_lossy().into_owned();
+    if crate::workspace::is_ignored_name(&name) {
+        return None;
+    }
+    if ignore.matched_path_or_any_parents(&rel, false).is_ignore() {
+        return None;
+    }
+    Some(rel)
+}
+
+/// Runs the pipeline on the workspace at `root` until `stop` is set, calling `emit` for every
+/// event (from this thread).
+pub fn watch(
+    root: &Path,
+    opts: &WatchOptions,
+    stop: Arc<AtomicBool>,
+    mut emit: impl FnMut(&WatchEvent),
+) -> anyhow::Result<()> {
+    let root = root.canonicalize()?;
+    let machine = Arc::new(Machine::discover());
+    let (tx, rx): (Sender<Msg>, Receiver<Msg>) = channel();
+
+    // The watcher: debounced, recursive, forwarding relevant paths.
+    let gitignore = {
+        let mut b = ignore::gitignore::GitignoreBuilder::new(&root);
+        b.add(root.join(".gitignore"));
+        b.build().unwrap_or_else(|_| ignore::gitignore::Gitignore::empty())
+    };
+    let (ftx, frx) = channel();
+    let mut debouncer = notify_debouncer_full::new_debouncer(DEBOUNCE, Some(Duration::from_millis(5)), ftx)?;
+    debouncer.watch(&root, notify::RecursiveMode::Recursive)?;
+    {
+        let tx = tx.clone();
+        let root = root.clone();
+        std::thread::spawn(move || {
+            let collect = |result: notify_debouncer_full::DebounceEventResult, paths: &mut BTreeSet<PathBuf>| {
+                let Ok(events) = result else { return };
+                for e in events {
+                    if matches!(e.kind, notify::EventKind::Access(_)) {
+                        continue;
+                    }
+                    for p in &e.paths {
+                        if let Some(rel) = relevant(&root, p, &gitignore) {
+                            paths.insert(rel);
+                        }
+                    }
+                }
+            };
+            while let Ok(first) = frx.recv() {
+                let mut paths = BTreeSet::new();
+                collect(first, &mut paths);
+                // Until the burst is over.
+                while let Ok(more) = frx.recv_timeout(QUIET) {
+                    collect(more, &mut paths);
+                }
+                if !paths.is_empty() && tx.send(Msg::Files(paths.into_iter().collect())).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+
+    // Build threads.
+    let builds: Arc<Queue<BuildJob>> = Queue::new();
+    let threads =
+        opts.build_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()).min(8));
+    for _ in 0..threads.max(1) {
+        let (q, tx, machine, seed) = (builds.clone(), tx.clone(), machine.clone(), opts.seed);
+        std::thread::spawn(move || {
+            while let Some(job) = q.pop() {
+                if job.cancel.load(Ordering::SeqCst) {
+                    let _ = tx.send(Msg::Built(job.version.id.clone(), job.generation, Ok(None)));
+                    continue;
+                }
+                let _ = tx.send(Msg::Running(job.version.id.clone(), JobKind::Build, job.generation));
+                let out = (|| -> Result<Option<(check::Built, u64)>, String> {
+                    let mut store = Store::open(&job.ws.state_dir()).map_err(|e| e.to_string())?;
+                    let seed = match seed {
+                        Some(s) => s,
+                        None => store.next_seed(check::draw_seed).map_err(|e| e.to_string())?,
+                    };
+                    let b = check::build_phase(&job.ws, &mut store, &job.version, seed, &machine, Some(&job.cancel))
+                        .map_err(|e| e.to_string())?;
+                    Ok(b.map(|b| (b, seed)))
+                })();
+                let _ = tx.send(Msg::Built(job.version.id.clone(), job.generation, out));
+            }
+        });
+    }
+
+    // The worker lane: one thread owns the runners.
+    let gpu: Arc<Queue<GpuJob>> = Queue::new();
+    // The worker lane's live children: killed to cancel the version it is running.
+    let live = crate::runners::Live::default();
+    {
+        let (q, tx, machine, no_bench) = (gpu.clone(), tx.clone(), machine.clone(), opts.no_bench);
+        let live = live.clone();
+        std::thread::spawn(move || {
+            let mut runners: Option<Runners> = None;
+            while let Some(job) = q.pop() {
+                if job.cancel.load(Ordering::SeqCst) {
+                    let _ = tx.send(Msg::Ran(job.built.version.id.clone(), job.generation, Ok(None)));
+                    continue;
+                }
+                let id = job.built.version.id.clone();
+                let _ = tx.send(Msg::Running(id.clone(), JobKind::Gpu, job.generation));
+                let out = (|| -> Result<Option<VersionReport>, String> {
+                    let mut store = Store::open(&job.ws.state_dir()).map_err(|e| e.to_string())?;
+                    if runners.is_none()
+                        && let Ok(r) = check::runners_for(&job.ws, &machine, &mut runners)
+                    {
+                        r.live = live.clone();
+                    }
+                    let opts = CheckOptions { no_bench, ..Default::default() };
+                    check::run_phase(
+                        &job.ws,
+                        &mut store,
+                        job.built,
+                        job.seed,
+                        &machine,
+                        &mut runners,
+                        &opts,
+                        Some(&job.cancel),
+                    )
+                    .map_err(|e| e.to_string())
+                })();
+                let _ = tx.send(Msg::Ran(id, job.generation, out));
+            }
+        });
+    }
+
+    let now = || crate::store::now_ms();
+    let mut ws = Arc::new(Workspace::open(&root)?);
+    let mut states: BTreeMap<String, VersionState> = BTreeMap::new();
+    // Versions seen so far: a file that is none of them is a new version.
+    let mut known: BTreeSet<String> = ws.versions.iter().map(|v| v.id.clone()).collect();
+    emit(&WatchEvent {
+        unix_ms: now(),
+        kind: EventKind::Started {
+            schema: WATCH_SCHEMA,
+            workspace: root.clone(),
+            versions: ws.versions.iter().map(|v| v.id.clone()).collect(),
+        },
+    });
+
+    // The version the worker lane is running, and its generation.
+    let mut lane: Option<(String, u64)> = None;
+    let schedule = |ws: &Arc<Workspace>,
+                    states: &mut BTreeMap<String, VersionState>,
+                    lane: &Option<(String, u64)>,
+                    v: &VersionFile,
+                    emit: &mut dyn FnMut(&WatchEvent)| {
+        let st = states
+            .entry(v.id.clone())
+            .or_insert(VersionState { generation: 0, cancel: Arc::new(AtomicBool::new(false)) });
+        // Newest wins: the old job stops, and its child with it (a build's tool stops through
+        // the flag; the worker lane's child is killed when it is this version's).
+        st.cancel.store(true, Ordering::SeqCst);
+        if lane.as_ref().is_some_and(|(id, g)| id == &v.id && *g == st.generation) {
+            crate::runners::kill_live(&live);
+        }
+        st.generation += 1;
+        st.cancel = Arc::new(AtomicBool::new(false));
+        builds.push(
+            BuildJob { ws: ws.clone(), version: v.clone(), generation: st.generation, cancel: st.cancel.clone() },
+            false,
+        );
+        emit(&WatchEvent {
+            unix_ms: now(),
+            kind: EventKind::Job {
+                version: v.id.clone(),
+                job: JobKind::Build,
+                state: JobState::Queued,
+                generation: st.generation,
+                why: None,
+            },
+        });
+    };
+    if opts.initial {
+        for v in ws.versions.clone() {
+            schedule(&ws, &mut states, &lane, &v, &mut emit);
+        }
+    }
+
+    while !stop.load(Ordering::SeqCst) {
+        let msg = match rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(m) => m,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(_) => break,
+        };
+        match msg {
+            Msg::Files(paths) => {
+                let all = paths.iter().any(|p| is_problem_file(p));
+                let fresh = match Workspace::open(&root) {
+                    Ok(w) => Arc::new(w),
+                    Err(e) => {
+                        let d = Diagnostic::error(root.join("rung.toml"), crate::diag::Pos::WHOLE_FILE, e.to_string());
+                        emit(&WatchEvent { unix_ms: now(), kind: EventKind::Workspace { diagnostics: vec![d] } });
+                        continue;
+                    }
+                };
+                for gone in ws.versions.iter().filter(|v| fresh.version(&v.id).is_none()) {
+                    if let Some(st) = states.get(&gone.id) {
+                        st.cancel.store(true, Ordering::SeqCst);
+                    }
+                    emit(&WatchEvent { unix_ms: now(), kind: EventKind::Removed { version: gone.id.clone() } });
+                }
+                ws = fresh;
+                let touched: Vec<VersionFile> = ws
+                    .versions
+                    .iter()
+                    .filter(|v| all || paths.iter().any(|p| p == &v.path) || !known.contains(&v.id))
+                    .cloned()
+                    .collect();
+                known.extend(ws.versions.iter().map(|v| v.id.clone()));
+                emit(&WatchEvent {
+                    unix_ms: now(),
+                    kind: EventKind::Changed {
+                        paths: paths.clone(),
+                        versions: touched.iter().map(|v| v.id.clone()).collect(),
+                        all,
+                    },
+                });
+                for v in &touched {
+                    schedule(&ws, &mut states, &lane, v, &mut emit);
+                }
+            }
+            Msg::Running(id, job, generation) => {
+                if job == JobKind::Gpu {
+                    lane = Some((id.clone(), generation));
+                }
+                if states.get(&id).is_some_and(|s| s.generation == generation) {
+                    emit(&WatchEvent {
+                        unix_ms: now(),
+                        kind: EventKind::Job { version: id, job, state: JobState::Running, generation, why: None },
+                    });
+                }
+            }
+            Msg::Built(id, generation, out) => {
+                let current = states.get(&id).filter(|s| s.generation == generation);
+                let job_event = |state: JobState, why: Option<String>| WatchEvent {
+                    unix_ms: now(),
+                    kind: EventKind::Job { version: id.clone(), job: JobKind::Build, state, generation, why },
+                };
+                match (current, out) {
+                    (None, _) | (_, Ok(None)) => {
+                        emit(&job_event(JobState::Cancelled, Some("a newer save of this version arrived".into())))
+                    }
+                    (Some(_), Err(e)) => emit(&job_event(JobState::Failed, Some(e))),
+                    (Some(st), Ok(Some((built, seed)))) => {
+                        emit(&job_event(JobState::Done, None));
+                        if built.runnable {
+                            let cancel = st.cancel.clone();
+                            gpu.push(GpuJob { ws: ws.clone(), built, seed, generation, cancel }, false);
+                            emit(&WatchEvent {
+                                unix_ms: now(),
+                                kind: EventKind::Job {
+                                    version: id.clone(),
+                                    job: JobKind::Gpu,
+                                    state: JobState::Queued,
+                                    generation,
+                                    why: None,
+                                },
+                            });
+                        } else {
+                            let report = built.into_report();
+                            emit(&WatchEvent {
+                                unix_ms: now(),
+                                kind: EventKind::Done { version: id, generation, report },
+                            });
+                        }
+                    }
+                }
+            }
+            Msg::Ran(id, generation, out) => {
+                lane = None;
+                let current = states.get(&id).is_some_and(|s| s.generation == generation);
+                let job_event = |state: JobState, why: Option<String>| WatchEvent {
+                    unix_ms: now(),
+                    kind: EventKind::Job { version: id.clone(), job: JobKind::Gpu, state, generation, why },
+                };
+                match out {
+                    Ok(Some(report)) if current => {
+                        emit(&job_event(JobState::Done, None));
+                        emit(&WatchEvent { unix_ms: now(), kind: EventKind::Done { version: id, generation, report } });
+                    }
+                    Err(e) if current => emit(&job_event(JobState::Failed, Some(e))),
+                    _ => emit(&job_event(JobState::Cancelled, Some("a newer save of this version arrived".into()))),
+                }
+            }
+        }
+    }
+    builds.close();
+    gpu.close();
+    drop(debouncer);
+    Ok(())
+}
