@@ -111,6 +111,7 @@ pub fn check_with(
         seed,
         diagnostics,
         versions,
+        comparisons: vec![],
         exit_code: 0,
     };
     report.exit_code = exit::for_report(&report);

@@ -122,6 +122,9 @@ pub struct CheckReport {
     pub diagnostics: Vec<Diagnostic>,
     /// One record per version checked, in version order.
     pub versions: Vec<VersionReport>,
+    /// With `--baseline`: each version's latest bench against the baseline's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comparisons: Vec<crate::stages::bench::Comparison>,
     /// The process exit code this report maps to (see README, "Exit codes").
     pub exit_code: i32,
 }

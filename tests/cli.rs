@@ -307,3 +307,83 @@ fn checks_rotate_through_a_pool_of_seeds() {
     // --seed still reproduces any check.
     assert_eq!(json(&rung(&ws, &["check", "--json", "--seed", "5", "v001"]))["seed"], 5);
 }
+
+/// A bench result as the bench rung records it, with `n` samples around `median_ms`.
+fn record_bench(ws: &Path, version: &str, median_ms: f64, spread: f64) {
+    use rung::stages::bench::{BenchDetail, SizeBench};
+    let samples: Vec<f64> = (0..101).map(|i| median_ms + spread * ((i as f64) / 50.0 - 1.0)).collect();
+    let s = rung::stats::summarize(&samples);
+    let result = rung::report::StageResult {
+        stage: rung::report::Stage::Bench,
+        verdict: rung::report::Verdict::Pass,
+        summary: "synthetic".into(),
+        started_at: "2026-12-02T00:00:00.000Z".into(),
+        duration_ms: 1.0,
+        diagnostics: vec![],
+        tools: Default::default(),
+        result_id: None,
+        reason: None,
+        detail: rung::report::StageDetail::Bench(BenchDetail {
+            gpu: "NVIDIA H200".into(),
+            uuid: "GPU-x".into(),
+            device_before: None,
+            device_after: None,
+            throttled: false,
+            lock_wait_ms: 0.0,
+            sizes: vec![SizeBench {
+                sizes: Default::default(),
+                median_ms,
+                basis: "events".into(),
+                gpu: s.clone(),
+                host: s.clone(),
+                wall: s,
+                fixed_ms: 0.0,
+                stop: rung::stats::Stop::Converged,
+                input_sets: 3,
+                flush_bytes: 0,
+                recheck_failure: None,
+            }],
+        }),
+    };
+    let mut store = rung::store::Store::open(&ws.join(".rung")).unwrap();
+    let payload = serde_json::to_string(&result).unwrap();
+    store
+        .record(&rung::store::NewResult {
+            version,
+            stage: "bench",
+            verdict: "pass",
+            source_hash: "synthetic",
+            seed: Some(1),
+            payload: &payload,
+            tools: "{}",
+            started_at_ms: 1,
+            finished_at_ms: 2,
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_regression_beyond_the_confidence_intervals_exits_6() {
+    let (_tmp, ws) = new_workspace("vector-add");
+    // The versions exist in the history (no GPU here: their benches are recorded by hand).
+    let out = rung(&ws, &["check", "--no-bench", "--json", "v001", "v002"]);
+    assert!(out.status.code().is_some());
+    record_bench(&ws, "v001", 0.100, 0.001);
+    record_bench(&ws, "v002", 0.112, 0.001);
+    let out = rung(&ws, &["check", "--no-bench", "--json", "--baseline", "v001", "--max-regression", "5", "v002"]);
+    let v = json(&out);
+    assert_matches_schema(&v);
+    assert_eq!(out.status.code(), Some(6), "{v}");
+    let c = &v["comparisons"][0];
+    assert_eq!(
+        (c["version"].as_str(), c["baseline"].as_str(), c["regressed"].as_bool()),
+        (Some("v002"), Some("v001"), Some(true))
+    );
+    assert!((c["change_percent"].as_f64().unwrap() - 12.0).abs() < 0.01, "{c}");
+    // Noisy enough that the intervals allow no slowdown beyond 5%: not a regression.
+    record_bench(&ws, "v002", 0.104, 0.010);
+    let out = rung(&ws, &["check", "--no-bench", "--json", "--baseline", "v001", "--max-regression", "5", "v002"]);
+    let v = json(&out);
+    assert_eq!(v["comparisons"][0]["regressed"], false, "{v}");
+    assert_ne!(out.status.code(), Some(6));
+}

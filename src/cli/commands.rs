@@ -108,6 +108,7 @@ fn check_cmd(dir: &Path, args: &CheckArgs) -> Result<i32> {
                 seed: args.seed.unwrap_or(0),
                 diagnostics,
                 versions: vec![],
+                comparisons: vec![],
                 exit_code: code,
             };
             println!("{}", serde_json::to_string_pretty(&report)?);
@@ -119,11 +120,49 @@ fn check_cmd(dir: &Path, args: &CheckArgs) -> Result<i32> {
         }
     };
     let mut store = open_store(&ws)?;
-    let report = check::check(&ws, &mut store, &opts)?;
+    let mut report = check::check(&ws, &mut store, &opts)?;
+    let mut notes = Vec::new();
+    if let (Some(base), Some(pct)) = (&args.baseline, args.max_regression) {
+        let latest = |id: &str| -> Option<rung::stats::Summary> {
+            let rows = store.history(Some(id), 200).ok()?;
+            rows.iter()
+                .filter(|r| r.stage == "bench" && r.verdict == "pass")
+                .find_map(|r| rung::stages::bench::recorded_summary(&r.payload))
+        };
+        let base_id = ws.version(base).map(|v| v.id.clone()).unwrap_or_else(|| base.clone());
+        match latest(&base_id) {
+            None => notes.push(format!("no bench of the baseline {base_id} in the history: nothing compared")),
+            Some(b) => {
+                for v in report.versions.iter().filter(|v| v.id != base_id) {
+                    match latest(&v.id) {
+                        Some(c) => report.comparisons.push(rung::stages::bench::compare(&v.id, &c, &base_id, &b, pct)),
+                        None => notes.push(format!("{}: no bench in the history: not compared", v.id)),
+                    }
+                }
+            }
+        }
+        if report.comparisons.iter().any(|c| c.regressed) {
+            report.exit_code = exit::REGRESSION;
+        }
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", render::check_report(&report, color()));
+        for c in &report.comparisons {
+            println!(
+                "{} {} vs {}: {:+.1}% (at least {:+.1}% by the confidence intervals; allowed {:.1}%)",
+                if c.regressed { "✗ regression:" } else { "✓" },
+                c.version,
+                c.baseline,
+                c.change_percent,
+                c.least_slowdown_percent,
+                c.max_regression_percent
+            );
+        }
+    }
+    for n in notes {
+        eprintln!("rung check --baseline: {n}");
     }
     Ok(report.exit_code)
 }
@@ -300,7 +339,18 @@ fn demo(dir: PathBuf) -> Result<i32> {
             eprintln!("rung demo: setup failed, so the demo can be checked only partly: {e}");
         }
     }
-    let code = check_cmd(&dir, &CheckArgs { versions: vec![], all: true, json: false, seed: None, no_bench: false })?;
+    let code = check_cmd(
+        &dir,
+        &CheckArgs {
+            versions: vec![],
+            all: true,
+            json: false,
+            seed: None,
+            no_bench: false,
+            baseline: None,
+            max_regression: None,
+        },
+    )?;
     println!();
     status(&dir)?;
     println!("\nnext: cd {} and edit versions/, then `rung check` (or `rung diff v001 v004`)", dir.display());
@@ -567,6 +617,7 @@ fn empty_report(dir: &Path) -> CheckReport {
         seed: 0,
         diagnostics: vec![],
         versions: vec![],
+        comparisons: vec![],
         exit_code: 0,
     }
 }

@@ -140,6 +140,14 @@ pub struct CheckArgs {
     /// Stop after the check rung (no bench, no roofline).
     #[arg(long)]
     pub no_bench: bool,
+    /// Compare every checked version's latest bench with this version's (for CI).
+    #[arg(long, value_name = "VERSION", requires = "max_regression")]
+    pub baseline: Option<String>,
+    /// With --baseline: exit 6 when a version is slower by more than PCT percent, judged on the
+    /// medians' confidence intervals (the fastest the version's allows against the slowest the
+    /// baseline's allows).
+    #[arg(long, value_name = "PCT", requires = "baseline")]
+    pub max_regression: Option<f64>,
 }
 
 pub fn main() -> std::process::ExitCode {

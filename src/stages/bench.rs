@@ -698,3 +698,83 @@ mod tests {
         assert_eq!(datasheet("NVIDIA GeForce RTX 4090"), (None, None));
     }
 }
+
+/// How a version's time compares with a baseline's, noise-aware: the confidence intervals of the
+/// two medians, not the bare medians.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Comparison {
+    pub version: String,
+    pub baseline: String,
+    /// candidate median / baseline median − 1, in percent (positive: slower).
+    pub change_percent: f64,
+    /// The smallest slowdown the intervals allow: candidate CI low / baseline CI high − 1, in %.
+    pub least_slowdown_percent: f64,
+    pub max_regression_percent: f64,
+    /// The least slowdown exceeds the allowed regression.
+    pub regressed: bool,
+}
+
+/// Compares two benches' headline summaries. A version regressed only when even the fastest its
+/// interval allows is slower than the slowest the baseline's allows by more than `max_pct`.
+pub fn compare(version: &str, candidate: &Summary, baseline: &str, base: &Summary, max_pct: f64) -> Comparison {
+    let change = 100.0 * (candidate.median / base.median - 1.0);
+    let least = 100.0 * (candidate.ci_low / base.ci_high - 1.0);
+    Comparison {
+        version: version.into(),
+        baseline: baseline.into(),
+        change_percent: change,
+        least_slowdown_percent: least,
+        max_regression_percent: max_pct,
+        regressed: least > max_pct,
+    }
+}
+
+/// The headline summary of a recorded bench result (its first benchmark size), from the history.
+pub fn recorded_summary(payload: &serde_json::Value) -> Option<Summary> {
+    let result: crate::report::StageResult = serde_json::from_value(payload.clone()).ok()?;
+    let StageDetail::Bench(b) = result.detail else { return None };
+    let first = b.sizes.first()?;
+    Some(if first.basis == "events" {
+        first.gpu.clone()
+    } else {
+        // The device-wide interval's summary, less the fixed cost.
+        let mut s = first.wall.clone();
+        for x in [&mut s.median, &mut s.mean, &mut s.min, &mut s.max, &mut s.ci_low, &mut s.ci_high] {
+            *x -= first.fixed_ms;
+        }
+        s
+    })
+}
+
+#[cfg(test)]
+mod compare_tests {
+    use super::*;
+
+    fn summary(median: f64, half_ci: f64) -> Summary {
+        Summary {
+            n: 100,
+            median,
+            mean: median,
+            std: 0.0,
+            min: median - half_ci,
+            max: median + half_ci,
+            ci_low: median - half_ci,
+            ci_high: median + half_ci,
+            ci_rel: 2.0 * half_ci / median,
+        }
+    }
+
+    #[test]
+    fn a_regression_needs_the_intervals_apart_by_more_than_the_threshold() {
+        let base = summary(100.0, 1.0);
+        // 10% slower with tight intervals: regressed at 5%.
+        let c = compare("v2", &summary(110.0, 1.0), "v1", &base, 5.0);
+        assert!(c.regressed, "{c:?}");
+        assert!((c.change_percent - 10.0).abs() < 1e-9);
+        assert!((c.least_slowdown_percent - (109.0 / 101.0 - 1.0) * 100.0).abs() < 1e-9);
+        // The same median, but noisy: the intervals overlap the threshold, no regression.
+        assert!(!compare("v2", &summary(110.0, 6.0), "v1", &base, 5.0).regressed);
+        // Faster is never a regression.
+        assert!(!compare("v2", &summary(90.0, 1.0), "v1", &base, 0.0).regressed);
+    }
+}
