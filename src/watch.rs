@@ -101,6 +101,8 @@ pub struct WatchOptions {
     pub no_bench: bool,
     /// Build threads (default: the CPU count, at most 8).
     pub build_threads: Option<usize>,
+    /// The version the user is looking at: its jobs go to the front of both queues.
+    pub focus: Option<String>,
 }
 
 struct BuildJob {
@@ -338,6 +340,7 @@ pub fn watch(
 
     // The version the worker lane is running, and its generation.
     let mut lane: Option<(String, u64)> = None;
+    let focus = opts.focus.clone();
     let schedule = |ws: &Arc<Workspace>,
                     states: &mut BTreeMap<String, VersionState>,
                     lane: &Option<(String, u64)>,
@@ -356,7 +359,7 @@ pub fn watch(
         st.cancel = Arc::new(AtomicBool::new(false));
         builds.push(
             BuildJob { ws: ws.clone(), version: v.clone(), generation: st.generation, cancel: st.cancel.clone() },
-            false,
+            focus.as_deref() == Some(v.id.as_str()),
         );
         emit(&WatchEvent {
             unix_ms: now(),
@@ -370,7 +373,9 @@ pub fn watch(
         });
     };
     if opts.initial {
-        for v in ws.versions.clone() {
+        let mut all = ws.versions.clone();
+        all.sort_by_key(|v| focus.as_deref() != Some(v.id.as_str()));
+        for v in all {
             schedule(&ws, &mut states, &lane, &v, &mut emit);
         }
     }
@@ -414,7 +419,10 @@ pub fn watch(
                         all,
                     },
                 });
-                for v in &touched {
+                // The focused version first: a free build thread takes the first job at once.
+                let mut ordered: Vec<&VersionFile> = touched.iter().collect();
+                ordered.sort_by_key(|v| focus.as_deref() != Some(v.id.as_str()));
+                for v in ordered {
                     schedule(&ws, &mut states, &lane, v, &mut emit);
                 }
             }
@@ -444,7 +452,8 @@ pub fn watch(
                         emit(&job_event(JobState::Done, None));
                         if built.runnable {
                             let cancel = st.cancel.clone();
-                            gpu.push(GpuJob { ws: ws.clone(), built, seed, generation, cancel }, false);
+                            let front = opts.focus.as_deref() == Some(id.as_str());
+                            gpu.push(GpuJob { ws: ws.clone(), built, seed, generation, cancel }, front);
                             emit(&WatchEvent {
                                 unix_ms: now(),
                                 kind: EventKind::Job {

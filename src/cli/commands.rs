@@ -567,8 +567,17 @@ fn tempfile_dir() -> Result<PathBuf> {
 fn watch_cmd(dir: &Path, args: &WatchArgs) -> Result<i32> {
     use rung::watch::{EventKind, WatchOptions};
     use std::io::Write;
-    let opts =
-        WatchOptions { initial: !args.changes_only, seed: args.seed, no_bench: args.no_bench, build_threads: None };
+    // The focused version by id, whether named by id or by path.
+    let focus = args.focus.as_ref().map(|f| {
+        Workspace::open(dir).ok().and_then(|ws| ws.version(f).map(|v| v.id.clone())).unwrap_or_else(|| f.clone())
+    });
+    let opts = WatchOptions {
+        initial: !args.changes_only,
+        seed: args.seed,
+        no_bench: args.no_bench,
+        build_threads: args.jobs,
+        focus,
+    };
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let json = args.json;
     rung::watch::watch(dir, &opts, stop, |e| {

@@ -209,4 +209,10 @@ pub struct WatchArgs {
     /// The seed for every check (drawn from the pool when absent).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// This version's jobs go first (the one you are looking at).
+    #[arg(long, value_name = "VERSION")]
+    pub focus: Option<String>,
+    /// Build threads (default: the CPU count, at most 8).
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
 }

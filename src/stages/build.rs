@@ -183,6 +183,18 @@ fn cancelled() -> bool {
 /// Runs a tool with a time limit; a tool that cannot start, overruns or is cancelled is an `Err`.
 fn run_tool(mut cmd: Command, timeout: Duration) -> Result<Output, String> {
     use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    // Its own process group, so a time-out or a cancel stops the tool's children too (a Python
+    // compile script's helpers would otherwise keep its pipes open).
+    cmd.process_group(0);
+    let kill_group = |child: &mut std::process::Child| {
+        // SAFETY: killpg on the group this function created for the child.
+        unsafe {
+            libc::killpg(child.id() as i32, libc::SIGKILL);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    };
     let mut child = cmd
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -206,13 +218,11 @@ fn run_tool(mut cmd: Command, timeout: Duration) -> Result<Output, String> {
             break s;
         }
         if cancelled() {
-            let _ = child.kill();
-            let _ = child.wait();
+            kill_group(&mut child);
             return Err("cancelled: a newer save of this version arrived".into());
         }
         if start.elapsed() > timeout {
-            let _ = child.kill();
-            let _ = child.wait();
+            kill_group(&mut child);
             return Err(format!(
                 "{} did not finish within {:.0} s (limits.build in rung.toml)",
                 cmd.get_program().to_string_lossy(),
