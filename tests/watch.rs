@@ -337,3 +337,48 @@ fn the_latency_from_a_write_to_its_build_starting() {
     eprintln!("write → build running over {n} saves: median {median} ms, p99 {p99} ms, max {}", ms[n - 1]);
     assert!(p99 < 250.0, "p99 {p99} ms (target under 100 ms; this bound allows a loaded CI machine)");
 }
+
+#[test]
+fn a_save_during_a_run_kills_only_that_versions_worker_child() {
+    if real_nvcc().is_none() {
+        return;
+    }
+    let (tmp, ws) = workspace();
+    let slow = tmp.path().join("slow");
+    let pid_file = tmp.path().join("run-pid");
+    std::fs::write(&slow, "").unwrap();
+    let file = ws.join("versions").join("v003-triton.py");
+    let text = std::fs::read_to_string(&file).unwrap();
+    // run() sleeps in the worker (not while the build captures its launches) while `slow` exists.
+    let slow_run = text.replace(
+        "def run(a, b, out, n):\n",
+        &format!(
+            "def run(a, b, out, n):\n    import os, time\n    if type(a).__name__ == 'HostTensor' and os.path.exists({:?}):\n        open({:?}, 'w').write(str(os.getpid()))\n        time.sleep(60)\n",
+            slow.display().to_string(),
+            pid_file.display().to_string()
+        ),
+    );
+    assert_ne!(slow_run, text);
+    let mut w = Watch::start(&ws, &[]);
+    std::fs::write(&file, &slow_run).unwrap();
+    w.wait(|e| job(e, "v003", "gpu", "running"), 120);
+    let t0 = Instant::now();
+    while !pid_file.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "run() never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let child: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    // A newer save: the running check is cancelled and its child killed.
+    std::fs::remove_file(&slow).unwrap();
+    std::fs::write(&file, format!("{slow_run}\n# second\n")).unwrap();
+    let cancelled = w.wait(|e| job(e, "v003", "gpu", "cancelled"), 30);
+    assert_eq!(cancelled["generation"], 1);
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: signal 0 only asks whether the pid exists.
+    assert!(unsafe { libc::kill(child, 0) } != 0, "the cancelled run's worker child ({child}) is still running");
+    let done = w.wait(done_of("v003"), 120);
+    assert_eq!(done["generation"], 2);
+    let check = done["report"]["stages"].as_array().unwrap().iter().find(|s| s["stage"] == "check").cloned();
+    assert_eq!(check.map(|c| c["verdict"].clone()), Some(serde_json::json!("pass")), "{done}");
+}
