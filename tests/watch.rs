@@ -382,3 +382,26 @@ fn a_save_during_a_run_kills_only_that_versions_worker_child() {
     let check = done["report"]["stages"].as_array().unwrap().iter().find(|s| s["stage"] == "check").cloned();
     assert_eq!(check.map(|c| c["verdict"].clone()), Some(serde_json::json!("pass")), "{done}");
 }
+
+#[test]
+fn ignored_paths_start_nothing() {
+    if real_nvcc().is_none() {
+        return;
+    }
+    let (_tmp, ws) = workspace();
+    std::fs::write(ws.join(".gitignore"), "versions/scratch-*.cu\n").unwrap();
+    let mut w = Watch::start(&ws, &[]);
+    let text = std::fs::read_to_string(cu_file(&ws)).unwrap();
+    // Git-ignored, an editor's swap and backup files, and rung's own state.
+    std::fs::write(ws.join("versions").join("scratch-1.cu"), &text).unwrap();
+    std::fs::write(ws.join("versions").join(".v001-naive.cu.swp"), "x").unwrap();
+    std::fs::write(ws.join("versions").join("v001-naive.cu~"), "x").unwrap();
+    std::fs::create_dir_all(ws.join(".rung").join("tmp")).unwrap();
+    std::fs::write(ws.join(".rung").join("tmp").join("x.cu"), "x").unwrap();
+    let events = w.drain(800);
+    assert!(events.iter().all(|e| e["event"] != "changed" && e["event"] != "job"), "{events:#?}");
+    // A real save after them is seen.
+    std::fs::write(cu_file(&ws), format!("{text}\n// real\n")).unwrap();
+    let changed = w.wait(|e| e["event"] == "changed", 10);
+    assert_eq!(changed["paths"], serde_json::json!(["versions/v001-naive.cu"]), "{changed}");
+}
