@@ -600,9 +600,14 @@ fn watch_cmd(dir: &Path, args: &WatchArgs) -> Result<i32> {
                 )
                 .to_lowercase(),
                 EventKind::Done { report, .. } => {
-                    render::check_report(&CheckReport { versions: vec![report.clone()], ..empty_report(dir) }, color())
-                        .trim_end()
-                        .to_string()
+                    // The version's block, without the one-check summary line (its seed and exit
+                    // code belong to `rung check`).
+                    let text = render::check_report(
+                        &CheckReport { versions: vec![report.clone()], ..empty_report(dir) },
+                        color(),
+                    );
+                    let lines: Vec<&str> = text.trim_end().lines().collect();
+                    lines[..lines.len().saturating_sub(1)].join("\n")
                 }
                 EventKind::Removed { version } => format!("{version}: file deleted (its history stays)"),
                 EventKind::Workspace { diagnostics } => {
