@@ -5,6 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod common;
+use common::real_nvcc;
+
 fn rung(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rung"));
     cmd.args(args).current_dir(dir).env("NO_COLOR", "1");
@@ -17,22 +20,6 @@ fn rung(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
 fn json(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
-}
-
-/// The real nvcc, or None (with a message) when this machine has no CUDA toolchain.
-fn real_nvcc() -> Option<PathBuf> {
-    let out = Command::new(env!("CARGO_BIN_EXE_rung")).args(["doctor", "--json"]).output().unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let nvcc = v["toolchain"]["nvcc"]["path"].as_str().map(PathBuf::from);
-    let triton = v["toolchain"]["python"]["packages"]["triton"].is_string();
-    if nvcc.is_none() || !triton {
-        if std::env::var_os("RUNG_REQUIRE_TOOLCHAIN").is_some() {
-            panic!("RUNG_REQUIRE_TOOLCHAIN is set but `rung doctor` finds no nvcc or Triton: run `rung setup`");
-        }
-        eprintln!("SKIPPED: no CUDA toolchain or Triton here (run `rung setup` to enable the build tests)");
-        return None;
-    }
-    nvcc
 }
 
 fn workspace(template: &str) -> (tempfile::TempDir, PathBuf) {

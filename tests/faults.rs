@@ -5,6 +5,8 @@
 
 use std::process::Command;
 
+mod common;
+
 #[derive(serde::Deserialize)]
 struct Manifest {
     fault: Vec<Case>,
@@ -21,23 +23,9 @@ struct Case {
     summary: Option<String>,
 }
 
-fn toolchain_here() -> bool {
-    let out = Command::new(env!("CARGO_BIN_EXE_rung")).args(["doctor", "--json"]).output().unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    if v["toolchain"]["python"]["packages"]["triton"].is_string() && !v["toolchain"]["nvcc"].is_null() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("RUNG_REQUIRE_TOOLCHAIN").is_none(),
-        "RUNG_REQUIRE_TOOLCHAIN is set but Triton or nvcc is missing"
-    );
-    eprintln!("SKIPPED: no Triton/nvcc here (run `rung setup`)");
-    false
-}
-
 #[test]
 fn every_cpu_fault_gets_its_exact_verdict_and_the_next_good_version_passes() {
-    if !toolchain_here() {
+    if !common::toolchain_here() {
         return;
     }
     let manifest: Manifest = toml::from_str(

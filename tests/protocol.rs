@@ -9,6 +9,8 @@ use std::process::{Command, Stdio};
 use rung::dtype::DType;
 use rung::protocol::*;
 
+mod common;
+
 fn committed() -> serde_json::Value {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/schema/worker.schema.json")).unwrap();
     serde_json::from_str(&text).unwrap()
@@ -136,21 +138,9 @@ fn a_response_with_an_unknown_field_is_refused() {
     assert!(serde_json::from_str::<Response>(bad).is_err());
 }
 
-fn python_with_numpy() -> Option<String> {
-    let out = Command::new(env!("CARGO_BIN_EXE_rung")).args(["doctor", "--json"]).output().ok()?;
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
-    let py = &v["toolchain"]["python"];
-    if py["packages"]["numpy"].is_string() {
-        return py["path"].as_str().map(str::to_string);
-    }
-    assert!(std::env::var_os("RUNG_REQUIRE_TOOLCHAIN").is_none(), "RUNG_REQUIRE_TOOLCHAIN is set but numpy is missing");
-    eprintln!("SKIPPED: no Python with numpy (run `rung setup`)");
-    None
-}
-
 #[test]
 fn the_python_worker_speaks_the_protocol_and_the_zygote_survives_a_crashed_child() {
-    let Some(python) = python_with_numpy() else { return };
+    let Some(python) = common::python_with_numpy() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(

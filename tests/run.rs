@@ -4,24 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+
 fn rung(dir: &Path, args: &[&str]) -> serde_json::Value {
     let out = Command::new(env!("CARGO_BIN_EXE_rung")).args(args).current_dir(dir).output().unwrap();
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
-}
-
-fn triton_here() -> bool {
-    let out = Command::new(env!("CARGO_BIN_EXE_rung")).args(["doctor", "--json"]).output().unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    if v["toolchain"]["python"]["packages"]["triton"].is_string() && !v["toolchain"]["nvcc"].is_null() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("RUNG_REQUIRE_TOOLCHAIN").is_none(),
-        "RUNG_REQUIRE_TOOLCHAIN is set but Triton or nvcc is missing"
-    );
-    eprintln!("SKIPPED: no Triton/nvcc here (run `rung setup`)");
-    false
 }
 
 fn workspace(template: &str) -> (tempfile::TempDir, PathBuf) {
@@ -45,7 +33,7 @@ fn stage<'a>(rec: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
 
 #[test]
 fn triton_versions_are_checked_in_the_interpreter_and_cuda_ones_say_no_gpu() {
-    if !triton_here() {
+    if !common::toolchain_here() {
         return;
     }
     let (_tmp, ws) = workspace("rmsnorm");
@@ -71,7 +59,7 @@ fn triton_versions_are_checked_in_the_interpreter_and_cuda_ones_say_no_gpu() {
 /// A vector-add Triton version whose kernel body line `BODY` replaces the store.
 #[test]
 fn user_rungs_from_checks_py_are_named_results() {
-    if !triton_here() {
+    if !common::toolchain_here() {
         return;
     }
     let (_tmp, ws) = workspace("rmsnorm");

@@ -11,20 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn real_nvcc() -> Option<PathBuf> {
-    let out = Command::new(env!("CARGO_BIN_EXE_rung")).args(["doctor", "--json"]).output().unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let nvcc = v["toolchain"]["nvcc"]["path"].as_str().map(PathBuf::from);
-    if nvcc.is_none() || !v["toolchain"]["python"]["packages"]["triton"].is_string() {
-        assert!(
-            std::env::var_os("RUNG_REQUIRE_TOOLCHAIN").is_none(),
-            "RUNG_REQUIRE_TOOLCHAIN is set but nvcc is missing"
-        );
-        eprintln!("SKIPPED: no CUDA toolchain here (run `rung setup`)");
-        return None;
-    }
-    nvcc
-}
+mod common;
+use common::real_nvcc;
 
 fn committed_schema() -> Value {
     serde_json::from_str(

@@ -1,0 +1,49 @@
+//! What the test files share: whether this machine has the toolchain a test needs. A test that
+//! needs a missing tool is skipped with a message, unless RUNG_REQUIRE_TOOLCHAIN is set (CI sets
+//! it after `rung setup`), in which case the missing tool fails the test.
+
+#![allow(dead_code)] // each test file uses some of these
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// `rung doctor --json`'s toolchain.
+pub fn doctor_toolchain() -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_rung")).args(["doctor", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["toolchain"].clone()
+}
+
+fn skip(what: &str) {
+    assert!(
+        std::env::var_os("RUNG_REQUIRE_TOOLCHAIN").is_none(),
+        "RUNG_REQUIRE_TOOLCHAIN is set but {what} is missing"
+    );
+    eprintln!("SKIPPED: no {what} here (run `rung setup`)");
+}
+
+/// The real nvcc, when this machine has nvcc and Triton.
+pub fn real_nvcc() -> Option<PathBuf> {
+    let tc = doctor_toolchain();
+    let nvcc = tc["nvcc"]["path"].as_str().map(PathBuf::from);
+    if nvcc.is_none() || !tc["python"]["packages"]["triton"].is_string() {
+        skip("nvcc or Triton");
+        return None;
+    }
+    nvcc
+}
+
+/// Whether this machine has nvcc and Triton.
+pub fn toolchain_here() -> bool {
+    real_nvcc().is_some()
+}
+
+/// rung's Python, when it has numpy.
+pub fn python_with_numpy() -> Option<String> {
+    let tc = doctor_toolchain();
+    if tc["python"]["packages"]["numpy"].is_string() {
+        return tc["python"]["path"].as_str().map(str::to_string);
+    }
+    skip("Python with numpy");
+    None
+}
