@@ -200,6 +200,29 @@ unsafe fn launch_raw(func: sys::CUfunction, req: &Launch, args: &mut [*mut c_voi
     }
 }
 
+/// Loads a launch's cubin and finds its kernel, raising the dynamic shared memory limit when the
+/// launch asks for more than 48 KB.
+fn load_kernel(req: &Launch) -> Result<(sys::CUmodule, sys::CUfunction), WorkerError> {
+    let mut image =
+        std::fs::read(&req.cubin).map_err(|e| WorkerError::new("IoError", format!("{}: {e}", req.cubin.display())))?;
+    image.push(0);
+    let name = CString::new(req.kernel.clone()).map_err(|_| WorkerError::new("BadRequest", "kernel name"))?;
+    // SAFETY: a NUL-terminated image; the caller unloads the module.
+    unsafe {
+        let module = result::module::load_data(image.as_ptr() as *const c_void).map_err(cuda_error)?;
+        let func = result::module::get_function(module, name).map_err(cuda_error)?;
+        if req.smem > 48 * 1024 {
+            result::function::set_function_attribute(
+                func,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                req.smem as i32,
+            )
+            .map_err(cuda_error)?;
+        }
+        Ok((module, func))
+    }
+}
+
 /// A device allocation with guard zones before and after the buffer.
 struct Guarded {
     base: sys::CUdeviceptr,
@@ -217,8 +240,6 @@ fn launch_once(req: &Launch) -> Response {
 fn launch(req: &Launch) -> Result<Response, WorkerError> {
     let io =
         |what: &std::path::Path, e: std::io::Error| WorkerError::new("IoError", format!("{}: {e}", what.display()));
-    let mut image = std::fs::read(&req.cubin).map_err(|e| io(&req.cubin, e))?;
-    image.push(0);
     let guard = req.guard_bytes as usize;
     // Host copies of every buffer, their device allocations, and the argument bytes.
     let mut host: Vec<(String, std::path::PathBuf, Vec<u8>)> = Vec::new();
@@ -230,17 +251,7 @@ fn launch(req: &Launch) -> Result<Response, WorkerError> {
     // SAFETY: every pointer below comes from the driver and is freed before returning; the
     // argument array points at locals that outlive the launch (it is synchronised).
     unsafe {
-        let module = result::module::load_data(image.as_ptr() as *const c_void).map_err(cuda_error)?;
-        let name = CString::new(req.kernel.clone()).map_err(|_| WorkerError::new("BadRequest", "kernel name"))?;
-        let func = result::module::get_function(module, name).map_err(cuda_error)?;
-        if req.smem > 48 * 1024 {
-            result::function::set_function_attribute(
-                func,
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                req.smem as i32,
-            )
-            .map_err(cuda_error)?;
-        }
+        let (module, func) = load_kernel(req)?;
         let mut bufs: Vec<Guarded> = Vec::new();
         for (_, _, bytes) in &host {
             let len = bytes.len();
@@ -351,6 +362,18 @@ mod bench {
         }
     }
 
+    /// The embedded copy and flush kernels, compiled by the driver for this GPU.
+    fn copy_module() -> Result<sys::CUmodule, WorkerError> {
+        let ptx = CString::new(COPY_PTX).expect("no NUL in the PTX");
+        // SAFETY: a NUL-terminated PTX image; the module lives until its owner unloads it.
+        unsafe { result::module::load_data(ptx.as_ptr() as *const c_void).map_err(cuda_error) }
+    }
+
+    fn function(module: sys::CUmodule, name: &str) -> Result<sys::CUfunction, WorkerError> {
+        // SAFETY: a loaded module and a NUL-free name.
+        unsafe { result::module::get_function(module, CString::new(name).expect("name")).map_err(cuda_error) }
+    }
+
     fn io(what: &std::path::Path, e: std::io::Error) -> WorkerError {
         WorkerError::new("IoError", format!("{}: {e}", what.display()))
     }
@@ -361,22 +384,9 @@ mod bench {
         flush_bytes: u64,
         sms: u32,
     ) -> Result<State, WorkerError> {
-        let mut image = std::fs::read(&launch.cubin).map_err(|e| io(&launch.cubin, e))?;
-        image.push(0);
+        let (module, func) = super::load_kernel(launch)?;
         // SAFETY: driver calls on this thread's context; every allocation is owned by State.
         unsafe {
-            let module = result::module::load_data(image.as_ptr() as *const c_void).map_err(cuda_error)?;
-            let name =
-                CString::new(launch.kernel.clone()).map_err(|_| WorkerError::new("BadRequest", "kernel name"))?;
-            let func = result::module::get_function(module, name).map_err(cuda_error)?;
-            if launch.smem > 48 * 1024 {
-                result::function::set_function_attribute(
-                    func,
-                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    launch.smem as i32,
-                )
-                .map_err(cuda_error)?;
-            }
             let start = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(cuda_error)?;
             let end = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(cuda_error)?;
             let mut state = State {
@@ -395,10 +405,8 @@ mod bench {
                 let d = result::malloc_sync(flush_bytes as usize).map_err(cuda_error)?;
                 result::memset_d8_sync(d, 0, flush_bytes as usize).map_err(cuda_error)?;
                 state.flush = Some((d, flush_bytes as usize));
-                let ptx = CString::new(COPY_PTX).expect("no NUL in the PTX");
-                let m = result::module::load_data(ptx.as_ptr() as *const c_void).map_err(cuda_error)?;
-                let f =
-                    result::module::get_function(m, CString::new("rung_flush").expect("name")).map_err(cuda_error)?;
+                let m = copy_module()?;
+                let f = function(m, "rung_flush")?;
                 let sink = result::malloc_sync(4).map_err(cuda_error)?;
                 state.flusher = Some((m, f, sink));
             }
@@ -580,13 +588,11 @@ mod bench {
             let memcpy =
                 best(&mut || result::memcpy_dtod_async(dst, src, bytes, std::ptr::null_mut()).map_err(cuda_error))?;
             ceilings.insert("cuMemcpy".to_string(), memcpy);
-            let ptx = CString::new(COPY_PTX).expect("no NUL in the PTX");
-            let module = result::module::load_data(ptx.as_ptr() as *const c_void).map_err(cuda_error)?;
+            let module = copy_module()?;
             let n = (bytes / 16) as u64;
             let mut kernel_best: f64 = 0.0;
             for kname in ["rung_copy1", "rung_copy4"] {
-                let func =
-                    result::module::get_function(module, CString::new(kname).expect("name")).map_err(cuda_error)?;
+                let func = function(module, kname)?;
                 for per_sm in [1u32, 2, 4, 8, 16] {
                     for block in [256u32, 512, 1024] {
                         let launch = Launch {
