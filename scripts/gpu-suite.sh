@@ -42,7 +42,7 @@ do_bench = json.load(open(os.path.join(out, "do-bench.json")))
 print("\nbench validation at the benchmark size (µs; Δ = other / rung − 1)")
 print("%-6s %-34s %10s %10s %8s %10s %8s" % ("id", "version", "rung", "ncu", "Δ ncu", "do_bench", "Δ do_b"))
 for v in report["versions"]:
-    rung = next((s["detail"]["sizes"][0]["median_ms"] * 1e3 for s in v["stages"] if s["stage"] == "bench" and s["verdict"] == "pass"), None)
+    rung = next((s["detail"]["sizes"][0]["headline"]["median"] * 1e3 for s in v["stages"] if s["stage"] == "bench" and s["verdict"] == "pass"), None)
     ncu = []
     path = os.path.join(out, "ncu-%s.csv" % v["id"])
     lines = [l for l in open(path) if l.startswith('"')] if os.path.exists(path) else []

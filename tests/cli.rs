@@ -332,7 +332,7 @@ fn record_bench(ws: &Path, version: &str, median_ms: f64, spread: f64) {
             lock_wait_ms: 0.0,
             sizes: vec![SizeBench {
                 sizes: Default::default(),
-                median_ms,
+                headline: s.clone(),
                 basis: "events".into(),
                 gpu: s.clone(),
                 host: s.clone(),

@@ -52,9 +52,9 @@ pub struct BenchDetail {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SizeBench {
     pub sizes: SizeSet,
-    /// The headline time, ms: `gpu` median, or the device-wide one when work was left on another
-    /// stream.
-    pub median_ms: f64,
+    /// The headline time, ms: `gpu`, or the device-wide interval less `fixed_ms` when work was left
+    /// on another stream. Its median is the figure the roofline and comparisons use.
+    pub headline: Summary,
     /// `events` or `device-wide`.
     pub basis: String,
     /// GPU time between events on the call's stream, ms.
@@ -228,7 +228,7 @@ pub fn bench(
     let first = &results[0];
     let mut summary = format!(
         "{:.1} µs median at {} ({} {}, n={}, 95% CI ±{:.2}%, host {:.1} µs/call)",
-        first.median_ms * 1e3,
+        first.headline.median * 1e3,
         crate::spec::size_label(&first.sizes),
         first.basis,
         match first.stop {
@@ -236,8 +236,8 @@ pub fn bench(
             Stop::Budget => "budget spent",
             Stop::MaxSamples => "sample cap",
         },
-        first.gpu.n,
-        first.gpu.ci_rel * 50.0,
+        first.headline.n,
+        first.headline.ci_rel * 50.0,
         first.host.median * 1e3,
     );
     if throttled {
@@ -391,10 +391,9 @@ fn bench_size(
     let host = stats::summarize(&samples.iter().map(|s| s.host_ms).collect::<Vec<_>>());
     let wall = stats::summarize(&samples.iter().map(|s| s.wall_ms).collect::<Vec<_>>());
     let (metric, basis) = headline_samples(&samples, fixed_ms);
-    let median_ms = stats::summarize(&metric).median;
     Ok(SizeBench {
         sizes: sizes.clone(),
-        median_ms,
+        headline: stats::summarize(&metric),
         basis: basis.into(),
         gpu,
         host,
@@ -553,7 +552,7 @@ pub fn roofline(spec: &Spec, bench: &BenchDetail, ceilings: Ceilings, num_sms: i
     if bytes.is_none() && flops.is_none() {
         return fail(Verdict::Skipped, None, "rung.toml's [roofline] gives neither bytes nor flops");
     }
-    let seconds = b.median_ms * 1e-3;
+    let seconds = b.headline.median * 1e-3;
     let achieved_gbs = bytes.map(|x| x / seconds / 1e9);
     let achieved_tflops = flops.map(|x| x / seconds / 1e12);
     // The ridge point: where the compute ceiling meets the memory one.
@@ -631,7 +630,7 @@ mod tests {
             lock_wait_ms: 0.0,
             sizes: vec![SizeBench {
                 sizes: BTreeMap::from([("rows".into(), 16384), ("cols".into(), 8192)]),
-                median_ms: ms,
+                headline: s.clone(),
                 basis: "events".into(),
                 gpu: s.clone(),
                 host: s.clone(),
@@ -733,17 +732,7 @@ pub fn compare(version: &str, candidate: &Summary, baseline: &str, base: &Summar
 pub fn recorded_summary(payload: &serde_json::Value) -> Option<Summary> {
     let result: crate::report::StageResult = serde_json::from_value(payload.clone()).ok()?;
     let StageDetail::Bench(b) = result.detail else { return None };
-    let first = b.sizes.first()?;
-    Some(if first.basis == "events" {
-        first.gpu.clone()
-    } else {
-        // The device-wide interval's summary, less the fixed cost.
-        let mut s = first.wall.clone();
-        for x in [&mut s.median, &mut s.mean, &mut s.min, &mut s.max, &mut s.ci_low, &mut s.ci_high] {
-            *x -= first.fixed_ms;
-        }
-        s
-    })
+    Some(b.sizes.first()?.headline.clone())
 }
 
 #[cfg(test)]
