@@ -174,16 +174,16 @@ struct VersionState {
     cancel: Arc<AtomicBool>,
 }
 
-/// Files whose change re-runs every version.
-fn is_problem_file(rel: &Path) -> bool {
-    let name = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    rel.components().count() == 1
-        && (name == "rung.toml"
-            || name == "checks.py"
-            || name == "task.yml"
-            || name.starts_with("reference.")
-            || name == "task.py"
-            || name == "utils.py")
+/// Whether a changed file is part of the problem rather than a version (so every version
+/// re-runs): rung.toml or task.yml, the reference and checks.py as the workspace names them
+/// (a KernelBench problem file is its reference), and any other Python module at the root that
+/// a reference may import (GPU MODE's task.py and utils.py).
+fn is_problem_file(ws: &Workspace, rel: &Path) -> bool {
+    let at_root = rel.components().count() == 1;
+    ws.reference.as_deref() == Some(rel)
+        || ws.checks.as_deref() == Some(rel)
+        || (at_root && matches!(rel.to_str(), Some("rung.toml" | "task.yml")))
+        || (at_root && rel.extension().is_some_and(|e| e == "py") && !ws.versions.iter().any(|v| v.path == rel))
 }
 
 /// Whether a changed path matters to the pipeline.
@@ -388,7 +388,6 @@ pub fn watch(
         };
         match msg {
             Msg::Files(paths) => {
-                let all = paths.iter().any(|p| is_problem_file(p));
                 let fresh = match Workspace::open(&root) {
                     Ok(w) => Arc::new(w),
                     Err(e) => {
@@ -404,6 +403,7 @@ pub fn watch(
                     emit(&WatchEvent { unix_ms: now(), kind: EventKind::Removed { version: gone.id.clone() } });
                 }
                 ws = fresh;
+                let all = paths.iter().any(|p| is_problem_file(&ws, p));
                 let touched: Vec<VersionFile> = ws
                     .versions
                     .iter()
@@ -496,4 +496,26 @@ pub fn watch(
     gpu.close();
     drop(debouncer);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(rel: &str) -> Workspace {
+        Workspace::open(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)).unwrap()
+    }
+
+    #[test]
+    fn problem_files_are_what_the_workspace_names_whatever_its_format() {
+        let kb = fixture("kernelbench");
+        assert!(is_problem_file(&kb, Path::new("19_Linear_ReLU.py")), "a KernelBench problem file is its reference");
+        assert!(!is_problem_file(&kb, Path::new("versions/v001-torch.py")));
+        let gm = fixture("gpu-mode/vectoradd");
+        for f in ["reference.py", "task.yml", "task.py", "utils.py"] {
+            assert!(is_problem_file(&gm, Path::new(f)), "{f}");
+        }
+        assert!(!is_problem_file(&gm, Path::new("versions/v002-triton.py")));
+        assert!(!is_problem_file(&gm, Path::new("README.md")));
+    }
 }
