@@ -386,7 +386,51 @@ fn bench_and_roofline(
     let launch_at = plan.as_ref().map(|p| {
         move |sizes: &crate::spec::SizeSet, files: &bench::Files| p.launch_at(spec, sizes, files).map_err(|(_, m)| m)
     });
-    let out = bench::bench(ws, spec, r, gpu, v, source, seed, launch_at.as_ref().map(|f| f as bench::LaunchAt));
+    let target = match &launch_at {
+        Some(f) => bench::Target::Native(f),
+        None => bench::Target::python(v.path.clone(), source),
+    };
+    // The best approved version, re-benched interleaved with this one.
+    let best = best_approved(ws, store, &v.id);
+    let best_plan = best
+        .as_ref()
+        .filter(|(b, _)| b.kind == crate::workspace::VersionKind::Cuda)
+        .map(|(b, src)| run::NativePlan::new(ws, spec, b, src, Some(gpu.sm_count)).map_err(|d| d.message.clone()));
+    let best_launch = best_plan.as_ref().and_then(|p| p.as_ref().ok()).map(|p| {
+        move |sizes: &crate::spec::SizeSet, files: &bench::Files| p.launch_at(spec, sizes, files).map_err(|(_, m)| m)
+    });
+    let mut others = Vec::new();
+    let mut notes = Vec::new();
+    match (&best, &best_plan, &best_launch) {
+        (None, _, _) => notes
+            .push("no other approved version has a passing bench: no speedup over the best approved version".into()),
+        (Some((b, _)), Some(Err(e)), _) => {
+            notes.push(format!("the best approved version {} cannot be launched: {e}", b.id))
+        }
+        (Some((b, _)), Some(Ok(p)), Some(f)) if p.cubin.exists() => others.push(bench::Other {
+            role: bench::ROLE_BEST_APPROVED,
+            label: b.id.clone(),
+            target: bench::Target::Native(f),
+        }),
+        (Some((b, _)), Some(Ok(_)), _) => {
+            notes.push(format!("the best approved version {} has no build: run `rung check {}` first", b.id, b.id))
+        }
+        (Some((b, src)), None, _) => others.push(bench::Other {
+            role: bench::ROLE_BEST_APPROVED,
+            label: b.id.clone(),
+            target: bench::Target::python(b.path.clone(), src),
+        }),
+    }
+    if let Some(r) = &ws.reference {
+        notes.push(format!(
+            "the reference ({}) runs on the host with numpy: it is not a GPU baseline, so no speedup over it",
+            r.display()
+        ));
+    }
+    let mut out = bench::bench(ws, spec, r, gpu, v, &target, &others, seed);
+    if let StageDetail::Bench(b) = &mut out.detail {
+        b.comparison_notes.splice(0..0, notes);
+    }
     let benched = match (&out.verdict, &out.detail) {
         (Verdict::Pass, StageDetail::Bench(b)) => Some(b.clone()),
         _ => None,
@@ -404,6 +448,39 @@ fn bench_and_roofline(
     let result = stage_result(Stage::Roofline, (started, t0), out, BTreeMap::new());
     stages.push(record(store, v, source_hash, seed, started, result)?);
     Ok(())
+}
+
+/// The approved version (other than `this`, still in the workspace, benchable) with the fastest
+/// passing bench in the history, with its source.
+fn best_approved(ws: &Workspace, store: &Store, this: &str) -> Option<(VersionFile, String)> {
+    let rows = store.versions().ok()?;
+    let mut timed = Vec::new();
+    for row in rows.iter().filter(|r| r.status == Status::Approved && r.id != this) {
+        let Some(file) = ws.versions.iter().find(|f| f.id == row.id) else { continue };
+        if !crate::stages::bench::benchable(file.kind) {
+            continue;
+        }
+        let results = store.latest_results(&row.id).ok()?;
+        let summary = results
+            .iter()
+            .find(|r| r.stage == "bench" && r.verdict == "pass")
+            .and_then(|r| crate::stages::bench::recorded_summary(&r.payload));
+        timed.push((file.clone(), summary));
+    }
+    let best = pick_fastest(timed.iter().map(|(f, s)| (f.id.as_str(), s.as_ref())))?;
+    let file = timed.into_iter().find(|(f, _)| f.id == best)?.0;
+    let source = std::fs::read_to_string(ws.root.join(&file.path)).ok()?;
+    Some((file, source))
+}
+
+/// The id with the smallest recorded median; versions never benched do not count.
+pub fn pick_fastest<'a>(
+    candidates: impl Iterator<Item = (&'a str, Option<&'a crate::stats::Summary>)>,
+) -> Option<String> {
+    candidates
+        .filter_map(|(id, s)| s.map(|s| (id, s.median)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(id, _)| id.to_string())
 }
 
 /// The workers, created on first need.
@@ -443,4 +520,19 @@ fn record(
     })?;
     result.result_id = Some(id);
     Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fastest_recorded_version_is_picked_and_unbenched_ones_are_ignored() {
+        let fast = crate::stats::summarize(&[0.25, 0.26, 0.25]);
+        let slow = crate::stats::summarize(&[3.9, 3.9, 3.91]);
+        let got = pick_fastest([("v001", Some(&slow)), ("v002", None), ("v003", Some(&fast))].into_iter());
+        assert_eq!(got.as_deref(), Some("v003"));
+        assert_eq!(pick_fastest([("v002", None)].into_iter()), None);
+        assert_eq!(pick_fastest(std::iter::empty()), None);
+    }
 }

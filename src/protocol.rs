@@ -238,10 +238,15 @@ pub struct Problem {
 /// worker uploads every set once, warms up for `warmup_seconds`, and keeps them; later requests
 /// with neither only ask for more samples; `write_back` copies set 0's buffers back to their
 /// files (so the timed runs' outputs can be checked). Before each timed call a buffer of
-/// `flush_bytes` is cleared on the GPU (flushing L2); calls rotate through the input sets.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+/// `flush_bytes` is read on the GPU and its lines discarded (flushing L2); calls rotate through the input sets.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Bench {
+    /// Which of the worker's timing series this request is for. A comparison keeps two series
+    /// set up at once and alternates batches between them (A B A B); a `launch` or `call`
+    /// replaces its own series only.
+    #[serde(default)]
+    pub series: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launch: Option<Launch>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -254,8 +259,20 @@ pub struct Bench {
     pub samples: u32,
     #[serde(default)]
     pub flush_bytes: u64,
+    /// The flush kernels (`rung_flush` reads the buffer, `rung_discard` then drops its lines from
+    /// L2), as PTX, for a worker without its own copy: the Python worker. Every worker flushes
+    /// with the same kernels, so Triton and CUDA versions are timed from the same L2 state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flush_ptx: Option<String>,
     #[serde(default)]
     pub write_back: bool,
+    /// Graph replay, for small kernels: `graph_calls` calls on set 0 captured into one CUDA graph
+    /// (no flush between them), the graph replayed `graph_replays` times, each timed by events;
+    /// the per-call times come back in `Response::graph_ms`. Done after the samples.
+    #[serde(default)]
+    pub graph_calls: u32,
+    #[serde(default)]
+    pub graph_replays: u32,
 }
 
 /// One timed call, in milliseconds.
@@ -333,6 +350,9 @@ pub struct Response {
     /// Measured ceilings by method, in GB/s (copy) or TFLOP/s (GEMM).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub ceilings: BTreeMap<String, f64>,
+    /// Graph replay: per-call milliseconds, one per replay.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub graph_ms: Vec<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

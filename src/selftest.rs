@@ -395,6 +395,19 @@ mod tests {
     }
 
     #[test]
+    fn the_bench_limit_is_set_once_whether_or_not_limits_had_one() {
+        for template in ["vector-add", "rmsnorm"] {
+            let dir = tempfile::tempdir().unwrap();
+            crate::templates::write(template, dir.path()).unwrap();
+            let toml = std::fs::read_to_string(dir.path().join("rung.toml")).unwrap();
+            let edited = with_bench_limit(&toml, "4s");
+            let spec = crate::spec::Spec::parse(&edited, std::path::Path::new("rung.toml"))
+                .unwrap_or_else(|e| panic!("{template}: {e:?}\n{edited}"));
+            assert_eq!(spec.limits.bench, std::time::Duration::from_secs(4), "{template}");
+        }
+    }
+
+    #[test]
     fn the_shuffle_is_a_permutation_that_depends_on_the_seed() {
         let mut a: Vec<u32> = (0..20).collect();
         let mut b = a.clone();
@@ -420,10 +433,71 @@ pub struct BenchRun {
     pub bench_summary: String,
     pub roofline_summary: Option<String>,
     pub percent_of_ceiling: Option<f64>,
+    /// Small kernels: per-call µs by graph replay.
+    pub graph_us: Option<f64>,
+    /// Interleaved speedups: "15.41x vs v001 (best approved) SUSPICIOUS".
+    pub speedups: Vec<String>,
+    /// What this run was expected to show and did not; empty when all is as expected.
+    pub unexpected: Vec<String>,
 }
 
-/// The bench part: the demo benched and roofline'd, one version benched five times, the
-/// side-stream case benched. The demo workspace is left at `dir/demo` for outside tools (ncu,
+/// rung.toml text with `[limits] bench` set to `budget`, whether or not it had one.
+fn with_bench_limit(toml: &str, budget: &str) -> String {
+    let mut out = Vec::new();
+    let (mut in_limits, mut done) = (false, false);
+    for line in toml.lines() {
+        let t = line.trim_start();
+        if t.starts_with('[') {
+            in_limits = t.starts_with("[limits]");
+            if in_limits && !done {
+                out.push(line.to_string());
+                out.push(format!("bench = \"{budget}\""));
+                done = true;
+                continue;
+            }
+        } else if in_limits && t.starts_with("bench") && t[5..].trim_start().starts_with('=') {
+            continue;
+        }
+        out.push(line.to_string());
+    }
+    if !done {
+        out.push(format!("\n[limits]\nbench = \"{budget}\""));
+    }
+    out.join("\n") + "\n"
+}
+
+/// What a bench run of the selftest must show, beyond a pass.
+fn bench_expectations(label: &str, b: Option<&crate::stages::bench::BenchDetail>) -> Vec<String> {
+    let mut why = Vec::new();
+    let Some(b) = b else { return why };
+    let speedup = b.speedups.first();
+    match label {
+        "vs-v001" => match speedup {
+            Some(s) if s.against == "v001" && s.suspicious => {}
+            Some(s) => {
+                why.push(format!("expected a suspicious speedup over v001, got {:.2}x vs {}", s.speedup, s.against))
+            }
+            None => why.push(format!("no speedup over v001: {}", b.comparison_notes.join("; "))),
+        },
+        "vs-v003" => match speedup {
+            Some(s) if s.against == "v003" && !s.suspicious => {}
+            Some(s) => {
+                why.push(format!("expected an unflagged speedup over v003, got {:.2}x vs {}", s.speedup, s.against))
+            }
+            None => why.push(format!("no speedup over v003: {}", b.comparison_notes.join("; "))),
+        },
+        "small" if b.sizes.first().is_none_or(|x| x.graph.is_none()) => why.push(format!(
+            "a small kernel was not timed by graph replay: {}",
+            b.sizes.first().and_then(|x| x.graph_error.clone()).unwrap_or_default()
+        )),
+        _ => {}
+    }
+    why
+}
+
+/// The bench part: the demo benched and roofline'd, one version benched five times, speedups
+/// over approved versions (one flagged suspicious), the side-stream case, and a small problem
+/// timed by graph replay. The demo workspace is left at `dir/demo` for outside tools (ncu,
 /// triton.testing.do_bench) to time the same kernels.
 pub fn run_bench(dir: &Path, repeat: &str, repeats: usize) -> anyhow::Result<(Vec<BenchRun>, serde_json::Value)> {
     let machine = Machine::discover();
@@ -433,27 +507,37 @@ pub fn run_bench(dir: &Path, repeat: &str, repeats: usize) -> anyhow::Result<(Ve
     fault_workspace(&side, &FaultOptions { gpu: true, order_seed: 0, run_limit: "10s".into() })?;
     let f = FAULTS.get_file("t-side-stream.py").expect("embedded");
     std::fs::write(side.join("versions").join("v101-candidate.py"), f.contents())?;
-    // A shorter bench budget than the default: this runs eleven benches.
-    for ws in [&demo, &side] {
+    // A small problem, so the graph replay of small kernels runs for a CUDA and a Triton version.
+    let small = dir.join("small");
+    crate::templates::write("vector-add", &small)?;
+    let path = small.join("rung.toml");
+    let toml = std::fs::read_to_string(&path)?.replace("bench = [{ n = 67108864 }]", "bench = [{ n = 65536 }]");
+    std::fs::write(&path, toml)?;
+    // A shorter bench budget than the default: this runs many benches.
+    for (ws, budget) in [(&demo, "8s"), (&side, "8s"), (&small, "4s")] {
         let path = ws.join("rung.toml");
-        let mut toml = std::fs::read_to_string(&path)?;
-        if toml.contains("[limits]") {
-            toml = toml.replacen("[limits]", "[limits]\nbench = \"8s\"", 1);
-        } else {
-            toml.push_str("\n[limits]\nbench = \"8s\"\n");
-        }
-        std::fs::write(&path, toml)?;
+        std::fs::write(&path, with_bench_limit(&std::fs::read_to_string(&path)?, budget))?;
     }
     let mut out = Vec::new();
     let mut reports = serde_json::Map::new();
-    let runs: Vec<(&str, &Path, Vec<String>)> = vec![
-        ("demo", demo.as_path(), vec![]),
-        ("repeat", demo.as_path(), vec![repeat.to_string(); repeats]),
-        ("side-stream", side.as_path(), vec!["v101".to_string()]),
+    let v = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    // (label, workspace, versions, versions to approve first).
+    let runs: Vec<(&str, &Path, Vec<String>, Vec<String>)> = vec![
+        ("demo", demo.as_path(), vec![], vec![]),
+        ("repeat", demo.as_path(), vec![repeat.to_string(); repeats], vec![]),
+        // v001 approved: v005 re-benched against it is over 10x faster, so flagged suspicious.
+        ("vs-v001", demo.as_path(), v(&["v005"]), v(&["v001"])),
+        // v003 approved too, and faster: the CUDA v005 and the Triton v004 against it.
+        ("vs-v003", demo.as_path(), v(&["v004", "v005"]), v(&["v003"])),
+        ("side-stream", side.as_path(), v(&["v101"]), vec![]),
+        ("small", small.as_path(), vec![], vec![]),
     ];
-    for (label, path, versions) in runs {
+    for (label, path, versions, approve) in runs {
         let ws = Workspace::open(path)?;
         let mut store = Store::open(&ws.state_dir())?;
+        for id in &approve {
+            store.set_status(id, crate::store::Status::Approved, None)?;
+        }
         let mut runners = None;
         let batches: Vec<Vec<String>> =
             if label == "repeat" { versions.iter().map(|v| vec![v.clone()]).collect() } else { vec![versions] };
@@ -469,10 +553,28 @@ pub fn run_bench(dir: &Path, repeat: &str, repeats: usize) -> anyhow::Result<(Ve
             for v in &report.versions {
                 let bench = v.stages.iter().find(|s| s.stage == Stage::Bench);
                 let roof = v.stages.iter().find(|s| s.stage == Stage::Roofline);
-                let b = bench.and_then(|s| match &s.detail {
-                    crate::report::StageDetail::Bench(b) => b.sizes.first().cloned().map(|x| (x, b.throttled)),
+                let detail = bench.and_then(|s| match &s.detail {
+                    crate::report::StageDetail::Bench(b) => Some(b),
                     _ => None,
                 });
+                let b = detail.and_then(|b| b.sizes.first().cloned().map(|x| (x, b.throttled)));
+                let speedups = detail
+                    .map(|b| {
+                        b.speedups
+                            .iter()
+                            .map(|s| {
+                                format!(
+                                    "{:.2}x vs {} ({}, {} rounds){}",
+                                    s.speedup,
+                                    s.against,
+                                    s.role,
+                                    s.rounds,
+                                    if s.suspicious { " SUSPICIOUS" } else { "" }
+                                )
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
                 let pct = roof.and_then(|s| match &s.detail {
                     crate::report::StageDetail::Roofline(r) => r.percent_of_ceiling,
                     _ => None,
@@ -489,6 +591,9 @@ pub fn run_bench(dir: &Path, repeat: &str, repeats: usize) -> anyhow::Result<(Ve
                     bench_summary: bench.map(|s| s.summary.clone()).unwrap_or_else(|| "no bench".into()),
                     roofline_summary: roof.map(|s| s.summary.clone()),
                     percent_of_ceiling: pct,
+                    graph_us: b.as_ref().and_then(|(x, _)| x.graph.as_ref().map(|g| g.median * 1e3)),
+                    speedups,
+                    unexpected: bench_expectations(label, detail),
                 });
             }
         }

@@ -8,6 +8,7 @@
 //! The messages are those of [`crate::protocol`]: a [`Hello`] first, then a [`Response`] per
 //! [`Request`].
 
+use std::collections::BTreeMap;
 use std::ffi::{CString, c_void};
 use std::io::{BufRead, Write};
 use std::time::Instant;
@@ -17,6 +18,10 @@ use cudarc::driver::{result, sys};
 use crate::protocol::{
     self, Capability, GUARD_BYTE, Hello, Launch, LaunchParam, Op, Request, Response, WorkerError, WorkerKind,
 };
+
+/// rung's own kernels (the copy kernels behind the memory ceiling, the L2 flush), as PTX made by
+/// `nvcc -ptx -arch=compute_90 assets/kernels/copy.cu`; the driver compiles it for the GPU at hand.
+pub const COPY_PTX: &str = include_str!("../assets/kernels/copy.ptx");
 
 /// A kernel argument's bytes for its C type.
 fn scalar_bytes(ctype: &str, v: f64) -> Result<Vec<u8>, String> {
@@ -84,7 +89,7 @@ pub fn serve() -> i32 {
     let mut h = hello(caps, Some(info.name.clone()), Some(info.uuid.clone()), None);
     h.start_seconds = Some(t0.elapsed().as_secs_f64());
     send(&mut out, &h);
-    let mut bench_state: Option<bench::State> = None;
+    let mut bench_state: BTreeMap<u32, bench::State> = BTreeMap::new();
     for line in std::io::stdin().lock().lines().map_while(Result::ok) {
         if line.trim().is_empty() {
             continue;
@@ -157,7 +162,12 @@ pub fn serve() -> i32 {
 ///
 /// # Safety
 /// `args` must point at argument bytes matching the kernel's parameters.
-unsafe fn launch_raw(func: sys::CUfunction, req: &Launch, args: &mut [*mut c_void]) -> Result<(), WorkerError> {
+unsafe fn launch_raw(
+    func: sys::CUfunction,
+    req: &Launch,
+    args: &mut [*mut c_void],
+    stream: sys::CUstream,
+) -> Result<(), WorkerError> {
     let (g, b) = (req.grid, req.block);
     // SAFETY: the caller's contract; every pointer handed over is live for the call.
     unsafe {
@@ -176,7 +186,7 @@ unsafe fn launch_raw(func: sys::CUfunction, req: &Launch, args: &mut [*mut c_voi
                     blockDimY: b[1],
                     blockDimZ: b[2],
                     sharedMemBytes: req.smem,
-                    hStream: std::ptr::null_mut(),
+                    hStream: stream,
                     attrs: &mut attr,
                     numAttrs: 1,
                 };
@@ -186,15 +196,8 @@ unsafe fn launch_raw(func: sys::CUfunction, req: &Launch, args: &mut [*mut c_voi
             }
             _ => {
                 let mut v: Vec<*mut c_void> = args.to_vec();
-                result::launch_kernel(
-                    func,
-                    (g[0], g[1], g[2]),
-                    (b[0], b[1], b[2]),
-                    req.smem,
-                    std::ptr::null_mut(),
-                    &mut v,
-                )
-                .map_err(cuda_error)
+                result::launch_kernel(func, (g[0], g[1], g[2]), (b[0], b[1], b[2]), req.smem, stream, &mut v)
+                    .map_err(cuda_error)
             }
         }
     }
@@ -282,7 +285,7 @@ fn launch(req: &Launch) -> Result<Response, WorkerError> {
         }
         let mut args: Vec<*mut c_void> = arg_bytes.iter_mut().map(|b| b.as_mut_ptr() as *mut c_void).collect();
         let t0 = Instant::now();
-        launch_raw(func, req, &mut args)?;
+        launch_raw(func, req, &mut args, std::ptr::null_mut())?;
         result::ctx::synchronize().map_err(cuda_error)?;
         let seconds = t0.elapsed().as_secs_f64();
         let mut guards = Vec::new();
@@ -318,8 +321,6 @@ mod bench {
     use super::{cuda_error, launch_raw, scalar_bytes};
     use crate::protocol::{Bench, Ceiling, CeilingKind, Launch, LaunchParam, Response, Sample, WorkerError};
 
-    const COPY_PTX: &str = include_str!("../assets/kernels/copy.ptx");
-
     /// A buffer one input set owns: parameter name, its file, device pointer, bytes.
     type Owned = (String, std::path::PathBuf, sys::CUdeviceptr, usize);
 
@@ -331,8 +332,8 @@ mod bench {
         /// Per input set: its argument bytes and the buffers it owns (name, file, pointer, bytes).
         sets: Vec<(Vec<Vec<u8>>, Vec<Owned>)>,
         flush: Option<(sys::CUdeviceptr, usize)>,
-        /// The read-only flush kernel (from the embedded PTX) and its sink word.
-        flusher: Option<(sys::CUmodule, sys::CUfunction, sys::CUdeviceptr)>,
+        /// The flush kernels (from the embedded PTX: read, then discard) and the read's sink word.
+        flusher: Option<(sys::CUmodule, sys::CUfunction, sys::CUfunction, sys::CUdeviceptr)>,
         sms: u32,
         start: sys::CUevent,
         end: sys::CUevent,
@@ -351,7 +352,7 @@ mod bench {
                 if let Some((d, _)) = self.flush {
                     let _ = result::free_sync(d);
                 }
-                if let Some((m, _, sink)) = self.flusher {
+                if let Some((m, _, _, sink)) = self.flusher {
                     let _ = result::free_sync(sink);
                     let _ = result::module::unload(m);
                 }
@@ -364,7 +365,7 @@ mod bench {
 
     /// The embedded copy and flush kernels, compiled by the driver for this GPU.
     fn copy_module() -> Result<sys::CUmodule, WorkerError> {
-        let ptx = CString::new(COPY_PTX).expect("no NUL in the PTX");
+        let ptx = CString::new(super::COPY_PTX).expect("no NUL in the PTX");
         // SAFETY: a NUL-terminated PTX image; the module lives until its owner unloads it.
         unsafe { result::module::load_data(ptx.as_ptr() as *const c_void).map_err(cuda_error) }
     }
@@ -407,8 +408,9 @@ mod bench {
                 state.flush = Some((d, flush_bytes as usize));
                 let m = copy_module()?;
                 let f = function(m, "rung_flush")?;
+                let discard = function(m, "rung_discard")?;
                 let sink = result::malloc_sync(4).map_err(cuda_error)?;
-                state.flusher = Some((m, f, sink));
+                state.flusher = Some((m, f, discard, sink));
             }
             let base: BTreeMap<String, std::path::PathBuf> = BTreeMap::new();
             for set in std::iter::once(&base).chain(extra) {
@@ -456,7 +458,7 @@ mod bench {
             // Queued behind the flush, so the host's launch overhead is hidden as in real use.
             result::event::record(state.start, std::ptr::null_mut()).map_err(cuda_error)?;
             let t0 = Instant::now();
-            launch_raw(state.func, &state.launch, &mut args)?;
+            launch_raw(state.func, &state.launch, &mut args, std::ptr::null_mut())?;
             let host = t0.elapsed();
             result::event::record(state.end, std::ptr::null_mut()).map_err(cuda_error)?;
             result::ctx::synchronize().map_err(cuda_error)?;
@@ -466,15 +468,17 @@ mod bench {
         }
     }
 
-    /// Clears L2 by reading the flush buffer (queued, not waited for).
+    /// Clears L2 (queued, not waited for): reads the flush buffer, which evicts everything else
+    /// and writes back what was dirty, then discards the buffer's own lines, which leaves L2 as
+    /// Nsight Compute's `--cache-control all` leaves it.
     ///
     /// # Safety
     /// `state`'s buffers are live.
     unsafe fn flush(state: &State) -> Result<(), WorkerError> {
-        if let (Some((d, n)), Some((_, f, sink))) = (state.flush, state.flusher) {
-            let launch = Launch {
+        if let (Some((d, n)), Some((_, read, discard, sink))) = (state.flush, state.flusher) {
+            let launch = |kernel: &str| Launch {
                 cubin: Default::default(),
-                kernel: "rung_flush".into(),
+                kernel: kernel.into(),
                 grid: [state.sms * 4, 1, 1],
                 block: [512, 1, 1],
                 smem: 0,
@@ -488,7 +492,11 @@ mod bench {
             let mut args: Vec<*mut c_void> =
                 vec![a.as_mut_ptr() as *mut c_void, b.as_mut_ptr() as *mut c_void, c.as_mut_ptr() as *mut c_void];
             // SAFETY: the caller's contract.
-            unsafe { launch_raw(f, &launch, &mut args)? };
+            unsafe { launch_raw(read, &launch("rung_flush"), &mut args, std::ptr::null_mut())? };
+            let mut lines = ((n / 128) as u64).to_le_bytes();
+            let mut args: Vec<*mut c_void> = vec![a.as_mut_ptr() as *mut c_void, lines.as_mut_ptr() as *mut c_void];
+            // SAFETY: as above; the discard touches only the flush buffer's own lines.
+            unsafe { launch_raw(discard, &launch("rung_discard"), &mut args, std::ptr::null_mut())? };
         }
         Ok(())
     }
@@ -512,20 +520,20 @@ mod bench {
         Ok(v[v.len() / 2])
     }
 
-    pub fn serve(slot: &mut Option<State>, req: &Bench, sms: u32) -> Response {
-        match serve_inner(slot, req, sms) {
+    pub fn serve(series: &mut BTreeMap<u32, State>, req: &Bench, sms: u32) -> Response {
+        match serve_inner(series, req, sms) {
             Ok(r) => r,
             Err(e) => {
-                *slot = None;
+                series.remove(&req.series);
                 Response { ok: false, error: Some(e), ..Default::default() }
             }
         }
     }
 
-    fn serve_inner(slot: &mut Option<State>, req: &Bench, sms: u32) -> Result<Response, WorkerError> {
+    fn serve_inner(series: &mut BTreeMap<u32, State>, req: &Bench, sms: u32) -> Result<Response, WorkerError> {
         let mut fixed = None;
         if let Some(l) = &req.launch {
-            *slot = None;
+            series.remove(&req.series);
             let mut state = setup(l, &req.sets, req.flush_bytes, sms)?;
             // Warm-up by time: the clocks ramp from idle.
             let t0 = Instant::now();
@@ -533,13 +541,17 @@ mod bench {
                 timed(&mut state)?;
             }
             fixed = Some(fixed_cost(&state)?);
-            *slot = Some(state);
+            series.insert(req.series, state);
         }
-        let state = slot.as_mut().ok_or_else(|| WorkerError::new("BadRequest", "bench: no launch set up"))?;
+        let state = series.get_mut(&req.series).ok_or_else(|| {
+            WorkerError::new("BadRequest", format!("bench: series {} has no launch set up", req.series))
+        })?;
         let mut samples = Vec::with_capacity(req.samples as usize);
         for _ in 0..req.samples {
             samples.push(timed(state)?);
         }
+        let graph_ms =
+            if req.graph_calls > 0 { graph_replay(state, req.graph_calls, req.graph_replays)? } else { vec![] };
         if req.write_back {
             // The outputs are shared by the input sets: one more call on set 0 (the real one).
             state.next = 0;
@@ -555,7 +567,63 @@ mod bench {
                 std::fs::write(path, &bytes).map_err(|e| io(path, e))?;
             }
         }
-        Ok(Response { ok: true, samples, fixed_ms: fixed, ..Default::default() })
+        Ok(Response { ok: true, samples, fixed_ms: fixed, graph_ms, ..Default::default() })
+    }
+
+    /// `calls` launches on set 0 captured into one CUDA graph on a stream of its own, replayed
+    /// once to warm, then `replays` times, each between events: per-call milliseconds. Nothing
+    /// flushes L2 between the captured calls: this is the steady-state cost without the host's
+    /// launch overhead, the figure that matters for a small kernel run back to back.
+    fn graph_replay(state: &mut State, calls: u32, replays: u32) -> Result<Vec<f64>, WorkerError> {
+        // SAFETY: the stream, graph, exec and events are created and destroyed here; the argument
+        // bytes live in `state` for the capture, and every replay is synchronised.
+        unsafe {
+            let stream = result::stream::create(result::stream::StreamKind::NonBlocking).map_err(cuda_error)?;
+            let mut args: Vec<*mut c_void> =
+                state.sets[0].0.iter_mut().map(|b| b.as_mut_ptr() as *mut c_void).collect();
+            let captured = (|| {
+                result::stream::begin_capture(stream, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+                    .map_err(cuda_error)?;
+                let mut launched = Ok(());
+                for _ in 0..calls {
+                    launched = launch_raw(state.func, &state.launch, &mut args, stream);
+                    if launched.is_err() {
+                        break;
+                    }
+                }
+                // End the capture whatever happened, so the stream is usable (and freeable) again.
+                let graph = result::stream::end_capture(stream).map_err(cuda_error);
+                launched?;
+                let graph = graph?;
+                let exec = result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)).map_err(cuda_error);
+                let _ = result::graph::destroy(graph);
+                exec
+            })();
+            let exec = match captured {
+                Ok(e) => e,
+                Err(e) => {
+                    let _ = result::stream::destroy(stream);
+                    return Err(e);
+                }
+            };
+            let mut out = Vec::with_capacity(replays as usize);
+            let timed = (|| {
+                result::graph::launch(exec, stream).map_err(cuda_error)?;
+                result::stream::synchronize(stream).map_err(cuda_error)?;
+                for _ in 0..replays {
+                    result::event::record(state.start, stream).map_err(cuda_error)?;
+                    result::graph::launch(exec, stream).map_err(cuda_error)?;
+                    result::event::record(state.end, stream).map_err(cuda_error)?;
+                    result::stream::synchronize(stream).map_err(cuda_error)?;
+                    let ms = result::event::elapsed(state.start, state.end).map_err(cuda_error)? as f64;
+                    out.push(ms / calls as f64);
+                }
+                Ok::<(), WorkerError>(())
+            })();
+            let _ = result::graph::exec_destroy(exec);
+            let _ = result::stream::destroy(stream);
+            timed.map(|_| out)
+        }
     }
 
     /// Device-to-device copy bandwidth: cuMemcpy and the copy kernels, counting bytes read plus
@@ -613,7 +681,7 @@ mod bench {
                             b.as_mut_ptr() as *mut c_void,
                             c.as_mut_ptr() as *mut c_void,
                         ];
-                        let gbs = best(&mut || launch_raw(func, &launch, &mut args))?;
+                        let gbs = best(&mut || launch_raw(func, &launch, &mut args, std::ptr::null_mut()))?;
                         kernel_best = kernel_best.max(gbs);
                     }
                 }

@@ -341,8 +341,12 @@ fn record_bench(ws: &Path, version: &str, median_ms: f64, spread: f64) {
                 stop: rung::stats::Stop::Converged,
                 input_sets: 3,
                 flush_bytes: 0,
+                graph: None,
+                graph_error: None,
                 recheck_failure: None,
             }],
+            speedups: vec![],
+            comparison_notes: vec![],
         }),
     };
     let mut store = rung::store::Store::open(&ws.join(".rung")).unwrap();
@@ -386,4 +390,29 @@ fn a_regression_beyond_the_confidence_intervals_exits_6() {
     let v = json(&out);
     assert_eq!(v["comparisons"][0]["regressed"], false, "{v}");
     assert_ne!(out.status.code(), Some(6));
+}
+
+#[test]
+fn approve_and_reject_set_the_review_status_in_the_history() {
+    let (_tmp, ws) = new_workspace("vector-add");
+    // Never checked: approving adds it to the history first.
+    let out = rung(&ws, &["approve", "v002"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("v002 (versions/v002-float4.cu) approved"));
+    let out = rung(&ws, &["reject", "v001", "--reason", "uncoalesced loads"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let store = rung::store::Store::open(&ws.join(".rung")).unwrap();
+    assert_eq!(store.version("v002").unwrap().unwrap().status, rung::store::Status::Approved);
+    let v1 = store.version("v001").unwrap().unwrap();
+    assert_eq!(v1.status, rung::store::Status::Rejected);
+    assert_eq!(v1.reason.as_deref(), Some("uncoalesced loads"));
+    // A check keeps the status a person gave.
+    rung(&ws, &["check", "v002"]);
+    let store = rung::store::Store::open(&ws.join(".rung")).unwrap();
+    assert_eq!(store.version("v002").unwrap().unwrap().status, rung::store::Status::Approved);
+    // An unknown version: a usage error that lists the versions there are.
+    let out = rung(&ws, &["approve", "v042"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no version `v042`") && err.contains("v001, v002, v003"), "{err}");
 }

@@ -93,6 +93,19 @@ fn samples() -> Vec<Message> {
             }),
         }),
         Message::Request(Request { id: 11, op: Op::Exit }),
+        // The second series of an interleaved comparison, asking for graph replay.
+        Message::Request(Request {
+            id: 12,
+            op: Op::Bench(Bench {
+                series: 1,
+                samples: 5,
+                graph_calls: 100,
+                graph_replays: 20,
+                flush_ptx: Some(".version 9.0".into()),
+                ..Default::default()
+            }),
+        }),
+        Message::Response(Response { id: Some(12), ok: true, graph_ms: vec![0.0041, 0.0040], ..Default::default() }),
         Message::Response(Response {
             id: Some(8),
             ok: true,

@@ -500,17 +500,57 @@ def _bench_setup(req):
                 owned.append(g)
         sets.append((kw, owned))
     flush_bytes = int(req.get("flush_bytes") or 0)
-    flush = torch.zeros(flush_bytes // 4, dtype=torch.int32, device="cuda") if flush_bytes else None
-    _bench.clear()
-    _bench.update(fn=fn, sets=sets, flush=flush, next=0,
-                  start=torch.cuda.Event(enable_timing=True), end=torch.cuda.Event(enable_timing=True))
+    flush = _Flusher(req.get("flush_ptx"), flush_bytes) if flush_bytes else None
+    series = int(req.get("series") or 0)
+    _bench.pop(series, None)
+    _bench[series] = dict(fn=fn, sets=sets, flush=flush, next=0,
+                          start=torch.cuda.Event(enable_timing=True), end=torch.cuda.Event(enable_timing=True))
+    return _bench[series]
 
 
-def _bench_one(fn, kw):
-    b = _bench
+class _Flusher:
+    """rung's L2 flush, the same kernels the native worker runs (PTX from rung): read a buffer
+    larger than L2 (evicting everything, writing back what was dirty), then discard the buffer's
+    own lines, so a timed call starts from an empty L2, as under Nsight Compute's
+    `--cache-control all`. Launched through the driver on torch's current stream, queued."""
+
+    def __init__(self, ptx, nbytes):
+        import ctypes
+        import torch
+        if not ptx:
+            raise ValueError("bench: flush_bytes without flush_ptx")
+        self.c = ctypes
+        self.buf = torch.zeros(nbytes // 4, dtype=torch.int32, device="cuda")
+        self.sink = torch.zeros(1, dtype=torch.int32, device="cuda")
+        torch.cuda.synchronize()  # the runtime has made the primary context current
+        self.cu = ctypes.CDLL("libcuda.so.1")
+        self.mod = ctypes.c_void_p()
+        self._check(self.cu.cuModuleLoadData(ctypes.byref(self.mod), ctypes.c_char_p(ptx.encode())), "cuModuleLoadData")
+        self.read, self.discard = ctypes.c_void_p(), ctypes.c_void_p()
+        self._check(self.cu.cuModuleGetFunction(ctypes.byref(self.read), self.mod, b"rung_flush"), "rung_flush")
+        self._check(self.cu.cuModuleGetFunction(ctypes.byref(self.discard), self.mod, b"rung_discard"), "rung_discard")
+        self.grid = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count * 4
+        u64 = ctypes.c_uint64
+        self.read_args = [u64(self.buf.data_ptr()), u64(nbytes // 16), u64(self.sink.data_ptr())]
+        self.discard_args = [u64(self.buf.data_ptr()), u64(nbytes // 128)]
+        self.read_params = (ctypes.c_void_p * 3)(*[ctypes.addressof(a) for a in self.read_args])
+        self.discard_params = (ctypes.c_void_p * 2)(*[ctypes.addressof(a) for a in self.discard_args])
+        self.torch = torch
+
+    def _check(self, rc, what):
+        if rc != 0:
+            raise RuntimeError("L2 flush: %s failed with CUDA error %d" % (what, rc))
+
+    def __call__(self):
+        c = self.c
+        stream = c.c_void_p(self.torch.cuda.current_stream().cuda_stream)
+        for f, params in ((self.read, self.read_params), (self.discard, self.discard_params)):
+            self._check(self.cu.cuLaunchKernel(f, self.grid, 1, 1, 512, 1, 1, 0, stream, params, None), "cuLaunchKernel")
+
+
+def _bench_one(b, fn, kw):
     if b["flush"] is not None:
-        # Reading (not writing) the buffer leaves clean lines in L2: no write-back is timed.
-        b["flush"].sum()
+        b["flush"]()
     # Queued behind the flush, so the host's launch overhead is hidden as in real use.
     b["start"].record()
     t0 = time.perf_counter()
@@ -523,28 +563,59 @@ def _bench_one(fn, kw):
     return {"gpu_ms": b["start"].elapsed_time(b["end"]), "host_ms": (t1 - t0) * 1e3, "wall_ms": (t2 - t0) * 1e3}
 
 
+def _graph_replay(b, calls, replays):
+    """`calls` calls on set 0 captured into one CUDA graph, replayed once to warm and then
+    `replays` times between events: per-call milliseconds. No flush between captured calls."""
+    import torch
+    kw = b["sets"][0][0]
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        b["fn"](**kw)  # launched once outside the capture, as torch asks
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls):
+            b["fn"](**kw)
+    g.replay()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(replays):
+        b["start"].record()
+        g.replay()
+        b["end"].record()
+        torch.cuda.synchronize()
+        out.append(b["start"].elapsed_time(b["end"]) / calls)
+    return out
+
+
 def _bench_req(req, state):
     resp = {}
+    series = int(req.get("series") or 0)
     if req.get("call"):
-        _bench_setup(req)
+        b = _bench_setup(req)
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < float(req.get("warmup_seconds") or 0):
-            kw = _bench["sets"][_bench["next"] % len(_bench["sets"])][0]
-            _bench["next"] += 1
-            _bench_one(_bench["fn"], kw)
-        empty = sorted(_bench_one(lambda **_: None, {})["wall_ms"] for _ in range(32))
+            kw = b["sets"][b["next"] % len(b["sets"])][0]
+            b["next"] += 1
+            _bench_one(b, b["fn"], kw)
+        empty = sorted(_bench_one(b, lambda **_: None, {})["wall_ms"] for _ in range(32))
         resp["fixed_ms"] = empty[len(empty) // 2]
-    if not _bench:
-        raise ValueError("bench: no call set up")
+    b = _bench.get(series)
+    if b is None:
+        raise ValueError("bench: series %d has no call set up" % series)
     samples = []
     for _ in range(int(req.get("samples") or 0)):
-        kw = _bench["sets"][_bench["next"] % len(_bench["sets"])][0]
-        _bench["next"] += 1
-        samples.append(_bench_one(_bench["fn"], kw))
+        kw = b["sets"][b["next"] % len(b["sets"])][0]
+        b["next"] += 1
+        samples.append(_bench_one(b, b["fn"], kw))
+    if int(req.get("graph_calls") or 0) > 0:
+        resp["graph_ms"] = _graph_replay(b, int(req["graph_calls"]), int(req.get("graph_replays") or 1))
     if req.get("write_back"):
         # The outputs are shared by the input sets: one more call on set 0 (the real one).
-        _bench_one(_bench["fn"], _bench["sets"][0][0])
-        for g in _bench["sets"][0][1]:
+        _bench_one(b, b["fn"], b["sets"][0][0])
+        for g in b["sets"][0][1]:
             g.write_back()
     resp["samples"] = samples
     return resp

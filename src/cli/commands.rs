@@ -10,7 +10,7 @@ use rung::check::{self, CheckOptions};
 use rung::exit;
 use rung::report::{CheckReport, SCHEMA};
 use rung::setup::{self, SetupEvent};
-use rung::store::Store;
+use rung::store::{Status, Store};
 use rung::templates;
 use rung::toolchain::Toolchain;
 use rung::workspace::{OpenError, Workspace};
@@ -26,6 +26,8 @@ pub fn run(cli: Cli) -> Result<i32> {
         Some(Command::Check(args)) => check_cmd(&ws_dir, &args),
         Some(Command::History { version, json, limit }) => history(&ws_dir, version.as_deref(), json, limit),
         Some(Command::Diff(args)) => diff(&ws_dir, &args),
+        Some(Command::Approve { version }) => review(&ws_dir, &version, Status::Approved, None),
+        Some(Command::Reject { version, reason }) => review(&ws_dir, &version, Status::Rejected, Some(&reason)),
         Some(Command::Doctor { json }) => doctor(json),
         Some(Command::Setup { force, with }) => setup_cmd(force, &with),
         Some(Command::Demo { dir }) => demo(dir.unwrap_or_else(|| PathBuf::from("rung-demo"))),
@@ -179,6 +181,27 @@ fn history(dir: &Path, version: Option<&str>, json: bool, limit: usize) -> Resul
     } else {
         print!("{}", render::history(&rows, color()));
     }
+    Ok(exit::OK)
+}
+
+/// Sets a version's review status, adding it to the history first if it was never checked.
+fn review(dir: &Path, id: &str, status: Status, reason: Option<&str>) -> Result<i32> {
+    let ws = match open(dir) {
+        Ok(ws) => ws,
+        Err(code) => return Ok(code),
+    };
+    let Some(v) = ws.version(id).cloned() else {
+        eprintln!(
+            "rung: no version `{id}`\n  help: versions here: {}",
+            ws.versions.iter().map(|v| v.id.as_str()).collect::<Vec<_>>().join(", ")
+        );
+        return Ok(exit::USAGE);
+    };
+    let mut store = open_store(&ws)?;
+    let source = std::fs::read(ws.root.join(&v.path))?;
+    store.sync_version(&v, &rung::store::sha256_hex(&source), Status::Draft)?;
+    store.set_status(&v.id, status, reason)?;
+    println!("{} ({}) {}", v.id, v.path.display(), status.as_str());
     Ok(exit::OK)
 }
 
@@ -515,6 +538,15 @@ fn selftest(args: &SelftestArgs) -> Result<i32> {
                     r.n.unwrap_or(0),
                     r.roofline_summary.clone().unwrap_or_else(|| r.bench_summary.clone())
                 );
+                if let Some(g) = r.graph_us {
+                    println!("  {:<12} graph replay: {g:.2} µs/call", "");
+                }
+                for s in &r.speedups {
+                    println!("  {:<12} {s}", "");
+                }
+                for u in &r.unexpected {
+                    println!("✗ {:<12} {u}", "");
+                }
             }
             let rep: Vec<f64> = runs.iter().filter(|r| r.workspace == "repeat").filter_map(|r| r.median_us).collect();
             if rep.len() > 1 {
@@ -527,8 +559,10 @@ fn selftest(args: &SelftestArgs) -> Result<i32> {
                 );
             }
         }
-        all_ok &=
-            runs.iter().filter(|r| r.workspace != "side-stream").all(|r| r.verdict == rung::report::Verdict::Pass);
+        all_ok &= runs
+            .iter()
+            .filter(|r| r.workspace != "side-stream")
+            .all(|r| r.verdict == rung::report::Verdict::Pass && r.unexpected.is_empty());
         doc.insert("bench".into(), serde_json::to_value(&runs)?);
         doc.insert("bench_reports".into(), reports);
         if let Some(g) = gpu.first()

@@ -45,6 +45,15 @@ pub enum Command {
     },
     /// Diff two versions: their sources, or their PTX or SASS once built.
     Diff(DiffArgs),
+    /// Approve a version: the fastest approved version is what later versions are re-benched
+    /// against (interleaved) for their speedup.
+    Approve { version: String },
+    /// Reject a version, with the reason that goes back to whoever wrote it.
+    Reject {
+        version: String,
+        #[arg(long)]
+        reason: String,
+    },
     /// What rung found on this machine (CUDA, Python, GPU, profilers) and what is missing.
     Doctor {
         #[arg(long)]

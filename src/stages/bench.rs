@@ -47,6 +47,12 @@ pub struct BenchDetail {
     /// How long this bench waited for another rung process timing on the same GPU.
     pub lock_wait_ms: f64,
     pub sizes: Vec<SizeBench>,
+    /// Speedups against the best approved version and the reference, timed interleaved.
+    #[serde(default)]
+    pub speedups: Vec<Speedup>,
+    /// Why a comparison was not made or failed.
+    #[serde(default)]
+    pub comparison_notes: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -68,6 +74,12 @@ pub struct SizeBench {
     pub stop: Stop,
     pub input_sets: usize,
     pub flush_bytes: u64,
+    /// Small kernels: per-call time by CUDA graph replay (no host launch overhead, L2 warm), ms.
+    #[serde(default)]
+    pub graph: Option<Summary>,
+    /// Why graph replay could not time a small kernel (a capture the kernel's code breaks).
+    #[serde(default)]
+    pub graph_error: Option<String>,
     /// Why the timed outputs disagree with the reference, when they do.
     pub recheck_failure: Option<String>,
 }
@@ -130,13 +142,75 @@ pub type Files = BTreeMap<String, (PathBuf, Vec<i64>)>;
 pub type LaunchAt<'a> = &'a dyn Fn(&SizeSet, &Files) -> Result<protocol::Launch, String>;
 
 /// How one timed call is made: the native launch or the Python call at a size, given the files.
-enum Target<'a> {
+pub enum Target<'a> {
     Native(LaunchAt<'a>),
     Python { file: PathBuf, params: Vec<String> },
 }
 
-/// Benches one version that passed its check. `launch_at` builds the native launch for a CUDA
-/// version (None for Python versions).
+impl Target<'_> {
+    /// A Python version's target: its `run` and the parameter names it declares.
+    pub fn python(file: PathBuf, source: &str) -> Target<'static> {
+        Target::Python {
+            file,
+            params: crate::stages::prepare::python_def_params(source, "run")
+                .map(|(p, _)| p.into_iter().map(|(n, _)| n).collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    fn is_python(&self) -> bool {
+        matches!(self, Target::Python { .. })
+    }
+}
+
+/// What a version is compared with, re-benched in the same session, interleaved.
+pub struct Other<'a> {
+    /// `best approved` or `reference`.
+    pub role: &'static str,
+    /// The version's id, or the reference's file.
+    pub label: String,
+    pub target: Target<'a>,
+}
+
+/// A speedup measured by interleaving: this version and the other timed in alternating batches
+/// (A B A B) on the same input sets, so drift in clocks or temperature hits both alike.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Speedup {
+    /// `best approved` or `reference`.
+    pub role: String,
+    /// The version compared with (its id), or the reference's file.
+    pub against: String,
+    pub sizes: SizeSet,
+    /// This version's headline times in the interleaved rounds, ms.
+    pub this: Summary,
+    /// The other's, ms.
+    pub other: Summary,
+    /// The other's median over this one's: above 1, this version is faster.
+    pub speedup: f64,
+    /// The speedup at the ends of the two medians' 95% intervals (the slowest this version's
+    /// allows against the fastest the other's allows, and the reverse).
+    pub speedup_low: f64,
+    pub speedup_high: f64,
+    /// Alternating batches timed (each an A batch then a B batch).
+    pub rounds: usize,
+    /// More than [`SUSPICIOUS_SPEEDUP`] over the best approved version: flagged for review (a
+    /// skipped computation or a result cached across calls looks like this).
+    pub suspicious: bool,
+}
+
+/// A speedup over the best approved version above this is flagged for review.
+pub const SUSPICIOUS_SPEEDUP: f64 = 10.0;
+
+/// Speedup (other / this) and its interval from the two medians' intervals.
+pub fn speedup(this: &Summary, other: &Summary) -> (f64, f64, f64) {
+    let s = other.median / this.median;
+    let low = other.ci_low / this.ci_high;
+    let high = other.ci_high / this.ci_low.max(f64::MIN_POSITIVE);
+    (s, low, high)
+}
+
+/// Benches one version that passed its check, then times it against each of `others`
+/// interleaved. `target` says how a call is made.
 #[allow(clippy::too_many_arguments)]
 pub fn bench(
     ws: &Workspace,
@@ -144,20 +218,10 @@ pub fn bench(
     runners: &mut Runners,
     gpu: &GpuInfo,
     v: &VersionFile,
-    source: &str,
+    target: &Target,
+    others: &[Other],
     seed: u64,
-    launch_at: Option<LaunchAt>,
 ) -> StageOutcome {
-    let target = match (launch_at, v.kind) {
-        (Some(f), _) => Target::Native(f),
-        (None, k) if k.is_python() => Target::Python {
-            file: v.path.clone(),
-            params: crate::stages::prepare::python_def_params(source, "run")
-                .map(|(p, _)| p.into_iter().map(|(n, _)| n).collect())
-                .unwrap_or_default(),
-        },
-        _ => return fail(Verdict::Skipped, None, format!("benching {} versions is not built yet", v.kind)),
-    };
     let sizes: Vec<SizeSet> = if spec.bench_sizes.is_empty() {
         spec.test_sizes.last().cloned().into_iter().collect()
     } else {
@@ -168,27 +232,36 @@ pub fn bench(
         Err(e) => return fail(Verdict::Error, None, format!("cannot take the GPU's bench lock: {e}")),
     };
     let before = crate::devstate::query(&gpu.uuid).ok();
-    let python = matches!(target, Target::Python { .. });
-    if python {
-        let forked = runners.zygote(false).and_then(|z| z.fork(CallMode::Cuda, Duration::from_secs(60)));
-        match forked {
-            Ok(r) if r.ok => {}
-            Ok(r) => {
-                let e = r.error.map(|e| e.message).unwrap_or_default();
-                return fail(Verdict::Error, None, format!("the Python worker could not start: {e}"));
-            }
-            Err(e) => return fail(Verdict::Error, None, format!("the Python worker could not start: {e}")),
-        }
-    }
+    let python = target.is_python() || others.iter().any(|o| o.target.is_python());
     let mut results = Vec::new();
+    let mut comparisons = Vec::new();
+    let mut notes = Vec::new();
     let mut failure: Option<StageOutcome> = None;
     let scratch = runners.scratch(&format!("{}-bench", v.id));
     for (si, size) in sizes.iter().enumerate() {
-        match bench_size(ws, spec, runners, &target, size, seed, &scratch.join(format!("b{si}"))) {
+        let dir = scratch.join(format!("b{si}"));
+        let sets = match draw_sets(spec, size, seed, &dir) {
+            Ok(s) => s,
+            Err(f) => {
+                failure = Some(*f);
+                break;
+            }
+        };
+        match bench_size(ws, spec, runners, target, size, seed, &sets, &dir) {
             Ok(r) => results.push(r),
             Err(f) => {
                 failure = Some(*f);
                 break;
+            }
+        }
+        // Speedups at the first (headline) size only.
+        if si > 0 {
+            continue;
+        }
+        for (k, o) in others.iter().enumerate() {
+            match interleave(spec, runners, target, o, size, &sets, &dir.join(format!("c{k}"))) {
+                Ok(c) => comparisons.push(c),
+                Err(f) => notes.push(format!("against {} ({}): {}", o.label, o.role, f.summary)),
             }
         }
     }
@@ -206,6 +279,8 @@ pub fn bench(
         throttled,
         lock_wait_ms: lock.waited.as_secs_f64() * 1e3,
         sizes: results.clone(),
+        speedups: comparisons.clone(),
+        comparison_notes: notes,
     });
     drop(lock);
     if let Some(mut f) = failure {
@@ -240,6 +315,20 @@ pub fn bench(
         first.headline.ci_rel * 50.0,
         first.host.median * 1e3,
     );
+    if let Some(g) = &first.graph {
+        summary.push_str(&format!("; graph replay {:.2} µs/call", g.median * 1e3));
+    }
+    for c in &comparisons {
+        summary.push_str(&format!(
+            "; {:.2}x vs {} ({}, interleaved, {:.2}–{:.2}x)",
+            c.speedup, c.against, c.role, c.speedup_low, c.speedup_high
+        ));
+        if c.suspicious {
+            summary.push_str(&format!(
+                " SUSPICIOUS: over {SUSPICIOUS_SPEEDUP:.0}x the best approved version; review before approving"
+            ));
+        }
+    }
     if throttled {
         summary.push_str("; THROTTLED (see device state)");
     }
@@ -270,19 +359,17 @@ fn answer(resp: Result<Response, Failure>) -> Result<Response, Box<StageOutcome>
     }
 }
 
-fn bench_size(
-    ws: &Workspace,
-    spec: &Spec,
-    runners: &mut Runners,
-    target: &Target,
-    sizes: &SizeSet,
-    seed: u64,
-    dir: &std::path::Path,
-) -> Result<SizeBench, Box<StageOutcome>> {
+/// The input sets of one benchmark size: set 0 (the real one, whose outputs are re-checked) in
+/// `files` with the outputs' poisoned files, the others as parameter name → file.
+pub struct Sets {
+    pub files: Files,
+    pub extra: Vec<BTreeMap<String, PathBuf>>,
+}
+
+fn draw_sets(spec: &Spec, sizes: &SizeSet, seed: u64, dir: &std::path::Path) -> Result<Sets, Box<StageOutcome>> {
     let io = |e: std::io::Error| Box::new(fail(Verdict::Error, None, format!("{}: {e}", dir.display())));
     std::fs::create_dir_all(dir).map_err(io)?;
-    // Set 0 is the real input set (its outputs are re-checked); the others are drawn apart.
-    let mut files: BTreeMap<String, (PathBuf, Vec<i64>)> = BTreeMap::new();
+    let mut files: Files = BTreeMap::new();
     let mut extra: Vec<BTreeMap<String, PathBuf>> = vec![BTreeMap::new(); INPUT_SETS - 1];
     for (idx, t) in spec.inputs.iter().enumerate() {
         let shape = spec.shape_at(t, sizes).unwrap_or_default();
@@ -298,28 +385,44 @@ fn bench_size(
             }
         }
     }
+    files.extend(poisoned_outputs(spec, sizes, dir).map_err(io)?);
+    Ok(Sets { files, extra })
+}
+
+/// Poisoned output files in `dir`: a series of its own gets outputs of its own.
+fn poisoned_outputs(spec: &Spec, sizes: &SizeSet, dir: &std::path::Path) -> std::io::Result<Files> {
+    std::fs::create_dir_all(dir)?;
+    let mut files = Files::new();
     for t in &spec.outputs {
         let shape = spec.shape_at(t, sizes).unwrap_or_default();
         let len = shape.iter().product::<i64>() as usize * t.dtype.size_bytes();
         let path = dir.join(format!("{}.bin", t.name));
-        std::fs::write(&path, vec![inputs::POISON[0]; len]).map_err(io)?;
+        std::fs::write(&path, vec![inputs::POISON[0]; len])?;
         files.insert(t.name.clone(), (path, shape));
     }
-    // A request may take the whole budget plus one run's limit.
-    let limit = spec.limits.bench + spec.limits.run * 2;
-    let rule = StopRule { budget_seconds: spec.limits.bench.as_secs_f64(), ..StopRule::default() };
+    Ok(files)
+}
+
+/// The first request of a series: what to call, the other input sets, warm-up and flush.
+fn first_request(
+    spec: &Spec,
+    target: &Target,
+    sizes: &SizeSet,
+    files: &Files,
+    extra: &[BTreeMap<String, PathBuf>],
+    series: u32,
+) -> Result<protocol::Bench, Box<StageOutcome>> {
     let mut first = protocol::Bench {
-        launch: None,
-        call: None,
-        sets: extra,
+        series,
+        sets: extra.to_vec(),
         warmup_seconds: WARMUP_SECONDS,
         samples: 10,
         flush_bytes: FLUSH_BYTES,
-        write_back: false,
+        ..Default::default()
     };
     match target {
         Target::Native(f) => {
-            first.launch = Some(f(sizes, &files).map_err(|e| Box::new(fail(Verdict::Fail, None, e)))?);
+            first.launch = Some(f(sizes, files).map_err(|e| Box::new(fail(Verdict::Fail, None, e)))?);
         }
         Target::Python { file, params } => {
             let args = call_args(spec, params, sizes, |t, _| {
@@ -335,17 +438,69 @@ fn bench_size(
                 returns: BTreeMap::new(),
                 guard_bytes: 0,
             });
+            first.flush_ptx = Some(crate::worker::COPY_PTX.to_string());
         }
     }
-    let python = matches!(target, Target::Python { .. });
-    let send = |runners: &mut Runners, req: protocol::Bench| -> Result<Response, Box<StageOutcome>> {
-        if python {
-            answer(runners.zygote(false).and_then(|z| z.call(Op::Bench(req), limit)))
-        } else {
-            answer(runners.native(Op::Bench(req), limit))
-        }
-    };
-    let resp = send(runners, first)?;
+    Ok(first)
+}
+
+/// A fresh CUDA child of the Python zygote for Python targets (the re-check's reference runs
+/// in a child of its own, which ends the one before).
+fn fork_for(runners: &mut Runners, targets: &[&Target]) -> Result<(), Box<StageOutcome>> {
+    if !targets.iter().any(|t| t.is_python()) {
+        return Ok(());
+    }
+    let why = |e: String| Box::new(fail(Verdict::Error, None, format!("the Python worker could not start: {e}")));
+    match runners.zygote(false).and_then(|z| z.fork(CallMode::Cuda, Duration::from_secs(60))) {
+        Ok(r) if r.ok => Ok(()),
+        Ok(r) => Err(why(r.error.map(|e| e.message).unwrap_or_default())),
+        Err(e) => Err(why(e.to_string())),
+    }
+}
+
+/// Sends a bench request to the worker that serves `target`.
+fn send(
+    runners: &mut Runners,
+    target: &Target,
+    req: protocol::Bench,
+    limit: Duration,
+) -> Result<Response, Box<StageOutcome>> {
+    if target.is_python() {
+        answer(runners.zygote(false).and_then(|z| z.call(Op::Bench(req), limit)))
+    } else {
+        answer(runners.native(Op::Bench(req), limit))
+    }
+}
+
+/// More samples from a series that is set up.
+fn more(series: u32, samples: u32) -> protocol::Bench {
+    protocol::Bench { series, samples, ..Default::default() }
+}
+
+/// A headline median under this (ms) marks a small kernel, also timed by graph replay: there the
+/// host's launch overhead (a few µs) is a large part of a call.
+pub const SMALL_KERNEL_MS: f64 = 0.05;
+/// Calls captured in one graph, and replays timed.
+pub const GRAPH_CALLS: u32 = 100;
+pub const GRAPH_REPLAYS: u32 = 20;
+
+#[allow(clippy::too_many_arguments)]
+fn bench_size(
+    ws: &Workspace,
+    spec: &Spec,
+    runners: &mut Runners,
+    target: &Target,
+    sizes: &SizeSet,
+    seed: u64,
+    sets: &Sets,
+    dir: &std::path::Path,
+) -> Result<SizeBench, Box<StageOutcome>> {
+    // A request may take the whole budget plus one run's limit.
+    let limit = spec.limits.bench + spec.limits.run * 2;
+    let rule = StopRule { budget_seconds: spec.limits.bench.as_secs_f64(), ..StopRule::default() };
+    fork_for(runners, &[target])?;
+    let first = first_request(spec, target, sizes, &sets.files, &sets.extra, 0)?;
+    let resp = send(runners, target, first, limit)?;
     let fixed_ms = resp.fixed_ms.unwrap_or(0.0);
     let mut samples = resp.samples;
     let stop = loop {
@@ -358,42 +513,30 @@ fn bench_size(
         }
         let per = (spent / samples.len().max(1) as f64).max(1e-6);
         let left = ((rule.budget_seconds - spent) / per).ceil().max(1.0) as usize;
-        let more = stats::next_batch(&metric, spent, &rule).min(left) as u32;
-        let r = send(
-            runners,
-            protocol::Bench {
-                launch: None,
-                call: None,
-                sets: vec![],
-                warmup_seconds: 0.0,
-                samples: more,
-                flush_bytes: 0,
-                write_back: false,
-            },
-        )?;
-        samples.extend(r.samples);
+        let n = stats::next_batch(&metric, spent, &rule).min(left) as u32;
+        samples.extend(send(runners, target, more(0, n), limit)?.samples);
     };
-    // One more call on the real input set, its outputs written back and checked.
-    send(
-        runners,
-        protocol::Bench {
-            launch: None,
-            call: None,
-            sets: vec![],
-            warmup_seconds: 0.0,
-            samples: 0,
-            flush_bytes: 0,
-            write_back: true,
-        },
-    )?;
-    let recheck_failure = recheck(ws, spec, runners, sizes, seed, &files, dir);
+    let (metric, basis) = headline_samples(&samples, fixed_ms);
+    let headline = stats::summarize(&metric);
+    // One more call on the real input set, its outputs written back and checked; then a small
+    // kernel is also timed by graph replay (a capture that fails is reported, not fatal).
+    send(runners, target, protocol::Bench { write_back: true, ..more(0, 0) }, limit)?;
+    let (mut graph, mut graph_error) = (None, None);
+    if basis == "events" && headline.median < SMALL_KERNEL_MS {
+        let req = protocol::Bench { graph_calls: GRAPH_CALLS, graph_replays: GRAPH_REPLAYS, ..more(0, 0) };
+        match send(runners, target, req, limit) {
+            Ok(r) if !r.graph_ms.is_empty() => graph = Some(stats::summarize(&r.graph_ms)),
+            Ok(_) => graph_error = Some("the worker returned no graph replay times".to_string()),
+            Err(f) => graph_error = Some(f.summary),
+        }
+    }
+    let recheck_failure = recheck(ws, spec, runners, sizes, seed, &sets.files, dir);
     let gpu = stats::summarize(&samples.iter().map(|s| s.gpu_ms).collect::<Vec<_>>());
     let host = stats::summarize(&samples.iter().map(|s| s.host_ms).collect::<Vec<_>>());
     let wall = stats::summarize(&samples.iter().map(|s| s.wall_ms).collect::<Vec<_>>());
-    let (metric, basis) = headline_samples(&samples, fixed_ms);
     Ok(SizeBench {
         sizes: sizes.clone(),
-        headline: stats::summarize(&metric),
+        headline,
         basis: basis.into(),
         gpu,
         host,
@@ -402,9 +545,80 @@ fn bench_size(
         stop,
         input_sets: INPUT_SETS,
         flush_bytes: FLUSH_BYTES,
+        graph,
+        graph_error,
         recheck_failure,
     })
 }
+
+/// Times `target` (series 0) and `other.target` (series 1) in alternating batches on the same
+/// input sets until both medians' intervals are under the target or the bench budget is spent.
+#[allow(clippy::too_many_arguments)]
+fn interleave(
+    spec: &Spec,
+    runners: &mut Runners,
+    target: &Target,
+    other: &Other,
+    sizes: &SizeSet,
+    sets: &Sets,
+    dir: &std::path::Path,
+) -> Result<Speedup, Box<StageOutcome>> {
+    let io = |e: std::io::Error| Box::new(fail(Verdict::Error, None, format!("{}: {e}", dir.display())));
+    let limit = spec.limits.bench + spec.limits.run * 2;
+    let rule = StopRule { budget_seconds: spec.limits.bench.as_secs_f64(), ..StopRule::default() };
+    // Each series writes outputs of its own; the inputs are shared.
+    let mut files = [sets.files.clone(), sets.files.clone()];
+    for (k, f) in files.iter_mut().enumerate() {
+        f.extend(poisoned_outputs(spec, sizes, &dir.join(format!("s{k}"))).map_err(io)?);
+    }
+    let targets = [target, &other.target];
+    fork_for(runners, &targets)?;
+    let mut samples: [Vec<protocol::Sample>; 2] = [vec![], vec![]];
+    let mut fixed = [0.0; 2];
+    for k in 0..2 {
+        let first = first_request(spec, targets[k], sizes, &files[k], &sets.extra, k as u32)?;
+        let r = send(runners, targets[k], first, limit)?;
+        fixed[k] = r.fixed_ms.unwrap_or(0.0);
+        samples[k] = r.samples;
+    }
+    let mut rounds = 1;
+    loop {
+        let spent: f64 = samples.iter().flatten().map(|s| s.wall_ms).sum::<f64>() / 1e3;
+        let metric = [headline_samples(&samples[0], fixed[0]).0, headline_samples(&samples[1], fixed[1]).0];
+        let done = |m: &Vec<f64>| matches!(stats::should_stop(m, 0.0, &rule), Some(Stop::Converged | Stop::MaxSamples));
+        if spent >= rule.budget_seconds || (done(&metric[0]) && done(&metric[1])) {
+            break;
+        }
+        // Batches of about a tenth of a second each, at least 5 calls, so the alternation is
+        // fine-grained next to any drift.
+        for k in 0..2 {
+            let per = samples[k].iter().map(|s| s.wall_ms).sum::<f64>() / 1e3 / samples[k].len().max(1) as f64;
+            let n = ((0.1 / per.max(1e-6)) as u32).clamp(5, 1000);
+            let r = send(runners, targets[k], more(k as u32, n), limit)?;
+            samples[k].extend(r.samples);
+        }
+        rounds += 1;
+    }
+    let this = stats::summarize(&headline_samples(&samples[0], fixed[0]).0);
+    let theirs = stats::summarize(&headline_samples(&samples[1], fixed[1]).0);
+    let (s, low, high) = speedup(&this, &theirs);
+    Ok(Speedup {
+        role: other.role.into(),
+        against: other.label.clone(),
+        sizes: sizes.clone(),
+        this,
+        other: theirs,
+        speedup: s,
+        speedup_low: low,
+        speedup_high: high,
+        rounds,
+        suspicious: other.role == ROLE_BEST_APPROVED && s > SUSPICIOUS_SPEEDUP,
+    })
+}
+
+/// The roles a comparison can have.
+pub const ROLE_BEST_APPROVED: &str = "best approved";
+pub const ROLE_REFERENCE: &str = "reference";
 
 /// The samples the headline comes from: GPU time on the call's stream, or, when the device stays
 /// busy well past it (work left on another stream), the device-wide interval less the fixed
@@ -639,8 +853,12 @@ mod tests {
                 stop: Stop::Converged,
                 input_sets: 3,
                 flush_bytes: FLUSH_BYTES,
+                graph: None,
+                graph_error: None,
                 recheck_failure: None,
             }],
+            speedups: vec![],
+            comparison_notes: vec![],
         }
     }
 
@@ -689,6 +907,19 @@ mod tests {
         let (m, basis) = headline_samples(&side, 0.080);
         assert_eq!(basis, "device-wide");
         assert!((stats::summarize(&m).median - 100.22).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_speedup_is_the_other_median_over_this_one_with_the_intervals_crossed() {
+        let this = stats::summarize(&(0..101).map(|i| 100.0 + (i % 11) as f64 * 0.1).collect::<Vec<_>>());
+        let other = stats::summarize(&(0..101).map(|i| 250.0 + (i % 7) as f64 * 0.5).collect::<Vec<_>>());
+        let (s, low, high) = speedup(&this, &other);
+        assert!((s - other.median / this.median).abs() < 1e-12);
+        assert!(low < s && s < high, "{low} {s} {high}");
+        assert!((low - other.ci_low / this.ci_high).abs() < 1e-12);
+        assert!((high - other.ci_high / this.ci_low).abs() < 1e-12);
+        // Slower than the other: below 1.
+        assert!(speedup(&other, &this).0 < 1.0);
     }
 
     #[test]

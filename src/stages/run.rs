@@ -242,7 +242,8 @@ pub fn run_and_check(
 
 /// How to launch a CUDA version: its cubin, kernel, parameters in order and launch at each size.
 pub struct NativePlan {
-    cubin: PathBuf,
+    /// The build's cubin (in `.rung/dumps/<id>/`), which may not exist yet.
+    pub cubin: PathBuf,
     kernel: String,
     params: Vec<crate::launch::Param>,
     launch: crate::launch::Launch,
