@@ -195,6 +195,9 @@ pub struct SelftestArgs {
     /// Warm-path rounds.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
+    /// Bench part: how many times v003 is benched again to show the medians' spread.
+    #[arg(long, default_value_t = 5)]
+    pub repeats: usize,
     /// Also write the JSON results to this file.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
