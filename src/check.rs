@@ -378,7 +378,7 @@ fn bench_and_roofline(
             return Ok(());
         }
     };
-    let plan = if v.kind == crate::workspace::VersionKind::Cuda {
+    let plan = if matches!(v.kind, crate::workspace::VersionKind::Cuda | crate::workspace::VersionKind::Ptx) {
         run::NativePlan::new(ws, spec, v, source, Some(gpu.sm_count)).ok()
     } else {
         None
@@ -388,7 +388,13 @@ fn bench_and_roofline(
     });
     let target = match &launch_at {
         Some(f) => bench::Target::Native(f),
-        None => bench::Target::python(v.path.clone(), source),
+        None if v.kind.is_python() => bench::Target::python(v.path.clone(), source),
+        None => {
+            let why = format!("{} cannot be launched (see its prepare and run results)", v.path.display());
+            let result = stage_result(Stage::Bench, (started, t0), skip(why), BTreeMap::new());
+            stages.push(record(store, v, source_hash, seed, started, result)?);
+            return Ok(());
+        }
     };
     // The best approved version, re-benched interleaved with this one.
     let best = best_approved(ws, store, &v.id);

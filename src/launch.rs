@@ -680,3 +680,118 @@ pub fn choose<'a>(sigs: &'a [Signature], wanted: Option<&str>, file: &Path) -> R
         ))),
     }
 }
+
+/// For a `.ptx` version: the text its launch is read from. PTX keeps no parameter names, so the
+/// version declares its kernel's C signature in a comment, `// extern "C" __global__ void
+/// k(const float* x, float* y, int n)`, which is bound by name exactly as a `.cu` kernel's is.
+/// That line is uncommented, `// rung:` lines are kept, and everything else is blanked with its
+/// offsets kept, so diagnostics point at the PTX file's own lines and columns.
+pub fn ptx_launch_source(ptx: &str) -> String {
+    let mut out = String::with_capacity(ptx.len());
+    for line in ptx.split_inclusive('\n') {
+        let body = line.trim_end_matches(['\n', '\r']);
+        let ending = &line[body.len()..];
+        let t = body.trim_start();
+        let indent = body.len() - t.len();
+        if let Some(rest) = t.strip_prefix("//") {
+            let rest_trim = rest.trim_start();
+            if rest_trim.starts_with("extern \"C\"") {
+                out.push_str(&" ".repeat(indent + 2));
+                out.push_str(rest);
+                out.push_str(ending);
+                continue;
+            }
+            if rest_trim.starts_with("rung:") {
+                out.push_str(line);
+                continue;
+            }
+        }
+        out.extend(body.chars().map(|c| if c == '\t' { '\t' } else { ' ' }));
+        out.push_str(ending);
+    }
+    out
+}
+
+/// The PTX types of an `.entry`'s parameters, in order (`.u64`, `.f32`, ...); None when the
+/// entry is not there.
+pub fn ptx_entry_params(ptx: &str, entry: &str) -> Option<Vec<String>> {
+    let re = regex::Regex::new(&format!(r"\.entry\s+{}\s*\(", regex::escape(entry))).expect("escaped");
+    let start = re.find(ptx)?.end();
+    let end = start + ptx[start..].find(')')?;
+    let ty = regex::Regex::new(r"\.param\s+(?:\.align\s+\d+\s+)?(\.[a-z0-9]+)").expect("static regex");
+    Some(ty.captures_iter(&ptx[start..end]).map(|c| c[1].to_string()).collect())
+}
+
+/// Bytes of a PTX scalar type (`.b8` arrays, used for structs, count as unknown).
+fn ptx_type_bytes(t: &str) -> Option<usize> {
+    let bits: usize = t.trim_start_matches('.').trim_start_matches(|c: char| c.is_ascii_alphabetic()).parse().ok()?;
+    (bits >= 8).then_some(bits / 8)
+}
+
+/// Bytes of a declared C parameter: a pointer, or one of the scalar types the launch ABI binds.
+fn c_param_bytes(p: &Param) -> Option<usize> {
+    if p.pointer {
+        return Some(8);
+    }
+    Some(match p.base.as_str() {
+        "double" | "long" | "long long" | "int64_t" | "uint64_t" | "unsigned long long" | "size_t" => 8,
+        "float" | "int" | "int32_t" | "unsigned" | "unsigned int" | "uint32_t" => 4,
+        "__half" | "half" | "__nv_bfloat16" | "nv_bfloat16" | "short" | "int16_t" | "uint16_t" => 2,
+        "char" | "int8_t" | "uint8_t" | "bool" => 1,
+        _ => return None,
+    })
+}
+
+/// Where a PTX version's declared signature disagrees with its `.entry`: no such entry, another
+/// parameter count, or a parameter whose size differs (a launch would misread memory).
+pub fn check_ptx_signature(ptx: &str, sig: &Signature, file: &Path) -> Vec<Diagnostic> {
+    let at = |line: u32, column: u32| Pos::new(line, column);
+    let Some(types) = ptx_entry_params(ptx, &sig.name) else {
+        let entries: Vec<String> = regex::Regex::new(r"\.entry\s+([A-Za-z_$][A-Za-z0-9_$]*)")
+            .expect("static regex")
+            .captures_iter(ptx)
+            .map(|c| c[1].to_string())
+            .collect();
+        return vec![
+            Diagnostic::error(file, at(sig.line, sig.column), format!("no `.entry {}` in this PTX", sig.name))
+                .with_help(format!("the entries here: {}", entries.join(", "))),
+        ];
+    };
+    if types.len() != sig.params.len() {
+        return vec![
+            Diagnostic::error(
+                file,
+                at(sig.line, sig.column),
+                format!(
+                    "the signature declares {} parameters but `.entry {}` takes {}",
+                    sig.params.len(),
+                    sig.name,
+                    types.len()
+                ),
+            )
+            .with_help("declare one C parameter per `.param`, in order"),
+        ];
+    }
+    let mut out = Vec::new();
+    for (i, (p, t)) in sig.params.iter().zip(&types).enumerate() {
+        if let (Some(c), Some(x)) = (c_param_bytes(p), ptx_type_bytes(t))
+            && c != x
+        {
+            out.push(
+                Diagnostic::error(
+                    file,
+                    at(p.line, p.column),
+                    format!(
+                        "`{}` is declared `{}` ({c} bytes) but parameter {} of `.entry {}` is `{t}` ({x} bytes)",
+                        p.name,
+                        p.ty,
+                        i + 1,
+                        sig.name
+                    ),
+                )
+                .with_help("a pointer is .u64; float .f32; int .s32 or .u32; match the PTX's parameter types"),
+            );
+        }
+    }
+    out
+}

@@ -26,6 +26,8 @@ use crate::workspace::Workspace;
 static FAULTS: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/tests/fixtures/faults");
 static GPU_MODE: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/tests/fixtures/gpu-mode");
 static KERNELBENCH: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/tests/fixtures/kernelbench");
+/// The demo's v005 as a PTX version with its signature declared: run, checked and benched too.
+const PTX_VERSION: (&str, &str) = ("v006-ptx.ptx", include_str!("../tests/fixtures/ptx/v006-ptx.ptx"));
 
 #[derive(Debug, Clone, Deserialize)]
 struct Manifest {
@@ -296,6 +298,7 @@ pub fn run_workspaces(dir: &Path) -> anyhow::Result<Vec<VersionRun>> {
     let mut out = Vec::new();
     let demo = dir.join("demo");
     crate::templates::write("rmsnorm", &demo)?;
+    std::fs::write(demo.join("versions").join(PTX_VERSION.0), PTX_VERSION.1)?;
     let mut places: Vec<(String, PathBuf)> = vec![("demo (rmsnorm)".into(), demo)];
     write_dir(&GPU_MODE, &dir.join("gpu-mode"))?;
     for p in ["vectoradd", "vectorsum"] {
@@ -499,10 +502,17 @@ fn bench_expectations(label: &str, b: Option<&crate::stages::bench::BenchDetail>
 /// over approved versions (one flagged suspicious), the side-stream case, and a small problem
 /// timed by graph replay. The demo workspace is left at `dir/demo` for outside tools (ncu,
 /// triton.testing.do_bench) to time the same kernels.
-pub fn run_bench(dir: &Path, repeat: &str, repeats: usize) -> anyhow::Result<(Vec<BenchRun>, serde_json::Value)> {
+pub fn run_bench(
+    dir: &Path,
+    repeat: &str,
+    repeats: usize,
+    only: &[String],
+    demo_versions: &[String],
+) -> anyhow::Result<(Vec<BenchRun>, serde_json::Value)> {
     let machine = Machine::discover();
     let demo = dir.join("demo");
     crate::templates::write("rmsnorm", &demo)?;
+    std::fs::write(demo.join("versions").join(PTX_VERSION.0), PTX_VERSION.1)?;
     let side = dir.join("side-stream");
     fault_workspace(&side, &FaultOptions { gpu: true, order_seed: 0, run_limit: "10s".into() })?;
     let f = FAULTS.get_file("t-side-stream.py").expect("embedded");
@@ -523,7 +533,7 @@ pub fn run_bench(dir: &Path, repeat: &str, repeats: usize) -> anyhow::Result<(Ve
     let v = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     // (label, workspace, versions, versions to approve first).
     let runs: Vec<(&str, &Path, Vec<String>, Vec<String>)> = vec![
-        ("demo", demo.as_path(), vec![], vec![]),
+        ("demo", demo.as_path(), demo_versions.to_vec(), vec![]),
         ("repeat", demo.as_path(), vec![repeat.to_string(); repeats], vec![]),
         // v001 approved: v005 re-benched against it is over 10x faster, so flagged suspicious.
         ("vs-v001", demo.as_path(), v(&["v005"]), v(&["v001"])),
@@ -532,7 +542,9 @@ pub fn run_bench(dir: &Path, repeat: &str, repeats: usize) -> anyhow::Result<(Ve
         ("side-stream", side.as_path(), v(&["v101"]), vec![]),
         ("small", small.as_path(), vec![], vec![]),
     ];
-    for (label, path, versions, approve) in runs {
+    for (label, path, versions, approve) in
+        runs.into_iter().filter(|r| only.is_empty() || only.iter().any(|o| o == r.0))
+    {
         let ws = Workspace::open(path)?;
         let mut store = Store::open(&ws.state_dir())?;
         for id in &approve {

@@ -88,3 +88,68 @@ fn user_rungs_from_checks_py_are_named_results() {
     let summary = stage(&v["versions"][0], "check")["summary"].as_str().unwrap().to_string();
     assert!(summary.starts_with("checks.py does not load: SyntaxError"), "{summary}");
 }
+
+const PTX_V006: &str = include_str!("fixtures/ptx/v006-ptx.ptx");
+
+#[test]
+fn a_ptx_version_binds_its_declared_signature_builds_and_says_no_gpu() {
+    if !common::toolchain_here() {
+        return;
+    }
+    let (_tmp, ws) = workspace("rmsnorm");
+    std::fs::write(ws.join("versions/v006-ptx.ptx"), PTX_V006).unwrap();
+    let v = rung(&ws, &["check", "--json", "v006"]);
+    let rec = &v["versions"][0];
+    let prep = stage(rec, "prepare");
+    assert_eq!(prep["verdict"], "pass", "{prep}");
+    assert_eq!(prep["detail"]["entry"], "rmsnorm");
+    let bound: Vec<&str> =
+        prep["detail"]["bindings"].as_array().unwrap().iter().map(|b| b["param"].as_str().unwrap()).collect();
+    assert_eq!(bound, ["x", "w", "y", "eps", "rows", "cols"], "{prep}");
+    assert_eq!(prep["detail"]["launches"][0]["launch"]["block"][0], 1024, "the header's block=1024");
+    assert_eq!(stage(rec, "build")["verdict"], "pass", "{}", stage(rec, "build"));
+    let run = stage(rec, "run");
+    assert_eq!(run["verdict"], "skipped");
+    assert!(run["summary"].as_str().unwrap().starts_with("no GPU"), "{run}");
+}
+
+#[test]
+fn a_ptx_signature_that_disagrees_with_its_entry_is_an_error_at_its_line_and_column() {
+    let (_tmp, ws) = workspace("rmsnorm");
+    // rows declared 64-bit: binding a size variable to it is fine, but the entry's fifth
+    // parameter is a 32-bit .u32, so a launch would misread the arguments after it.
+    let wrong = PTX_V006.replace("float eps, int rows", "float eps, long long rows");
+    std::fs::write(ws.join("versions/v006-ptx.ptx"), &wrong).unwrap();
+    let v = rung(&ws, &["check", "--json", "v006"]);
+    let prep = stage(&v["versions"][0], "prepare");
+    assert_eq!(prep["verdict"], "fail", "{prep}");
+    let d = prep["diagnostics"].as_array().unwrap().iter().find(|d| d["severity"] == "error").unwrap();
+    assert_eq!(d["file"], "versions/v006-ptx.ptx");
+    assert_eq!(d["line"], 4, "{d}");
+    let start = wrong.lines().nth(3).unwrap().find("long long rows").unwrap() as u64 + 1;
+    let col = d["column"].as_u64().unwrap();
+    assert!((start..start + 14).contains(&col), "column {col} is not on `long long rows` ({start}): {d}");
+    let msg = d["message"].as_str().unwrap();
+    assert!(msg.contains("`rows`") && msg.contains(".u32") && msg.contains("8 bytes"), "{msg}");
+    // One parameter too few.
+    let short = PTX_V006.replace(", int rows, int cols)", ", int rows)");
+    std::fs::write(ws.join("versions/v006-ptx.ptx"), &short).unwrap();
+    let v = rung(&ws, &["check", "--json", "v006"]);
+    let prep = stage(&v["versions"][0], "prepare");
+    let msg = prep["summary"].as_str().unwrap();
+    assert!(msg.contains("declares 5 parameters but `.entry rmsnorm` takes 6"), "{msg}");
+}
+
+#[test]
+fn a_ptx_without_a_signature_builds_with_a_warning_and_is_not_run() {
+    let (_tmp, ws) = workspace("rmsnorm");
+    let bare: String = PTX_V006.lines().filter(|l| !l.starts_with("// extern")).collect::<Vec<_>>().join("\n");
+    std::fs::write(ws.join("versions/v006-ptx.ptx"), bare).unwrap();
+    let v = rung(&ws, &["check", "--json", "v006"]);
+    let rec = &v["versions"][0];
+    let prep = stage(rec, "prepare");
+    assert_eq!(prep["verdict"], "pass", "{prep}");
+    let d = &prep["diagnostics"][0];
+    assert_eq!(d["severity"], "warning");
+    assert!(d["help"].as_str().unwrap().contains("// extern \"C\" __global__ void rmsnorm("), "{d}");
+}

@@ -523,7 +523,8 @@ fn selftest(args: &SelftestArgs) -> Result<i32> {
         doc.insert("warm".into(), serde_json::to_value(&runs)?);
     }
     if parts.iter().any(|p| p == "bench") {
-        let (runs, reports) = st::run_bench(&dir.join("bench"), "v003", args.repeats)?;
+        let (runs, reports) =
+            st::run_bench(&dir.join("bench"), "v003", args.repeats, &args.bench_runs, &args.demo_versions)?;
         if !args.json {
             println!("\nbench (rung's median at the benchmark size; roofline against the measured ceiling)");
             for r in &runs {

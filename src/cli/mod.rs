@@ -198,6 +198,12 @@ pub struct SelftestArgs {
     /// Bench part: how many times v003 is benched again to show the medians' spread.
     #[arg(long, default_value_t = 5)]
     pub repeats: usize,
+    /// Bench part: only these runs (demo, repeat, vs-v001, vs-v003, side-stream, small).
+    #[arg(long, value_delimiter = ',')]
+    pub bench_runs: Vec<String>,
+    /// Bench part: only these demo versions in the `demo` run (default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub demo_versions: Vec<String>,
     /// Also write the JSON results to this file.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,

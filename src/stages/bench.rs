@@ -585,15 +585,14 @@ fn interleave(
     loop {
         let spent: f64 = samples.iter().flatten().map(|s| s.wall_ms).sum::<f64>() / 1e3;
         let metric = [headline_samples(&samples[0], fixed[0]).0, headline_samples(&samples[1], fixed[1]).0];
-        let done = |m: &Vec<f64>| matches!(stats::should_stop(m, 0.0, &rule), Some(Stop::Converged | Stop::MaxSamples));
-        if spent >= rule.budget_seconds || (done(&metric[0]) && done(&metric[1])) {
+        if interleave_done(rounds, &metric, spent, &rule) {
             break;
         }
-        // Batches of about a tenth of a second each, at least 5 calls, so the alternation is
-        // fine-grained next to any drift.
+        // Batches of about 50 ms each, at least 5 calls, so the alternation is fine-grained
+        // next to any drift.
         for k in 0..2 {
             let per = samples[k].iter().map(|s| s.wall_ms).sum::<f64>() / 1e3 / samples[k].len().max(1) as f64;
-            let n = ((0.1 / per.max(1e-6)) as u32).clamp(5, 1000);
+            let n = ((INTERLEAVE_BATCH_SECONDS / per.max(1e-6)) as u32).clamp(5, 1000);
             let r = send(runners, targets[k], more(k as u32, n), limit)?;
             samples[k].extend(r.samples);
         }
@@ -614,6 +613,18 @@ fn interleave(
         rounds,
         suspicious: other.role == ROLE_BEST_APPROVED && s > SUSPICIOUS_SPEEDUP,
     })
+}
+
+/// Alternating rounds (an A batch, then a B batch) an interleaved comparison always times.
+pub const MIN_ROUNDS: usize = 4;
+/// Seconds of calls per batch of an interleaved comparison.
+pub const INTERLEAVE_BATCH_SECONDS: f64 = 0.05;
+
+/// Whether an interleaved comparison can stop after `rounds`: the budget is spent, or at least
+/// [`MIN_ROUNDS`] have run and both medians' intervals are under the target.
+pub fn interleave_done(rounds: usize, metric: &[Vec<f64>; 2], spent: f64, rule: &StopRule) -> bool {
+    let done = |m: &Vec<f64>| matches!(stats::should_stop(m, 0.0, rule), Some(Stop::Converged | Stop::MaxSamples));
+    spent >= rule.budget_seconds || (rounds >= MIN_ROUNDS && done(&metric[0]) && done(&metric[1]))
 }
 
 /// The roles a comparison can have.
@@ -813,7 +824,7 @@ pub fn roofline(spec: &Spec, bench: &BenchDetail, ceilings: Ceilings, num_sms: i
 
 /// Whether this kind of version can be benched.
 pub fn benchable(kind: VersionKind) -> bool {
-    kind == VersionKind::Cuda || kind.is_python()
+    matches!(kind, VersionKind::Cuda | VersionKind::Ptx) || kind.is_python()
 }
 
 #[cfg(test)]
@@ -920,6 +931,19 @@ mod tests {
         assert!((high - other.ci_high / this.ci_low).abs() < 1e-12);
         // Slower than the other: below 1.
         assert!(speedup(&other, &this).0 < 1.0);
+    }
+
+    #[test]
+    fn an_interleaved_comparison_runs_its_rounds_then_stops_on_both_intervals_or_the_budget() {
+        let rule = StopRule { budget_seconds: 8.0, ..StopRule::default() };
+        let tight: Vec<f64> = (0..200).map(|i| 0.25 + (i % 5) as f64 * 1e-5).collect();
+        let wide: Vec<f64> = (0..200).map(|i| 0.25 * (1.0 + (i % 2) as f64)).collect();
+        // Both converged, but too few rounds yet.
+        assert!(!interleave_done(2, &[tight.clone(), tight.clone()], 1.0, &rule));
+        assert!(interleave_done(MIN_ROUNDS, &[tight.clone(), tight.clone()], 1.0, &rule));
+        // One side still wide: keep going until the budget is spent.
+        assert!(!interleave_done(10, &[tight.clone(), wide.clone()], 1.0, &rule));
+        assert!(interleave_done(10, &[tight, wide], 8.0, &rule));
     }
 
     #[test]

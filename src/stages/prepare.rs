@@ -34,7 +34,7 @@ pub fn prepare(format: Format, spec: Option<&Spec>, v: &VersionFile, source: &st
         (Format::Rung, Some(spec), k) if k.is_python() => {
             prepare_python_entry(spec, file, source, &mut detail, &mut diags)
         }
-        (Format::Rung, _, VersionKind::Ptx) => {
+        (Format::Rung, spec, VersionKind::Ptx) => {
             let entries = ptx_entries(source);
             if entries.is_empty() {
                 diags.push(
@@ -42,7 +42,32 @@ pub fn prepare(format: Format, spec: Option<&Spec>, v: &VersionFile, source: &st
                         .with_help("a PTX version defines at least one `.visible .entry name(...)` kernel"),
                 );
             }
-            detail.entry = entries.into_iter().next();
+            let launch_source = launch::ptx_launch_source(source);
+            match spec {
+                _ if entries.is_empty() => {}
+                Some(spec) if !launch::find_signatures(&launch_source).0.is_empty() => {
+                    prepare_cuda(spec, file, &launch_source, &mut detail, &mut diags);
+                    let (sigs, _) = launch::find_signatures(&launch_source);
+                    if let Some(sig) = sigs.iter().find(|s| detail.entry.as_deref() == Some(s.name.as_str())) {
+                        diags.extend(launch::check_ptx_signature(source, sig, file));
+                    }
+                }
+                _ => {
+                    // Builds and shows its assembly; it runs once its parameters have names.
+                    diags.push(
+                        Diagnostic::warning(
+                            file,
+                            Pos::new(1, 1),
+                            "this PTX declares no C signature, so rung cannot bind its parameters and will not run it",
+                        )
+                        .with_help(format!(
+                            "name the parameters in a comment, in order: // extern \"C\" __global__ void {}(const float* x, float* y, int n)",
+                            entries[0]
+                        )),
+                    );
+                    detail.entry = entries.into_iter().next();
+                }
+            }
         }
         (Format::GpuMode, _, _) => {
             require_def(file, source, "custom_kernel", "def custom_kernel(data):", &mut detail, &mut diags)

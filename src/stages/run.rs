@@ -190,7 +190,10 @@ pub fn run_and_check(
         return skipped("the workspace has no rung.toml");
     };
     let native = match v.kind {
-        VersionKind::Cuda => match NativePlan::new(ws, spec, v, source, env.gpu_sms) {
+        VersionKind::Ptx if crate::launch::find_signatures(&crate::launch::ptx_launch_source(source)).0.is_empty() => {
+            return skipped("this PTX declares no C signature (see the prepare warning), so it is not run");
+        }
+        VersionKind::Cuda | VersionKind::Ptx => match NativePlan::new(ws, spec, v, source, env.gpu_sms) {
             Ok(p) if gpu => Some(p),
             Ok(_) => return skipped("no GPU: run and check skipped (build, PTX/SASS and diffs work)"),
             Err(d) => {
@@ -200,10 +203,10 @@ pub fn run_and_check(
                 return out;
             }
         },
-        VersionKind::CudaHost | VersionKind::Ptx if !gpu => {
+        VersionKind::CudaHost if !gpu => {
             return skipped("no GPU: run and check skipped (build, PTX/SASS and diffs work)");
         }
-        VersionKind::CudaHost | VersionKind::Ptx => {
+        VersionKind::CudaHost => {
             return skipped(format!("running {} versions is not built yet (plain .cu kernels run)", v.kind));
         }
         VersionKind::Triton if !gpu || !has("torch") => None,
@@ -259,6 +262,14 @@ impl NativePlan {
         sms: Option<u32>,
     ) -> Result<NativePlan, Diagnostic> {
         let file = v.path.as_path();
+        // A PTX version's launch and signature are in its comments.
+        let ptx_launch;
+        let source = if v.kind == VersionKind::Ptx {
+            ptx_launch = crate::launch::ptx_launch_source(source);
+            ptx_launch.as_str()
+        } else {
+            source
+        };
         let header = crate::launch::parse_header(source, file, spec).map_err(|mut d| d.remove(0))?;
         let (sigs, _) = crate::launch::find_signatures(source);
         let wanted = header.kernel.clone().or_else(|| spec.launch.kernel.clone());
