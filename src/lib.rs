@@ -13,6 +13,7 @@ pub mod gpulock;
 pub mod highlight;
 pub mod inputs;
 pub mod launch;
+pub mod mcp;
 pub mod metrics;
 pub mod nvrtc;
 pub mod parsers;

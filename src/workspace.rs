@@ -197,6 +197,25 @@ impl Workspace {
         self.root.join(STATE_DIR)
     }
 
+    /// A built version's dumps of one kind (`ptx`, `sass`) in `.rung/dumps/<id>/` (one per
+    /// kernel for Triton), sorted: their paths relative to the root, and their text joined.
+    pub fn dumps(&self, id: &str, ext: &str) -> Option<(Vec<PathBuf>, String)> {
+        let dir = self.state_dir().join(crate::store::DUMPS_DIR).join(id);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == ext))
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            return None;
+        }
+        let text = files.iter().filter_map(|p| std::fs::read_to_string(p).ok()).collect::<Vec<_>>().join("\n");
+        let rel = files.iter().map(|p| p.strip_prefix(&self.root).unwrap_or(p).to_path_buf()).collect();
+        Some((rel, text))
+    }
+
     pub fn version(&self, id_or_path: &str) -> Option<&VersionFile> {
         self.versions
             .iter()

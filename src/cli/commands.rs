@@ -35,6 +35,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Some(Command::Worker) => Ok(rung::worker::serve()),
         Some(Command::Selftest(args)) => selftest(&args),
         Some(Command::Watch(args)) => watch_cmd(&ws_dir, &args),
+        Some(Command::Mcp) => mcp_cmd(&ws_dir),
         Some(Command::Schema { worker, watch }) => {
             let schema = if worker {
                 rung::protocol::schema()
@@ -236,7 +237,7 @@ fn diff(dir: &Path, args: &DiffArgs) -> Result<i32> {
     let ext = if args.ptx { "ptx" } else { "sass" };
     // Build what is not built yet (a cached build costs nothing).
     let missing: Vec<String> =
-        versions.iter().filter(|v| render::dump_text(&ws, &v.id, ext).is_none()).map(|v| v.id.clone()).collect();
+        versions.iter().filter(|v| ws.dumps(&v.id, ext).is_none()).map(|v| v.id.clone()).collect();
     if !missing.is_empty() {
         let mut store = open_store(&ws)?;
         let report =
@@ -247,7 +248,7 @@ fn diff(dir: &Path, args: &DiffArgs) -> Result<i32> {
     }
     let mut listings = Vec::new();
     for v in &versions {
-        let Some(text) = render::dump_text(&ws, &v.id, ext) else {
+        let Some((_, text)) = ws.dumps(&v.id, ext) else {
             eprintln!("rung diff: {} has no {} (its build failed; see above)", v.id, ext.to_uppercase());
             return Ok(exit::BUILD_FAILED);
         };
@@ -653,6 +654,17 @@ fn watch_cmd(dir: &Path, args: &WatchArgs) -> Result<i32> {
         }
         let _ = out.flush();
     })?;
+    Ok(exit::OK)
+}
+
+/// `rung mcp`: a folder that is no workspace is refused at once; an invalid rung.toml is not (every
+/// tool reports it, and sees the fix on its next call).
+fn mcp_cmd(dir: &Path) -> Result<i32> {
+    if let Err(e @ (OpenError::Io { .. } | OpenError::NotAWorkspace(_))) = Workspace::open(dir) {
+        eprintln!("rung mcp: {e}");
+        return Ok(if matches!(e, OpenError::Io { .. }) { exit::INTERNAL } else { exit::WORKSPACE_INVALID });
+    }
+    rung::mcp::serve(dir)?;
     Ok(exit::OK)
 }
 

@@ -83,6 +83,10 @@ pub enum Command {
     /// to rung.toml, the reference or checks.py re-runs every version. `--json`: one event per
     /// line (schema: `rung schema --watch`).
     Watch(WatchArgs),
+    /// Serve the workspace to agents as a Model Context Protocol server on stdin/stdout: tools
+    /// list_versions, read_version, submit_version, check, get_results, get_asm, diff_asm,
+    /// get_profile, history (docs/JSON.md).
+    Mcp,
     /// Check rung itself on this machine: the fault cases, and with --gpu the demo, GPU MODE and
     /// KernelBench problems and the warm path. Prints one table.
     Selftest(SelftestArgs),

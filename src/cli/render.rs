@@ -161,22 +161,6 @@ pub fn history(rows: &[ResultRow], on: bool) -> String {
     out
 }
 
-/// The concatenated PTX or SASS dumps of a version, if it has been built.
-pub fn dump_text(ws: &Workspace, id: &str, ext: &str) -> Option<String> {
-    let dir = ws.state_dir().join(rung::store::DUMPS_DIR).join(id);
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == ext))
-        .collect();
-    files.sort();
-    if files.is_empty() {
-        return None;
-    }
-    Some(files.iter().filter_map(|p| std::fs::read_to_string(p).ok()).collect::<Vec<_>>().join("\n"))
-}
-
 pub fn unified_diff(a: &(String, String), b: &(String, String), on: bool) -> String {
     let diff = similar::TextDiff::from_lines(&a.1, &b.1);
     let text = diff.unified_diff().context_radius(3).header(&a.0, &b.0).to_string();

@@ -195,7 +195,9 @@ fn run_tool(mut cmd: Command, timeout: Duration) -> Result<Output, String> {
         let _ = child.kill();
         let _ = child.wait();
     };
+    // A tool never reads rung's stdin: under `rung mcp` that is the protocol's.
     let mut child = cmd
+        .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

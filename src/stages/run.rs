@@ -951,6 +951,7 @@ fn keep_launched(
                     .args(["-c", "-g"])
                     .arg(cubin)
                     .current_dir(&ws.root)
+                    .stdin(std::process::Stdio::null())
                     .stdout(sass)
                     .stderr(std::process::Stdio::null())
                     .spawn()

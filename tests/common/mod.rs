@@ -47,3 +47,26 @@ pub fn python_with_numpy() -> Option<String> {
     skip("Python with numpy");
     None
 }
+
+/// rung's Python (`rung doctor`'s), when it can import `module`. Without it the test is skipped
+/// with the command that installs it, unless RUNG_REQUIRE_TOOLCHAIN is set (.ci/run installs the
+/// test-only packages into that Python).
+pub fn python_with_module(module: &str) -> Option<String> {
+    let tc = doctor_toolchain();
+    let python = tc["python"]["path"].as_str().map(str::to_string);
+    if let Some(py) = &python
+        && Command::new(py).args(["-c", &format!("import {module}")]).output().is_ok_and(|o| o.status.success())
+    {
+        return python;
+    }
+    let fix = match &python {
+        Some(py) => format!("{py} -m pip install {module}"),
+        None => format!("rung setup, then pip install {module} into rung's Python"),
+    };
+    assert!(
+        std::env::var_os("RUNG_REQUIRE_TOOLCHAIN").is_none(),
+        "RUNG_REQUIRE_TOOLCHAIN is set but rung's Python cannot import `{module}` (install it: {fix})"
+    );
+    eprintln!("SKIPPED: rung's Python cannot import `{module}` (install it: {fix})");
+    None
+}
