@@ -25,11 +25,17 @@ pub const SCHEMA: u32 = 1;
 pub enum Stage {
     /// Static checks before compiling: kind, launch header, parameter binding.
     Prepare,
+    /// Compile to PTX, CUBIN and SASS (or Triton's stages), with diagnostics.
     Build,
+    /// Execute on poisoned outputs, twice, with guard zones and input hashes.
     Run,
+    /// Compare with the reference at every test size; the user's `@rung` checks.
     Check,
+    /// Time at the benchmark sizes; speedups over the best approved version.
     Bench,
+    /// Achieved bandwidth or FLOP/s against the GPU's measured ceilings.
     Roofline,
+    /// Nsight Compute and the sanitizers (not built yet).
     Profile,
 }
 
