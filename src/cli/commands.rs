@@ -16,12 +16,16 @@ use rung::toolchain::Toolchain;
 use rung::workspace::{OpenError, Workspace};
 
 use super::render;
-use super::{CheckArgs, Cli, Command, DiffArgs, DiffLayout, SelftestArgs, WatchArgs};
+use super::{CheckArgs, Cli, Command, DiffArgs, DiffLayout, SelftestArgs, TuiArgs, WatchArgs};
 
 pub fn run(cli: Cli) -> Result<i32> {
     let ws_dir = cli.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
     match cli.command {
+        None if std::io::stdout().is_terminal() && std::io::stdin().is_terminal() => {
+            tui_cmd(&ws_dir, &TuiArgs { check: false, no_bench: false })
+        }
         None => status(&ws_dir),
+        Some(Command::Tui(args)) => tui_cmd(&ws_dir, &args),
         Some(Command::New { dir, template }) => new(&dir, template.as_deref().unwrap_or(templates::DEFAULT_TEMPLATE)),
         Some(Command::Check(args)) => check_cmd(&ws_dir, &args),
         Some(Command::History { version, json, limit }) => history(&ws_dir, version.as_deref(), json, limit),
@@ -73,6 +77,15 @@ fn status(dir: &Path) -> Result<i32> {
     let store = open_store(&ws)?;
     print!("{}", render::status(&ws, &store, color())?);
     Ok(exit::OK)
+}
+
+fn tui_cmd(dir: &Path, args: &TuiArgs) -> Result<i32> {
+    let ws = match open(dir) {
+        Ok(ws) => ws,
+        Err(code) => return Ok(code),
+    };
+    let opts = crate::tui::Options { check: args.check, no_bench: args.no_bench, color: color() };
+    crate::tui::run(&ws.root, &opts)
 }
 
 fn new(dir: &Path, template: &str) -> Result<i32> {

@@ -83,6 +83,9 @@ pub enum Command {
     /// to rung.toml, the reference or checks.py re-runs every version. `--json`: one event per
     /// line (schema: `rung schema --watch`).
     Watch(WatchArgs),
+    /// The terminal UI (also what plain `rung` opens on a terminal): versions with a glyph per
+    /// rung, compile errors, approve and reject; every save re-runs that version's rungs.
+    Tui(TuiArgs),
     /// Serve the workspace to agents as a Model Context Protocol server on stdin/stdout: tools
     /// list_versions, read_version, submit_version, check, get_results, get_asm, diff_asm,
     /// get_profile, history (docs/JSON.md).
@@ -237,4 +240,14 @@ pub struct WatchArgs {
     /// Build threads (default: the CPU count, at most 8).
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TuiArgs {
+    /// Check every version on start (by default only what changes from now on is checked).
+    #[arg(long)]
+    pub check: bool,
+    /// Stop after the check rung.
+    #[arg(long)]
+    pub no_bench: bool,
 }

@@ -1,0 +1,154 @@
+//! Everything a key can do, by name, and the keymap that binds keys to it. The help overlay and
+//! the key bar are built from the keymap, so they list exactly what the keys do.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    Up,
+    Down,
+    NextPane,
+    PrevPane,
+    /// Enter: in the compile-errors pane, record the diagnostic's file:line as the jump target.
+    Jump,
+    Approve,
+    /// Asks for the reason on the bottom line first.
+    Reject,
+    Help,
+    Quit,
+}
+
+impl Action {
+    pub const ALL: [Action; 9] = [
+        Action::Up,
+        Action::Down,
+        Action::NextPane,
+        Action::PrevPane,
+        Action::Jump,
+        Action::Approve,
+        Action::Reject,
+        Action::Help,
+        Action::Quit,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Up => "up",
+            Action::Down => "down",
+            Action::NextPane => "next-pane",
+            Action::PrevPane => "prev-pane",
+            Action::Jump => "jump",
+            Action::Approve => "approve",
+            Action::Reject => "reject",
+            Action::Help => "help",
+            Action::Quit => "quit",
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Action::Up => "previous row",
+            Action::Down => "next row",
+            Action::NextPane => "next pane",
+            Action::PrevPane => "previous pane",
+            Action::Jump => "jump to the selected diagnostic's line",
+            Action::Approve => "approve the selected version",
+            Action::Reject => "reject the selected version, with a reason",
+            Action::Help => "this help",
+            Action::Quit => "quit",
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown action `{0}`; the actions are: {list}", list = Action::ALL.map(Action::name).join(", "))]
+pub struct UnknownAction(pub String);
+
+impl FromStr for Action {
+    type Err = UnknownAction;
+
+    fn from_str(s: &str) -> Result<Action, UnknownAction> {
+        Action::ALL.into_iter().find(|a| a.name() == s).ok_or_else(|| UnknownAction(s.to_string()))
+    }
+}
+
+/// Keys bound to actions, in the order help lists them.
+#[derive(Debug, Clone)]
+pub struct Keymap {
+    bindings: Vec<(KeyEvent, Action)>,
+}
+
+impl Default for Keymap {
+    fn default() -> Keymap {
+        let key = |code| KeyEvent::new(code, KeyModifiers::NONE);
+        let ch = |c| key(KeyCode::Char(c));
+        Keymap {
+            bindings: vec![
+                (ch('k'), Action::Up),
+                (key(KeyCode::Up), Action::Up),
+                (ch('j'), Action::Down),
+                (key(KeyCode::Down), Action::Down),
+                (key(KeyCode::Tab), Action::NextPane),
+                (KeyEvent::new(KeyCode::BackTab, KeyModifiers::SHIFT), Action::PrevPane),
+                (key(KeyCode::Enter), Action::Jump),
+                (ch('a'), Action::Approve),
+                (ch('r'), Action::Reject),
+                (ch('?'), Action::Help),
+                (ch('q'), Action::Quit),
+                (KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL), Action::Quit),
+            ],
+        }
+    }
+}
+
+impl Keymap {
+    pub fn action(&self, key: &KeyEvent) -> Option<Action> {
+        let key = normalise(key);
+        self.bindings.iter().find(|(k, _)| normalise(k) == key).map(|(_, a)| *a)
+    }
+
+    /// Every action that has a key, with its keys' names, in binding order.
+    pub fn by_action(&self) -> Vec<(Action, Vec<String>)> {
+        let mut out: Vec<(Action, Vec<String>)> = Vec::new();
+        for (k, a) in &self.bindings {
+            match out.iter_mut().find(|(b, _)| b == a) {
+                Some((_, keys)) => keys.push(key_name(k)),
+                None => out.push((*a, vec![key_name(k)])),
+            }
+        }
+        out
+    }
+}
+
+/// Terminals differ in whether a shifted character (`?`) carries SHIFT; the character says it.
+fn normalise(key: &KeyEvent) -> (KeyCode, KeyModifiers) {
+    match key.code {
+        KeyCode::Char(c) => (KeyCode::Char(c), key.modifiers - KeyModifiers::SHIFT),
+        KeyCode::BackTab => (KeyCode::BackTab, KeyModifiers::NONE),
+        code => (code, key.modifiers),
+    }
+}
+
+pub fn key_name(key: &KeyEvent) -> String {
+    let base = match key.code {
+        KeyCode::Char(' ') => "Space".to_string(),
+        KeyCode::Char(c) => c.to_string(),
+        KeyCode::Up => "↑".into(),
+        KeyCode::Down => "↓".into(),
+        KeyCode::Left => "←".into(),
+        KeyCode::Right => "→".into(),
+        KeyCode::BackTab => return "Shift-Tab".into(),
+        KeyCode::Esc => "Esc".into(),
+        other => other.to_string(),
+    };
+    if key.modifiers.contains(KeyModifiers::CONTROL) { format!("Ctrl-{base}") } else { base }
+}

@@ -1,0 +1,81 @@
+//! The one event type the loop reads, and the threads that feed it: terminal input, a tick, and
+//! the scheduler (the same pipeline as `rung watch`, run in this process).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+
+use crossterm::event::{KeyEvent, KeyEventKind, MouseEvent};
+use rung::watch::{WatchEvent, WatchOptions};
+
+#[derive(Debug, Clone)]
+pub enum Event {
+    Key(KeyEvent),
+    Mouse(MouseEvent),
+    Resize,
+    /// Advances the spinners.
+    Tick,
+    Watch(Box<WatchEvent>),
+    /// The scheduler stopped with this error; results on screen no longer update.
+    WatchFailed(String),
+}
+
+/// How often the input thread looks at its stop flag.
+const INPUT_POLL: Duration = Duration::from_millis(100);
+
+/// Stops every feeding thread when dropped.
+pub struct Sources {
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Sources {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+pub fn spawn(tx: &Sender<Event>, root: PathBuf, opts: WatchOptions, tick: Duration) -> Sources {
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let (tx, stop) = (tx.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                let ready = crossterm::event::poll(INPUT_POLL).unwrap_or(false);
+                let Some(ev) = ready.then(crossterm::event::read).and_then(Result::ok) else { continue };
+                let ev = match ev {
+                    // Releases and repeats (on terminals that report them) are not presses.
+                    crossterm::event::Event::Key(k) if k.kind == KeyEventKind::Press => Event::Key(k),
+                    crossterm::event::Event::Mouse(m) => Event::Mouse(m),
+                    crossterm::event::Event::Resize(..) => Event::Resize,
+                    _ => continue,
+                };
+                if tx.send(ev).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    {
+        let (tx, stop) = (tx.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) && tx.send(Event::Tick).is_ok() {
+                std::thread::sleep(tick);
+            }
+        });
+    }
+    {
+        let (tx, stop) = (tx.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let sent = tx.clone();
+            let result = rung::watch::watch(&root, &opts, stop, move |e| {
+                let _ = sent.send(Event::Watch(Box::new(e.clone())));
+            });
+            if let Err(e) = result {
+                let _ = tx.send(Event::WatchFailed(format!("{e:#}")));
+            }
+        });
+    }
+    Sources { stop }
+}

@@ -1,0 +1,61 @@
+//! The terminal UI: `rung` in a workspace on a terminal, or `rung tui`. A shell over the core:
+//! the scheduler `rung watch` runs, run in this process, feeds one event loop; the panes read the
+//! history. Nothing in the core knows of this module.
+
+pub mod action;
+pub mod app;
+pub mod event;
+pub mod panes;
+pub mod terminal;
+pub mod view;
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use rung::watch::WatchOptions;
+
+use app::App;
+
+/// How often the spinners advance.
+const TICK: Duration = Duration::from_millis(100);
+
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Check every version when the TUI starts (otherwise only what changes).
+    pub check: bool,
+    pub no_bench: bool,
+    /// Colours (off under NO_COLOR).
+    pub color: bool,
+}
+
+/// Runs until the user quits; returns the exit code.
+pub fn run(root: &Path, opts: &Options) -> anyhow::Result<i32> {
+    let mut app = App::open(root, opts.color)?;
+    let watch = WatchOptions {
+        initial: opts.check,
+        no_bench: opts.no_bench,
+        focus: app.selected_version().map(|v| v.id.clone()),
+        ..Default::default()
+    };
+    let (tx, rx) = mpsc::channel();
+    let (mut term, _session) = terminal::enter(&app.state_dir.join("logs").join("tui.log"))?;
+    let _sources = event::spawn(&tx, app.root.clone(), watch, TICK);
+    term.draw(|f| view::draw(&app, f))?;
+    while let Ok(first) = rx.recv() {
+        // Apply everything that is waiting, then draw once.
+        let mut dirty = app.update(first);
+        while !app.quit
+            && let Ok(more) = rx.try_recv()
+        {
+            dirty |= app.update(more);
+        }
+        if app.quit {
+            break;
+        }
+        if dirty {
+            term.draw(|f| view::draw(&app, f))?;
+        }
+    }
+    Ok(rung::exit::OK)
+}
