@@ -187,6 +187,16 @@ fn status_screen_lists_versions_with_their_rungs() {
     assert!(out.status.success());
     assert!(text.starts_with("rmsnorm"), "{text}");
     assert!(text.contains("v001     cuda      draft     ✓"), "{text}");
+    // After an edit, the old results say nothing about the file as it is.
+    let path = ws.join("versions/v001-naive.cu");
+    let source = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("{source}\n// edited\n")).unwrap();
+    let text = String::from_utf8_lossy(&rung(&ws, &[]).stdout).to_string();
+    let row = text.lines().find(|l| l.trim_start().starts_with("v001")).unwrap();
+    assert!(row.contains("draft     ·"), "{row}");
+    assert!(row.contains("edited since its last check: `rung check v001`"), "{row}");
+    let other = text.lines().find(|l| l.trim_start().starts_with("v002")).unwrap();
+    assert!(other.contains("draft     ✓"), "an unedited version keeps its results: {other}");
     // Outside a workspace: a clear pointer to `rung demo`.
     let out = rung(ws.parent().unwrap(), &[]);
     assert_eq!(out.status.code(), Some(4));

@@ -46,12 +46,21 @@ pub fn status(ws: &Workspace, store: &Store, on: bool) -> Result<String, StoreEr
         ["prep", "build", "run", "check", "bench", "roof"].iter().map(|h| format!("{h:<5}")).collect();
     let _ = writeln!(out, "  {:<8} {:<9} {:<9} {}  LATEST", "VERSION", "KIND", "STATUS", head.join(" "));
     for v in &ws.versions {
-        let latest = store.latest_results(&v.id)?;
+        // Only results of the file as it is now: a rung that passed before an edit says nothing
+        // about the edited version.
+        let current = std::fs::read_to_string(ws.root.join(&v.path)).map(|s| rung::store::sha256_hex(s.as_bytes()));
+        let all = store.latest_results(&v.id)?;
+        let latest: Vec<&ResultRow> =
+            all.iter().filter(|r| current.as_ref().is_ok_and(|h| *h == r.source_hash)).collect();
         let verdict_of =
             |stage: Stage| latest.iter().find(|r| r.stage == stage.name()).and_then(|r| Verdict::parse(&r.verdict));
         let cells: Vec<String> = COLUMNS.iter().map(|s| format!("{:<5}", verdict_cell(verdict_of(*s), on))).collect();
         let status = store.version(&v.id)?.map_or("new", |r| r.status.as_str());
-        let last = latest.last().map(summary_of).unwrap_or_else(|| "not checked yet".into());
+        let last = match (latest.last(), all.is_empty()) {
+            (Some(r), _) => summary_of(r),
+            (None, true) => "not checked yet".into(),
+            (None, false) => format!("edited since its last check: `rung check {}`", v.id),
+        };
         let _ = writeln!(out, "  {:<8} {:<9} {:<9} {}  {}", v.id, v.kind.name(), status, cells.join(" "), last);
     }
     if ws.versions.is_empty() {
