@@ -333,3 +333,20 @@ fn enter_on_a_diagnostic_records_the_jump() {
     app.update(key(KeyCode::Tab));
     assert_eq!(app.pane, Pane::Versions);
 }
+
+#[test]
+fn e_asks_for_the_editor_at_the_diagnostic_or_at_the_version_file() {
+    let (_tmp, ws) = checked_workspace();
+    let mut app = App::open(&ws, false).unwrap();
+    press(&mut app, "jj");
+    // In the versions pane: the version's own file, from its first line.
+    press(&mut app, "e");
+    let target = app.edit.take().expect("an edit request");
+    assert_eq!((target.file, target.line), (PathBuf::from("versions/v003-triton.py"), 1));
+    // In the compile-errors pane: the diagnostic's line and column.
+    app.update(key(KeyCode::Enter));
+    press(&mut app, "e");
+    let target = app.edit.take().expect("an edit request");
+    assert_eq!((target.file, target.line, target.column), (PathBuf::from("versions/v003-triton.py"), 8, 39));
+    assert!(app.message.as_deref().unwrap_or("").contains("versions/v003-triton.py:8"));
+}

@@ -14,6 +14,8 @@ pub enum Action {
     PrevPane,
     /// Enter: in the compile-errors pane, record the diagnostic's file:line as the jump target.
     Jump,
+    /// Open $VISUAL or $EDITOR at the selected diagnostic's line (or the version's file).
+    Edit,
     Approve,
     /// Asks for the reason on the bottom line first.
     Reject,
@@ -22,12 +24,13 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 9] = [
+    pub const ALL: [Action; 10] = [
         Action::Up,
         Action::Down,
         Action::NextPane,
         Action::PrevPane,
         Action::Jump,
+        Action::Edit,
         Action::Approve,
         Action::Reject,
         Action::Help,
@@ -41,6 +44,7 @@ impl Action {
             Action::NextPane => "next-pane",
             Action::PrevPane => "prev-pane",
             Action::Jump => "jump",
+            Action::Edit => "edit",
             Action::Approve => "approve",
             Action::Reject => "reject",
             Action::Help => "help",
@@ -55,6 +59,7 @@ impl Action {
             Action::NextPane => "next pane",
             Action::PrevPane => "previous pane",
             Action::Jump => "jump to the selected diagnostic's line",
+            Action::Edit => "open $EDITOR at the selected diagnostic's line",
             Action::Approve => "approve the selected version",
             Action::Reject => "reject the selected version, with a reason",
             Action::Help => "this help",
@@ -100,6 +105,7 @@ impl Default for Keymap {
                 (key(KeyCode::Tab), Action::NextPane),
                 (KeyEvent::new(KeyCode::BackTab, KeyModifiers::SHIFT), Action::PrevPane),
                 (key(KeyCode::Enter), Action::Jump),
+                (ch('e'), Action::Edit),
                 (ch('a'), Action::Approve),
                 (ch('r'), Action::Reject),
                 (ch('?'), Action::Help),

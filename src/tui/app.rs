@@ -25,6 +25,8 @@ pub struct VersionView {
     pub id: String,
     /// The file name without its id and extension: `naive` for `v001-naive.cu`.
     pub name: String,
+    /// Relative to the workspace root.
+    pub path: PathBuf,
     /// `None`: not in the history yet.
     pub status: Option<Status>,
     pub reason: Option<String>,
@@ -82,6 +84,8 @@ pub struct App {
     /// Versions with a job running, and which.
     pub running: BTreeMap<String, JobKind>,
     pub jump: Option<Jump>,
+    /// A file to open in the editor: taken by the event loop, which leaves the screen for it.
+    pub edit: Option<Jump>,
     /// One line for the bottom of the screen: what the last action did, or what went wrong.
     pub message: Option<String>,
     pub color: bool,
@@ -109,6 +113,7 @@ impl App {
             mode: Mode::Normal,
             running: BTreeMap::new(),
             jump: None,
+            edit: None,
             message: None,
             color,
             frame: 0,
@@ -262,6 +267,20 @@ impl App {
                     _ => return false,
                 }
             }
+            Action::Edit => {
+                let version = self.selected_version();
+                let diagnostic = version.and_then(|v| v.diagnostics.get(self.diagnostic_selected));
+                let target = match (self.pane, diagnostic, version) {
+                    (Pane::Diagnostics, Some(d), _) => {
+                        let d = &d.diagnostic;
+                        Jump { file: d.file.clone(), line: d.line.max(1), column: d.column.max(1) }
+                    }
+                    (_, _, Some(v)) => Jump { file: v.path.clone(), line: 1, column: 1 },
+                    _ => return false,
+                };
+                self.message = Some(format!("editing {}:{}", target.file.display(), target.line));
+                self.edit = Some(target);
+            }
             Action::Approve => match self.selected_version().map(|v| v.id.clone()) {
                 Some(id) => self.review(&id, Status::Approved, None),
                 None => return false,
@@ -313,6 +332,7 @@ fn version_view(root: &Path, store: &Store, v: &VersionFile) -> Result<VersionVi
     let mut view = VersionView {
         id: v.id.clone(),
         name: display_name(v),
+        path: v.path.clone(),
         status: row.as_ref().map(|r| r.status),
         reason: row.and_then(|r| r.reason),
         verdicts: BTreeMap::new(),

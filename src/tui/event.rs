@@ -22,12 +22,20 @@ pub enum Event {
     WatchFailed(String),
 }
 
-/// How often the input thread looks at its stop flag.
-const INPUT_POLL: Duration = Duration::from_millis(100);
+/// How often the input thread looks at its stop and pause flags.
+pub const INPUT_POLL: Duration = Duration::from_millis(100);
 
 /// Stops every feeding thread when dropped.
 pub struct Sources {
     stop: Arc<AtomicBool>,
+    /// While set, terminal input is left to another program (the editor).
+    paused: Arc<AtomicBool>,
+}
+
+impl Sources {
+    pub fn pause_input(&self, paused: bool) {
+        self.paused.store(paused, Ordering::SeqCst);
+    }
 }
 
 impl Drop for Sources {
@@ -38,10 +46,15 @@ impl Drop for Sources {
 
 pub fn spawn(tx: &Sender<Event>, root: PathBuf, opts: WatchOptions, tick: Duration) -> Sources {
     let stop = Arc::new(AtomicBool::new(false));
+    let paused = Arc::new(AtomicBool::new(false));
     {
-        let (tx, stop) = (tx.clone(), stop.clone());
+        let (tx, stop, paused) = (tx.clone(), stop.clone(), paused.clone());
         std::thread::spawn(move || {
             while !stop.load(Ordering::SeqCst) {
+                if paused.load(Ordering::SeqCst) {
+                    std::thread::sleep(INPUT_POLL);
+                    continue;
+                }
                 let ready = crossterm::event::poll(INPUT_POLL).unwrap_or(false);
                 let Some(ev) = ready.then(crossterm::event::read).and_then(Result::ok) else { continue };
                 let ev = match ev {
@@ -77,5 +90,5 @@ pub fn spawn(tx: &Sender<Event>, root: PathBuf, opts: WatchOptions, tick: Durati
             }
         });
     }
-    Sources { stop }
+    Sources { stop, paused }
 }

@@ -4,6 +4,7 @@
 
 pub mod action;
 pub mod app;
+pub mod editor;
 pub mod event;
 pub mod panes;
 pub mod terminal;
@@ -40,7 +41,7 @@ pub fn run(root: &Path, opts: &Options) -> anyhow::Result<i32> {
     };
     let (tx, rx) = mpsc::channel();
     let (mut term, _session) = terminal::enter(&app.state_dir.join("logs").join("tui.log"))?;
-    let _sources = event::spawn(&tx, app.root.clone(), watch, TICK);
+    let sources = event::spawn(&tx, app.root.clone(), watch, TICK);
     term.draw(|f| view::draw(&app, f))?;
     while let Ok(first) = rx.recv() {
         // Apply everything that is waiting, then draw once.
@@ -52,6 +53,23 @@ pub fn run(root: &Path, opts: &Options) -> anyhow::Result<i32> {
         }
         if app.quit {
             break;
+        }
+        if let Some(target) = app.edit.take() {
+            // The editor owns the terminal until it exits: input stops being read meanwhile.
+            sources.pause_input(true);
+            std::thread::sleep(event::INPUT_POLL + Duration::from_millis(20));
+            terminal::suspend();
+            let argv = editor::command(&editor::from_env(), &target.file, target.line, target.column);
+            let ran = std::process::Command::new(&argv[0]).args(&argv[1..]).current_dir(&app.root).status();
+            terminal::resume(&mut term)?;
+            sources.pause_input(false);
+            app.message = Some(match ran {
+                Ok(s) if s.success() => format!("back from {}", argv[0]),
+                Ok(s) => format!("{} exited with {s}", argv[0]),
+                Err(e) => format!("cannot run the editor `{}`: {e} (set $VISUAL or $EDITOR)", argv[0]),
+            });
+            app.refresh();
+            dirty = true;
         }
         if dirty {
             term.draw(|f| view::draw(&app, f))?;

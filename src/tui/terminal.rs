@@ -43,6 +43,18 @@ pub fn enter(log: &Path) -> io::Result<(Tui, Session)> {
     Ok((Terminal::new(CrosstermBackend::new(out))?, session))
 }
 
+/// Gives the terminal back for a while (to the editor); stderr stays in the log.
+pub fn suspend() {
+    leave(None);
+}
+
+/// Takes the terminal again after [`suspend`] and clears it, so the next draw repaints it whole.
+pub fn resume(term: &mut Tui) -> io::Result<()> {
+    enable_raw_mode()?;
+    io::stdout().execute(EnterAlternateScreen)?.execute(EnableMouseCapture)?;
+    term.clear()
+}
+
 /// Safe to call more than once (the panic hook stays installed after the session).
 fn leave(saved_stderr: Option<RawFd>) {
     let mut out = io::stdout();
