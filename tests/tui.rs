@@ -350,3 +350,14 @@ fn e_asks_for_the_editor_at_the_diagnostic_or_at_the_version_file() {
     assert_eq!((target.file, target.line, target.column), (PathBuf::from("versions/v003-triton.py"), 8, 39));
     assert!(app.message.as_deref().unwrap_or("").contains("versions/v003-triton.py:8"));
 }
+
+#[test]
+fn the_caret_stays_under_its_column_on_a_line_with_tabs() {
+    use tui::app::caret_offset;
+    // Column 3 of "\t\tx = 1" is `x`: two tabs of four cells each before it.
+    assert_eq!(caret_offset("\t\tx = 1", 3), Some(8));
+    assert_eq!(caret_offset("    x = 1", 5), Some(4));
+    assert_eq!(caret_offset("ab", 0), None);
+    // A column past the end (a missing semicolon at the end of the line) stays past it.
+    assert_eq!(caret_offset("ab", 4), Some(3));
+}

@@ -46,6 +46,8 @@ pub struct DiagnosticView {
     pub diagnostic: Diagnostic,
     /// The offending line of the file, read when the results were loaded.
     pub excerpt: Option<String>,
+    /// Where the caret goes under the excerpt: the column once tabs are expanded.
+    pub caret: Option<usize>,
 }
 
 /// Where Enter on a diagnostic points.
@@ -360,9 +362,10 @@ fn version_view(root: &Path, store: &Store, v: &VersionFile) -> Result<VersionVi
             StageDetail::Roofline(r) => view.roofline_percent = r.percent_of_ceiling,
             _ => {}
         }
-        view.diagnostics.extend(
-            result.diagnostics.into_iter().map(|d| DiagnosticView { excerpt: excerpt(root, &d), diagnostic: d }),
-        );
+        view.diagnostics.extend(result.diagnostics.into_iter().map(|d| {
+            let (excerpt, caret) = excerpt(root, &d).unzip();
+            DiagnosticView { excerpt, caret: caret.flatten(), diagnostic: d }
+        }));
     }
     Ok(view)
 }
@@ -381,8 +384,19 @@ fn display_name(v: &VersionFile) -> String {
     if rest.is_empty() { stem.clone() } else { rest.to_string() }
 }
 
-fn excerpt(root: &Path, d: &Diagnostic) -> Option<String> {
+/// The diagnostic's line with tabs expanded to four spaces, and the caret's offset in it.
+fn excerpt(root: &Path, d: &Diagnostic) -> Option<(String, Option<usize>)> {
     let line = d.line.checked_sub(1)? as usize;
     let text = std::fs::read_to_string(root.join(&d.file)).ok()?;
-    text.lines().nth(line).map(|l| l.replace('\t', "    "))
+    let raw = text.lines().nth(line)?;
+    Some((raw.replace('\t', "    "), caret_offset(raw, d.column)))
+}
+
+/// Display offset of 1-based `column` in `line` once each tab takes four cells.
+pub fn caret_offset(line: &str, column: u32) -> Option<usize> {
+    let before = column.checked_sub(1)? as usize;
+    Some(
+        line.chars().take(before).map(|c| if c == '\t' { 4 } else { 1 }).sum::<usize>()
+            + before.saturating_sub(line.chars().count()),
+    )
 }

@@ -31,14 +31,17 @@ pub fn draw(app: &App, block: Block, area: Rect, buf: &mut Buffer) {
         Paragraph::new(text).block(block).render(area, buf);
         return;
     }
-    let mut items: Vec<ListItem> = own.iter().map(|d| item(app, &d.diagnostic, d.excerpt.as_deref())).collect();
-    items.extend(app.workspace_diagnostics.iter().map(|d| item(app, d, None).style(paint(app, Style::new().italic()))));
+    let mut items: Vec<ListItem> =
+        own.iter().map(|d| item(app, &d.diagnostic, d.excerpt.as_deref(), d.caret)).collect();
+    items.extend(
+        app.workspace_diagnostics.iter().map(|d| item(app, d, None, None).style(paint(app, Style::new().italic()))),
+    );
     let list = List::new(items).block(block).highlight_style(highlight(app)).highlight_symbol(SELECTED);
     let mut state = ListState::default().with_selected((!own.is_empty()).then_some(app.diagnostic_selected));
     StatefulWidget::render(list, area, buf, &mut state);
 }
 
-fn item<'a>(app: &App, d: &'a Diagnostic, excerpt: Option<&'a str>) -> ListItem<'a> {
+fn item<'a>(app: &App, d: &'a Diagnostic, excerpt: Option<&'a str>, caret: Option<usize>) -> ListItem<'a> {
     let color = match d.severity {
         Severity::Error => Color::Red,
         Severity::Warning => Color::Yellow,
@@ -53,8 +56,8 @@ fn item<'a>(app: &App, d: &'a Diagnostic, excerpt: Option<&'a str>) -> ListItem<
     if let Some(text) = excerpt {
         let dim = paint(app, Style::new().fg(Color::DarkGray));
         lines.push(Line::from(vec![Span::styled(format!("{:>gutter$} │ ", d.line), dim), Span::raw(text)]));
-        if d.column > 0 {
-            let caret = format!("{}^", " ".repeat(d.column as usize - 1));
+        if let Some(offset) = caret {
+            let caret = format!("{}^", " ".repeat(offset));
             lines.push(Line::from(vec![
                 Span::styled(format!("{:>gutter$} │ ", ""), dim),
                 Span::styled(caret, paint(app, Style::new().fg(color))),
