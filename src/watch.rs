@@ -102,7 +102,31 @@ pub struct WatchOptions {
     /// Build threads (default: the CPU count, at most 8).
     pub build_threads: Option<usize>,
     /// The version the user is looking at: its jobs go to the front of both queues.
-    pub focus: Option<String>,
+    pub focus: Focus,
+}
+
+/// The version the user is looking at, which may change while the watch runs (the TUI's
+/// selection): clones share it.
+#[derive(Debug, Clone, Default)]
+pub struct Focus(Arc<std::sync::Mutex<Option<String>>>);
+
+impl Focus {
+    pub fn new(id: Option<String>) -> Focus {
+        Focus(Arc::new(std::sync::Mutex::new(id)))
+    }
+
+    pub fn set(&self, id: Option<String>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = id;
+    }
+
+    pub fn get(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Whether `id` is the focused version.
+    pub fn is(&self, id: &str) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).as_deref() == Some(id)
+    }
 }
 
 struct BuildJob {
@@ -359,7 +383,7 @@ pub fn watch(
         st.cancel = Arc::new(AtomicBool::new(false));
         builds.push(
             BuildJob { ws: ws.clone(), version: v.clone(), generation: st.generation, cancel: st.cancel.clone() },
-            focus.as_deref() == Some(v.id.as_str()),
+            focus.is(&v.id),
         );
         emit(&WatchEvent {
             unix_ms: now(),
@@ -374,7 +398,7 @@ pub fn watch(
     };
     if opts.initial {
         let mut all = ws.versions.clone();
-        all.sort_by_key(|v| focus.as_deref() != Some(v.id.as_str()));
+        all.sort_by_key(|v| !focus.is(&v.id));
         for v in all {
             schedule(&ws, &mut states, &lane, &v, &mut emit);
         }
@@ -421,7 +445,7 @@ pub fn watch(
                 });
                 // The focused version first: a free build thread takes the first job at once.
                 let mut ordered: Vec<&VersionFile> = touched.iter().collect();
-                ordered.sort_by_key(|v| focus.as_deref() != Some(v.id.as_str()));
+                ordered.sort_by_key(|v| !focus.is(&v.id));
                 for v in ordered {
                     schedule(&ws, &mut states, &lane, v, &mut emit);
                 }
@@ -452,7 +476,7 @@ pub fn watch(
                         emit(&job_event(JobState::Done, None));
                         if built.runnable {
                             let cancel = st.cancel.clone();
-                            let front = opts.focus.as_deref() == Some(id.as_str());
+                            let front = opts.focus.is(&id);
                             gpu.push(GpuJob { ws: ws.clone(), built, seed, generation, cancel }, front);
                             emit(&WatchEvent {
                                 unix_ms: now(),
@@ -504,6 +528,18 @@ mod tests {
 
     fn fixture(rel: &str) -> Workspace {
         Workspace::open(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)).unwrap()
+    }
+
+    #[test]
+    fn a_focus_moved_through_one_clone_is_seen_by_the_others() {
+        let focus = Focus::new(Some("v001".into()));
+        let scheduler_copy = focus.clone();
+        assert!(scheduler_copy.is("v001"));
+        focus.set(Some("v003".into()));
+        assert!(scheduler_copy.is("v003") && !scheduler_copy.is("v001"));
+        focus.set(None);
+        assert_eq!(scheduler_copy.get(), None);
+        assert!(!Focus::default().is("v001"));
     }
 
     #[test]

@@ -625,7 +625,7 @@ fn watch_cmd(dir: &Path, args: &WatchArgs) -> Result<i32> {
         seed: args.seed,
         no_bench: args.no_bench,
         build_threads: args.jobs,
-        focus,
+        focus: rung::watch::Focus::new(focus),
     };
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let json = args.json;

@@ -33,12 +33,11 @@ pub struct Options {
 /// Runs until the user quits; returns the exit code.
 pub fn run(root: &Path, opts: &Options) -> anyhow::Result<i32> {
     let mut app = App::open(root, opts.color)?;
-    let watch = WatchOptions {
-        initial: opts.check,
-        no_bench: opts.no_bench,
-        focus: app.selected_version().map(|v| v.id.clone()),
-        ..Default::default()
-    };
+    // Jobs of the selected version queued from now on go first: the scheduler reads this at each
+    // push, as the selection moves.
+    let focus = rung::watch::Focus::new(app.selected_version().map(|v| v.id.clone()));
+    let watch =
+        WatchOptions { initial: opts.check, no_bench: opts.no_bench, focus: focus.clone(), ..Default::default() };
     let (tx, rx) = mpsc::channel();
     let (mut term, _session) = terminal::enter(&app.state_dir.join("logs").join("tui.log"))?;
     let sources = event::spawn(&tx, app.root.clone(), watch, TICK);
@@ -70,6 +69,10 @@ pub fn run(root: &Path, opts: &Options) -> anyhow::Result<i32> {
             });
             app.refresh();
             dirty = true;
+        }
+        let selected = app.selected_version().map(|v| v.id.clone());
+        if focus.get() != selected {
+            focus.set(selected);
         }
         if dirty {
             term.draw(|f| view::draw(&app, f))?;
