@@ -516,6 +516,12 @@ pub fn watch(
             }
         }
     }
+    // Stopping (the TUI quits): running jobs are cancelled and their children killed, as a
+    // newer save would, so nothing outlives the watch.
+    for st in states.values() {
+        st.cancel.store(true, Ordering::SeqCst);
+    }
+    crate::runners::kill_live(&live);
     builds.close();
     gpu.close();
     drop(debouncer);

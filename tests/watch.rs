@@ -393,3 +393,55 @@ fn ignored_paths_start_nothing() {
     let changed = w.wait(|e| e["event"] == "changed", 10);
     assert_eq!(changed["paths"], serde_json::json!(["versions/v001-naive.cu"]), "{changed}");
 }
+
+#[test]
+fn stopping_the_watch_cancels_a_running_check_and_kills_its_child() {
+    if real_nvcc().is_none() {
+        return;
+    }
+    let (tmp, ws) = workspace();
+    let pid_file = tmp.path().join("run-pid");
+    let file = ws.join("versions").join("v003-triton.py");
+    let text = std::fs::read_to_string(&file).unwrap();
+    // run() hangs in the worker (not while the build captures its launches).
+    let hanging = text.replace(
+        "def run(a, b, out, n):\n",
+        &format!(
+            "def run(a, b, out, n):\n    import os, time\n    if type(a).__name__ == 'HostTensor':\n        open({:?}, 'w').write(str(os.getpid()))\n        time.sleep(600)\n",
+            pid_file.display().to_string()
+        ),
+    );
+    assert_ne!(hanging, text);
+    // The watch in this process, as the TUI runs it, with the stop flag the TUI sets on quitting.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (tx, rx) = channel::<Value>();
+    let watcher = {
+        let (ws, stop) = (ws.clone(), stop.clone());
+        std::thread::spawn(move || {
+            rung::watch::watch(&ws, &rung::watch::WatchOptions::default(), stop, move |e| {
+                let _ = tx.send(serde_json::to_value(e).unwrap());
+            })
+        })
+    };
+    // Wait for the watcher to start before saving.
+    let started = rx.recv_timeout(Duration::from_secs(30)).expect("the watch started");
+    assert_eq!(started["event"], "started", "{started}");
+    std::fs::write(&file, &hanging).unwrap();
+    let t0 = Instant::now();
+    while !pid_file.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(120), "run() never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let child: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let t_stop = Instant::now();
+    watcher.join().unwrap().unwrap();
+    assert!(t_stop.elapsed() < Duration::from_secs(5), "the watch took {:?} to stop", t_stop.elapsed());
+    let t0 = Instant::now();
+    // SAFETY: signal 0 only asks whether the pid exists.
+    while unsafe { libc::kill(child, 0) } == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(3), "the running check's child ({child}) outlived the watch");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
