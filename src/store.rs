@@ -291,6 +291,19 @@ impl Store {
         tx.commit().map_err(sql)
     }
 
+    /// Sets a version's review status, adding the version to the history first when it was
+    /// never checked (`source_hash`: its file as it is now).
+    pub fn review(
+        &mut self,
+        v: &VersionFile,
+        source_hash: &str,
+        status: Status,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.sync_version(v, source_hash, Status::Draft)?;
+        self.set_status(&v.id, status, reason)
+    }
+
     pub fn set_parent(&mut self, id: &str, parent: Option<&str>) -> Result<(), StoreError> {
         let n = self
             .conn

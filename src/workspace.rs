@@ -226,6 +226,12 @@ impl Workspace {
     pub fn read_source(&self, v: &VersionFile) -> std::io::Result<String> {
         std::fs::read_to_string(self.root.join(&v.path))
     }
+
+    /// The hash of the version's file as it is now (what results are recorded against); None
+    /// when it cannot be read.
+    pub fn source_hash(&self, v: &VersionFile) -> Option<String> {
+        self.read_source(v).ok().map(|s| crate::store::sha256_hex(s.as_bytes()))
+    }
 }
 
 fn detect_format(path: &Path) -> Result<(PathBuf, Format, Option<PathBuf>), OpenError> {

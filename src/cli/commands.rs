@@ -212,9 +212,8 @@ fn review(dir: &Path, id: &str, status: Status, reason: Option<&str>) -> Result<
         return Ok(exit::USAGE);
     };
     let mut store = open_store(&ws)?;
-    let source = std::fs::read(ws.root.join(&v.path))?;
-    store.sync_version(&v, &rung::store::sha256_hex(&source), Status::Draft)?;
-    store.set_status(&v.id, status, reason)?;
+    let hash = ws.source_hash(&v).with_context(|| format!("reading {}", v.path.display()))?;
+    store.review(&v, &hash, status, reason)?;
     println!("{} ({}) {}", v.id, v.path.display(), status.as_str());
     Ok(exit::OK)
 }

@@ -48,10 +48,9 @@ pub fn status(ws: &Workspace, store: &Store, on: bool) -> Result<String, StoreEr
     for v in &ws.versions {
         // Only results of the file as it is now: a rung that passed before an edit says nothing
         // about the edited version.
-        let current = std::fs::read_to_string(ws.root.join(&v.path)).map(|s| rung::store::sha256_hex(s.as_bytes()));
+        let current = ws.source_hash(v);
         let all = store.latest_results(&v.id)?;
-        let latest: Vec<&ResultRow> =
-            all.iter().filter(|r| current.as_ref().is_ok_and(|h| *h == r.source_hash)).collect();
+        let latest: Vec<&ResultRow> = all.iter().filter(|r| current.as_ref() == Some(&r.source_hash)).collect();
         let verdict_of =
             |stage: Stage| latest.iter().find(|r| r.stage == stage.name()).and_then(|r| Verdict::parse(&r.verdict));
         let cells: Vec<String> = COLUMNS.iter().map(|s| format!("{:<5}", verdict_cell(verdict_of(*s), on))).collect();

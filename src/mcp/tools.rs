@@ -551,7 +551,7 @@ pub fn list_versions(ctx: &Context) -> Result<Reply, ToolError> {
     let mut entries = Vec::new();
     for v in &ws.versions {
         let row = store.version(&v.id)?;
-        let hash = ws.read_source(v).ok().map(|s| sha256_hex(s.as_bytes()));
+        let hash = ws.source_hash(v);
         let latest = store.latest_results(&v.id)?;
         let stages: Vec<StageBrief> = latest
             .iter()
@@ -1353,7 +1353,7 @@ pub fn diff_asm(ctx: &Context, args: &DiffAsmArgs) -> Result<Reply, ToolError> {
 pub fn get_profile(ctx: &Context, args: &VersionArgs) -> Result<Reply, ToolError> {
     let ws = ctx.workspace()?;
     let v = find_version(&ws, "version", &args.version)?;
-    let hash = ws.read_source(v).ok().map(|s| sha256_hex(s.as_bytes()));
+    let hash = ws.source_hash(v);
     let store = open_store(&ws)?;
     let profile = store
         .latest_results(&v.id)?
@@ -1396,11 +1396,8 @@ pub fn history(ctx: &Context, args: &HistoryArgs) -> Result<Reply, ToolError> {
     };
     let store = open_store(&ws)?;
     let limit = args.limit.unwrap_or(DEFAULT_HISTORY).max(1);
-    let hashes: std::collections::HashMap<String, String> = ws
-        .versions
-        .iter()
-        .filter_map(|v| ws.read_source(v).ok().map(|s| (v.id.clone(), sha256_hex(s.as_bytes()))))
-        .collect();
+    let hashes: std::collections::HashMap<String, String> =
+        ws.versions.iter().filter_map(|v| ws.source_hash(v).map(|h| (v.id.clone(), h))).collect();
     let rows = match args.stage {
         // The store filters by version only: read enough rows to find `limit` of this stage.
         Some(stage) => store

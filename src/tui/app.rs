@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use crossterm::event::{KeyCode, KeyEvent, MouseEventKind};
 use rung::diag::Diagnostic;
 use rung::report::{Stage, StageDetail, StageResult, Verdict};
-use rung::store::{ResultRow, Status, Store};
+use rung::store::{Status, Store};
 use rung::watch::{EventKind, JobKind, JobState};
 use rung::workspace::{VersionFile, Workspace};
 
@@ -137,8 +137,7 @@ impl App {
         let selected_id = self.selected_version().map(|v| v.id.clone());
         self.problem = ws.spec.as_ref().map_or_else(|| format!("{:?} problem", ws.format), |s| s.name.clone());
         self.workspace_diagnostics = ws.diagnostics.clone();
-        self.versions =
-            ws.versions.iter().map(|v| version_view(&ws.root, &self.store, v)).collect::<Result<Vec<_>>>()?;
+        self.versions = ws.versions.iter().map(|v| version_view(ws, &self.store, v)).collect::<Result<Vec<_>>>()?;
         self.selected = selected_id
             .and_then(|id| self.versions.iter().position(|v| v.id == id))
             .unwrap_or(self.selected)
@@ -301,9 +300,8 @@ impl App {
         let done = (|| -> Result<()> {
             let ws = Workspace::open(&self.root)?;
             let v = ws.version(id).with_context(|| format!("no version `{id}` in the workspace any more"))?;
-            let source = std::fs::read(ws.root.join(&v.path))?;
-            self.store.sync_version(v, &rung::store::sha256_hex(&source), Status::Draft)?;
-            self.store.set_status(id, status, reason)?;
+            let hash = ws.source_hash(v).with_context(|| format!("reading {}", v.path.display()))?;
+            self.store.review(v, &hash, status, reason)?;
             self.load(&ws)
         })();
         self.message = Some(match done {
@@ -328,9 +326,13 @@ fn step(i: usize, n: usize, down: bool) -> usize {
     }
 }
 
-fn version_view(root: &Path, store: &Store, v: &VersionFile) -> Result<VersionView> {
+fn version_view(ws: &Workspace, store: &Store, v: &VersionFile) -> Result<VersionView> {
+    let root = ws.root.as_path();
     let row = store.version(&v.id)?;
-    let results = current_results(store.latest_results(&v.id)?);
+    // Only results of the file as it is now, as on the text status screen.
+    let current = ws.source_hash(v);
+    let mut results = store.latest_results(&v.id)?;
+    results.retain(|r| current.as_ref() == Some(&r.source_hash));
     let mut view = VersionView {
         id: v.id.clone(),
         name: display_name(v),
@@ -372,12 +374,6 @@ fn version_view(root: &Path, store: &Store, v: &VersionFile) -> Result<VersionVi
 
 /// The newest result of each stage, kept only when it is of the same source as the newest result
 /// of all: after an edit that fails to build, the old source's bench is not this version's.
-fn current_results(mut rows: Vec<ResultRow>) -> Vec<ResultRow> {
-    let Some(newest) = rows.iter().max_by_key(|r| r.id).map(|r| r.source_hash.clone()) else { return rows };
-    rows.retain(|r| r.source_hash == newest);
-    rows
-}
-
 fn display_name(v: &VersionFile) -> String {
     let stem = v.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let rest = stem.strip_prefix(&v.id).unwrap_or(&stem).trim_start_matches(['-', '_']);
