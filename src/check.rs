@@ -383,9 +383,7 @@ fn bench_and_roofline(
     } else {
         None
     };
-    let launch_at = plan.as_ref().map(|p| {
-        move |sizes: &crate::spec::SizeSet, files: &bench::Files| p.launch_at(spec, sizes, files).map_err(|(_, m)| m)
-    });
+    let launch_at = plan.as_ref().map(|p| p.launcher(spec));
     let target = match &launch_at {
         Some(f) => bench::Target::Native(f),
         None if v.kind.is_python() => bench::Target::python(v.path.clone(), source),
@@ -402,9 +400,7 @@ fn bench_and_roofline(
         .as_ref()
         .filter(|(b, _)| b.kind == crate::workspace::VersionKind::Cuda)
         .map(|(b, src)| run::NativePlan::new(ws, spec, b, src, Some(gpu.sm_count)).map_err(|d| d.message.clone()));
-    let best_launch = best_plan.as_ref().and_then(|p| p.as_ref().ok()).map(|p| {
-        move |sizes: &crate::spec::SizeSet, files: &bench::Files| p.launch_at(spec, sizes, files).map_err(|(_, m)| m)
-    });
+    let best_launch = best_plan.as_ref().and_then(|p| p.as_ref().ok()).map(|p| p.launcher(spec));
     let mut others = Vec::new();
     let mut notes = Vec::new();
     match (&best, &best_plan, &best_launch) {

@@ -712,6 +712,12 @@ pub fn ptx_launch_source(ptx: &str) -> String {
     out
 }
 
+/// Names of the `.entry` functions of a PTX module.
+pub fn ptx_entries(source: &str) -> Vec<String> {
+    let re = regex::Regex::new(r"\.entry\s+([A-Za-z_$][A-Za-z0-9_$]*)").expect("static regex");
+    re.captures_iter(source).map(|c| c[1].to_string()).collect()
+}
+
 /// The PTX types of an `.entry`'s parameters, in order (`.u64`, `.f32`, ...); None when the
 /// entry is not there.
 pub fn ptx_entry_params(ptx: &str, entry: &str) -> Option<Vec<String>> {
@@ -747,11 +753,7 @@ fn c_param_bytes(p: &Param) -> Option<usize> {
 pub fn check_ptx_signature(ptx: &str, sig: &Signature, file: &Path) -> Vec<Diagnostic> {
     let at = |line: u32, column: u32| Pos::new(line, column);
     let Some(types) = ptx_entry_params(ptx, &sig.name) else {
-        let entries: Vec<String> = regex::Regex::new(r"\.entry\s+([A-Za-z_$][A-Za-z0-9_$]*)")
-            .expect("static regex")
-            .captures_iter(ptx)
-            .map(|c| c[1].to_string())
-            .collect();
+        let entries = ptx_entries(ptx);
         return vec![
             Diagnostic::error(file, at(sig.line, sig.column), format!("no `.entry {}` in this PTX", sig.name))
                 .with_help(format!("the entries here: {}", entries.join(", "))),

@@ -35,7 +35,7 @@ pub fn prepare(format: Format, spec: Option<&Spec>, v: &VersionFile, source: &st
             prepare_python_entry(spec, file, source, &mut detail, &mut diags)
         }
         (Format::Rung, spec, VersionKind::Ptx) => {
-            let entries = ptx_entries(source);
+            let entries = launch::ptx_entries(source);
             if entries.is_empty() {
                 diags.push(
                     Diagnostic::error(file, Pos::new(1, 1), "no `.entry` in this PTX file")
@@ -43,11 +43,11 @@ pub fn prepare(format: Format, spec: Option<&Spec>, v: &VersionFile, source: &st
                 );
             }
             let launch_source = launch::ptx_launch_source(source);
+            let (sigs, _) = launch::find_signatures(&launch_source);
             match spec {
                 _ if entries.is_empty() => {}
-                Some(spec) if !launch::find_signatures(&launch_source).0.is_empty() => {
+                Some(spec) if !sigs.is_empty() => {
                     prepare_cuda(spec, file, &launch_source, &mut detail, &mut diags);
-                    let (sigs, _) = launch::find_signatures(&launch_source);
                     if let Some(sig) = sigs.iter().find(|s| detail.entry.as_deref() == Some(s.name.as_str())) {
                         diags.extend(launch::check_ptx_signature(source, sig, file));
                     }
@@ -287,12 +287,6 @@ pub fn python_def_params(source: &str, name: &str) -> Option<(Vec<(String, Pos)>
     Some((params, Pos::of_offset(source, m.start() + 4)))
 }
 
-/// Names of the `.entry` functions of a PTX module.
-pub fn ptx_entries(source: &str) -> Vec<String> {
-    let re = regex::Regex::new(r"\.entry\s+([A-Za-z_$][A-Za-z0-9_$]*)").expect("static regex");
-    re.captures_iter(source).map(|c| c[1].to_string()).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,6 +306,6 @@ mod tests {
     #[test]
     fn ptx_entry_names() {
         let src = ".version 8.0\n.visible .entry copy_kernel(\n.param .u64 p) {}\n.entry $second() {}";
-        assert_eq!(ptx_entries(src), vec!["copy_kernel", "$second"]);
+        assert_eq!(launch::ptx_entries(src), vec!["copy_kernel", "$second"]);
     }
 }

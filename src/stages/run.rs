@@ -304,6 +304,14 @@ impl NativePlan {
 }
 
 impl NativePlan {
+    /// [`NativePlan::launch_at`] for the bench, which needs only the message on failure.
+    pub fn launcher<'a>(
+        &'a self,
+        spec: &'a Spec,
+    ) -> impl Fn(&SizeSet, &crate::stages::bench::Files) -> Result<protocol::Launch, String> + 'a {
+        move |sizes, files| self.launch_at(spec, sizes, files).map_err(|(_, m)| m)
+    }
+
     /// The launch at one size with the buffers in `files` (parameter name → file, shape).
     pub fn launch_at(
         &self,
