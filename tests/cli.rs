@@ -335,28 +335,8 @@ fn record_bench(ws: &Path, version: &str, median_ms: f64, spread: f64) {
         reason: None,
         detail: rung::report::StageDetail::Bench(BenchDetail {
             gpu: "NVIDIA H200".into(),
-            uuid: "GPU-x".into(),
-            device_before: None,
-            device_after: None,
-            throttled: false,
-            lock_wait_ms: 0.0,
-            sizes: vec![SizeBench {
-                sizes: Default::default(),
-                headline: s.clone(),
-                basis: "events".into(),
-                gpu: s.clone(),
-                host: s.clone(),
-                wall: s,
-                fixed_ms: 0.0,
-                stop: rung::stats::Stop::Converged,
-                input_sets: 3,
-                flush_bytes: 0,
-                graph: None,
-                graph_error: None,
-                recheck_failure: None,
-            }],
-            speedups: vec![],
-            comparison_notes: vec![],
+            sizes: vec![SizeBench { headline: s, basis: "events".into(), ..Default::default() }],
+            ..Default::default()
         }),
     };
     let mut store = rung::store::Store::open(&ws.join(".rung")).unwrap();

@@ -56,26 +56,7 @@ fn bench(median_ms: f64, speedup: Option<f64>) -> StageDetail {
     let s = rung::stats::summarize(&samples);
     StageDetail::Bench(BenchDetail {
         gpu: "NVIDIA H200".into(),
-        uuid: "GPU-x".into(),
-        device_before: None,
-        device_after: None,
-        throttled: false,
-        lock_wait_ms: 0.0,
-        sizes: vec![SizeBench {
-            sizes: Default::default(),
-            headline: s.clone(),
-            basis: "events".into(),
-            gpu: s.clone(),
-            host: s.clone(),
-            wall: s.clone(),
-            fixed_ms: 0.0,
-            stop: rung::stats::Stop::Converged,
-            input_sets: 3,
-            flush_bytes: 0,
-            graph: None,
-            graph_error: None,
-            recheck_failure: None,
-        }],
+        sizes: vec![SizeBench { headline: s.clone(), basis: "events".into(), ..Default::default() }],
         speedups: speedup
             .map(|x| Speedup {
                 role: "best approved".into(),
@@ -91,7 +72,7 @@ fn bench(median_ms: f64, speedup: Option<f64>) -> StageDetail {
             })
             .into_iter()
             .collect(),
-        comparison_notes: vec![],
+        ..Default::default()
     })
 }
 

@@ -36,7 +36,7 @@ pub const FLUSH_BYTES: u64 = 256 << 20;
 /// Warm-up before timing.
 pub const WARMUP_SECONDS: f64 = 0.3;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct BenchDetail {
     pub gpu: String,
     pub uuid: String,
@@ -55,7 +55,7 @@ pub struct BenchDetail {
     pub comparison_notes: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SizeBench {
     pub sizes: SizeSet,
     /// The headline time, ms: `gpu`, or the device-wide interval less `fixed_ms` when work was left
@@ -848,28 +848,13 @@ mod tests {
         let s = stats::summarize(&[ms]);
         BenchDetail {
             gpu: "NVIDIA H200".into(),
-            uuid: "GPU-x".into(),
-            device_before: None,
-            device_after: None,
-            throttled: false,
-            lock_wait_ms: 0.0,
             sizes: vec![SizeBench {
                 sizes: BTreeMap::from([("rows".into(), 16384), ("cols".into(), 8192)]),
-                headline: s.clone(),
+                headline: s,
                 basis: "events".into(),
-                gpu: s.clone(),
-                host: s.clone(),
-                wall: s,
-                fixed_ms: 0.0,
-                stop: Stop::Converged,
-                input_sets: 3,
-                flush_bytes: FLUSH_BYTES,
-                graph: None,
-                graph_error: None,
-                recheck_failure: None,
+                ..Default::default()
             }],
-            speedups: vec![],
-            comparison_notes: vec![],
+            ..Default::default()
         }
     }
 
