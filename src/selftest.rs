@@ -403,7 +403,7 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             crate::templates::write(template, dir.path()).unwrap();
             let toml = std::fs::read_to_string(dir.path().join("rung.toml")).unwrap();
-            let edited = with_bench_limit(&toml, "4s");
+            let edited = with_bench_limit(&toml, "4s").unwrap();
             let spec = crate::spec::Spec::parse(&edited, std::path::Path::new("rung.toml"))
                 .unwrap_or_else(|e| panic!("{template}: {e:?}\n{edited}"));
             assert_eq!(spec.limits.bench, std::time::Duration::from_secs(4), "{template}");
@@ -444,29 +444,12 @@ pub struct BenchRun {
     pub unexpected: Vec<String>,
 }
 
-/// rung.toml text with `[limits] bench` set to `budget`, whether or not it had one.
-fn with_bench_limit(toml: &str, budget: &str) -> String {
-    let mut out = Vec::new();
-    let (mut in_limits, mut done) = (false, false);
-    for line in toml.lines() {
-        let t = line.trim_start();
-        if t.starts_with('[') {
-            in_limits = t.starts_with("[limits]");
-            if in_limits && !done {
-                out.push(line.to_string());
-                out.push(format!("bench = \"{budget}\""));
-                done = true;
-                continue;
-            }
-        } else if in_limits && t.starts_with("bench") && t[5..].trim_start().starts_with('=') {
-            continue;
-        }
-        out.push(line.to_string());
-    }
-    if !done {
-        out.push(format!("\n[limits]\nbench = \"{budget}\""));
-    }
-    out.join("\n") + "\n"
+/// rung.toml text with `[limits] bench` set to `budget`, whether or not it had one; comments
+/// and layout kept.
+fn with_bench_limit(toml: &str, budget: &str) -> anyhow::Result<String> {
+    let mut doc: toml_edit::DocumentMut = toml.parse()?;
+    doc["limits"]["bench"] = toml_edit::value(budget);
+    Ok(doc.to_string())
 }
 
 /// What a bench run of the selftest must show, beyond a pass.
@@ -526,7 +509,7 @@ pub fn run_bench(
     // A shorter bench budget than the default: this runs many benches.
     for (ws, budget) in [(&demo, "8s"), (&side, "8s"), (&small, "4s")] {
         let path = ws.join("rung.toml");
-        std::fs::write(&path, with_bench_limit(&std::fs::read_to_string(&path)?, budget))?;
+        std::fs::write(&path, with_bench_limit(&std::fs::read_to_string(&path)?, budget)?)?;
     }
     let mut out = Vec::new();
     let mut reports = serde_json::Map::new();
