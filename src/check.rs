@@ -263,7 +263,12 @@ pub fn run_phase(
     let t0 = Instant::now();
     let out = match runners_for(ws, machine, runners) {
         Ok(r) => {
-            let env = run::RunEnv { toolchain: &machine.toolchain, gpu_sms: machine.gpu.first().map(|g| g.sm_count) };
+            let gpu = machine.gpu.first();
+            let env = run::RunEnv {
+                toolchain: &machine.toolchain,
+                gpu_sms: gpu.map(|g| g.sm_count),
+                gpu_arch: gpu.map(|g| g.compute_capability),
+            };
             run::run_and_check(ws, &env, r, v, &source, seed)
         }
         Err(e) => run::RunOutcome {
@@ -378,11 +383,8 @@ fn bench_and_roofline(
             return Ok(());
         }
     };
-    let plan = if matches!(v.kind, crate::workspace::VersionKind::Cuda | crate::workspace::VersionKind::Ptx) {
-        run::NativePlan::new(ws, spec, v, source, Some(gpu.sm_count)).ok()
-    } else {
-        None
-    };
+    let plan =
+        if v.kind.is_native() { run::NativePlan::new(ws, spec, v, source, Some(gpu.sm_count)).ok() } else { None };
     let launch_at = plan.as_ref().map(|p| p.launcher(spec));
     let target = match &launch_at {
         Some(f) => bench::Target::Native(f),
@@ -398,7 +400,7 @@ fn bench_and_roofline(
     let best = best_approved(ws, store, &v.id);
     let best_plan = best
         .as_ref()
-        .filter(|(b, _)| b.kind == crate::workspace::VersionKind::Cuda)
+        .filter(|(b, _)| b.kind.is_native())
         .map(|(b, src)| run::NativePlan::new(ws, spec, b, src, Some(gpu.sm_count)).map_err(|d| d.message.clone()));
     let best_launch = best_plan.as_ref().and_then(|p| p.as_ref().ok()).map(|p| p.launcher(spec));
     let mut others = Vec::new();

@@ -11,6 +11,7 @@ pub mod expr;
 pub mod gpu;
 pub mod gpulock;
 pub mod highlight;
+pub mod hostentry;
 pub mod inputs;
 pub mod launch;
 pub mod mcp;

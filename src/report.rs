@@ -212,6 +212,8 @@ pub enum Reason {
     ProblemCheck,
     /// The reference itself failed.
     ReferenceFailed,
+    /// A `rung_run` host entry returned a non-zero code, or its shared object did not load.
+    EntryFailed,
 }
 
 impl Reason {

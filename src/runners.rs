@@ -245,7 +245,7 @@ impl Zygote {
     /// Forks the child for one check; in `Cuda` mode it opens the GPU first. Returns the fork's
     /// answer (its phases: fork, cuda_init).
     pub fn fork(&mut self, mode: CallMode, limit: Duration) -> Result<Response, Failure> {
-        self.fork_with(Fork { mode, prewarm: vec![], prewarm_seconds: None }, limit)
+        self.fork_with(Fork { mode, prewarm: vec![], prewarm_seconds: None, prewarm_arch: None }, limit)
     }
 
     /// As [`Zygote::fork`], with prewarm calls.
@@ -377,6 +377,10 @@ impl Runners {
         std::fs::create_dir_all(&data)?;
         let script = data.join("rung_worker.py");
         std::fs::write(&script, PYTHON_WORKER)?;
+        // The zygote's prewarm compiles through the ahead-of-time script's capture (imported
+        // from beside the worker).
+        std::fs::write(data.join("triton_aot.py"), crate::stages::build::TRITON_AOT)?;
+        std::fs::write(data.join("aot_common.py"), crate::stages::build::AOT_COMMON)?;
         Ok(Runners {
             env: WorkerEnv {
                 cwd: root.to_path_buf(),

@@ -28,6 +28,11 @@ static GPU_MODE: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/tests/fixtures
 static KERNELBENCH: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/tests/fixtures/kernelbench");
 /// The demo's v005 as a PTX version with its signature declared: run, checked and benched too.
 const PTX_VERSION: (&str, &str) = ("v006-ptx.ptx", include_str!("../tests/fixtures/ptx/v006-ptx.ptx"));
+/// A `rung_run` host entry (two kernels and a scratch buffer) and a kernel that is right only
+/// when launched as a thread-block cluster: the demo checks them beside its own versions.
+const HOST_ENTRY_VERSION: (&str, &str) =
+    ("v007-rung-run.cu", include_str!("../tests/fixtures/host-entry/v007-rung-run.cu"));
+const CLUSTER_VERSION: (&str, &str) = ("v008-cluster.cu", include_str!("../tests/fixtures/cluster/v008-cluster.cu"));
 
 #[derive(Debug, Clone, Deserialize)]
 struct Manifest {
@@ -298,7 +303,9 @@ pub fn run_workspaces(dir: &Path) -> anyhow::Result<Vec<VersionRun>> {
     let mut out = Vec::new();
     let demo = dir.join("demo");
     crate::templates::write("rmsnorm", &demo)?;
-    std::fs::write(demo.join("versions").join(PTX_VERSION.0), PTX_VERSION.1)?;
+    for (name, text) in [PTX_VERSION, HOST_ENTRY_VERSION, CLUSTER_VERSION] {
+        std::fs::write(demo.join("versions").join(name), text)?;
+    }
     let mut places: Vec<(String, PathBuf)> = vec![("demo (rmsnorm)".into(), demo)];
     write_dir(&GPU_MODE, &dir.join("gpu-mode"))?;
     for p in ["vectoradd", "vectorsum"] {
@@ -495,7 +502,9 @@ pub fn run_bench(
     let machine = Machine::discover();
     let demo = dir.join("demo");
     crate::templates::write("rmsnorm", &demo)?;
-    std::fs::write(demo.join("versions").join(PTX_VERSION.0), PTX_VERSION.1)?;
+    for (name, text) in [PTX_VERSION, HOST_ENTRY_VERSION, CLUSTER_VERSION] {
+        std::fs::write(demo.join("versions").join(name), text)?;
+    }
     let side = dir.join("side-stream");
     fault_workspace(&side, &FaultOptions { gpu: true, order_seed: 0, run_limit: "10s".into() })?;
     let f = FAULTS.get_file("t-side-stream.py").expect("embedded");

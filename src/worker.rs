@@ -82,7 +82,7 @@ pub fn serve() -> i32 {
             return 1;
         }
     };
-    let mut caps = vec![Capability::Launch];
+    let mut caps = vec![Capability::Launch, Capability::HostEntry];
     if info.compute_capability >= 90 {
         caps.push(Capability::Clusters);
     }
@@ -226,6 +226,55 @@ fn load_kernel(req: &Launch) -> Result<(sys::CUmodule, sys::CUfunction), WorkerE
     }
 }
 
+/// What a launch request runs: a cubin's kernel, or a `rung_run` version's host entry.
+pub(crate) enum Callee {
+    Kernel { module: sys::CUmodule, func: sys::CUfunction },
+    Host(crate::hostentry::HostEntry),
+}
+
+impl Callee {
+    fn load(req: &Launch) -> Result<Callee, WorkerError> {
+        match &req.library {
+            Some(lib) => crate::hostentry::HostEntry::open(lib)
+                .map(Callee::Host)
+                .map_err(|m| WorkerError::new("HostEntryLoad", m)),
+            None => load_kernel(req).map(|(module, func)| Callee::Kernel { module, func }),
+        }
+    }
+
+    /// Launches the kernel, or calls the host entry (which launches on the default stream, so
+    /// `stream` must be null for it).
+    ///
+    /// # Safety
+    /// As [`launch_raw`].
+    unsafe fn call(&self, req: &Launch, args: &mut [*mut c_void], stream: sys::CUstream) -> Result<(), WorkerError> {
+        match self {
+            // SAFETY: the caller's contract.
+            Callee::Kernel { func, .. } => unsafe { launch_raw(*func, req, args, stream) },
+            Callee::Host(_) if !stream.is_null() => Err(WorkerError::new(
+                "NotCapturable",
+                "a rung_run entry launches its kernels on the default stream, which a CUDA graph cannot capture",
+            )),
+            Callee::Host(entry) => {
+                // SAFETY: one argument pointer per parameter, bound by rung from the signature.
+                let code = unsafe { entry.call(args) };
+                if code == 0 {
+                    Ok(())
+                } else {
+                    Err(WorkerError::new("HostEntryFailed", format!("rung_run returned {code}")))
+                }
+            }
+        }
+    }
+
+    fn unload(&self) {
+        if let Callee::Kernel { module, .. } = self {
+            // SAFETY: loaded by `load`, unloaded once by the owner.
+            let _ = unsafe { result::module::unload(*module) };
+        }
+    }
+}
+
 /// A device allocation with guard zones before and after the buffer.
 struct Guarded {
     base: sys::CUdeviceptr,
@@ -254,7 +303,7 @@ fn launch(req: &Launch) -> Result<Response, WorkerError> {
     // SAFETY: every pointer below comes from the driver and is freed before returning; the
     // argument array points at locals that outlive the launch (it is synchronised).
     unsafe {
-        let (module, func) = load_kernel(req)?;
+        let callee = Callee::load(req)?;
         let mut bufs: Vec<Guarded> = Vec::new();
         for (_, _, bytes) in &host {
             let len = bytes.len();
@@ -285,7 +334,15 @@ fn launch(req: &Launch) -> Result<Response, WorkerError> {
         }
         let mut args: Vec<*mut c_void> = arg_bytes.iter_mut().map(|b| b.as_mut_ptr() as *mut c_void).collect();
         let t0 = Instant::now();
-        launch_raw(func, req, &mut args, std::ptr::null_mut())?;
+        if let Err(e) = callee.call(req, &mut args, std::ptr::null_mut()) {
+            // A host entry that returned an error leaves the worker usable: free what it had.
+            let _ = result::ctx::synchronize();
+            for gb in bufs {
+                let _ = result::free_sync(gb.base);
+            }
+            callee.unload();
+            return Err(e);
+        }
         result::ctx::synchronize().map_err(cuda_error)?;
         let seconds = t0.elapsed().as_secs_f64();
         let mut guards = Vec::new();
@@ -305,7 +362,7 @@ fn launch(req: &Launch) -> Result<Response, WorkerError> {
         for gb in bufs {
             let _ = result::free_sync(gb.base);
         }
-        let _ = result::module::unload(module);
+        callee.unload();
         Ok(Response { ok: true, seconds: Some(seconds), guards, ..Default::default() })
     }
 }
@@ -318,7 +375,7 @@ mod bench {
 
     use cudarc::driver::{result, sys};
 
-    use super::{cuda_error, launch_raw, scalar_bytes};
+    use super::{Callee, cuda_error, launch_raw, scalar_bytes};
     use crate::protocol::{Bench, Ceiling, CeilingKind, Launch, LaunchParam, Response, Sample, WorkerError};
 
     /// A buffer one input set owns: parameter name, its file, device pointer, bytes.
@@ -326,8 +383,7 @@ mod bench {
 
     /// What stays on the GPU between the requests of one series.
     pub struct State {
-        module: sys::CUmodule,
-        func: sys::CUfunction,
+        callee: Callee,
         launch: Launch,
         /// Per input set: its argument bytes and the buffers it owns (name, file, pointer, bytes).
         sets: Vec<(Vec<Vec<u8>>, Vec<Owned>)>,
@@ -358,7 +414,7 @@ mod bench {
                 }
                 let _ = result::event::destroy(self.start);
                 let _ = result::event::destroy(self.end);
-                let _ = result::module::unload(self.module);
+                self.callee.unload();
             }
         }
     }
@@ -385,14 +441,13 @@ mod bench {
         flush_bytes: u64,
         sms: u32,
     ) -> Result<State, WorkerError> {
-        let (module, func) = super::load_kernel(launch)?;
+        let callee = Callee::load(launch)?;
         // SAFETY: driver calls on this thread's context; every allocation is owned by State.
         unsafe {
             let start = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(cuda_error)?;
             let end = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(cuda_error)?;
             let mut state = State {
-                module,
-                func,
+                callee,
                 launch: launch.clone(),
                 sets: Vec::new(),
                 flush: None,
@@ -458,7 +513,7 @@ mod bench {
             // Queued behind the flush, so the host's launch overhead is hidden as in real use.
             result::event::record(state.start, std::ptr::null_mut()).map_err(cuda_error)?;
             let t0 = Instant::now();
-            launch_raw(state.func, &state.launch, &mut args, std::ptr::null_mut())?;
+            state.callee.call(&state.launch, &mut args, std::ptr::null_mut())?;
             let host = t0.elapsed();
             result::event::record(state.end, std::ptr::null_mut()).map_err(cuda_error)?;
             result::ctx::synchronize().map_err(cuda_error)?;
@@ -485,6 +540,7 @@ mod bench {
                 cluster: None,
                 params: vec![],
                 guard_bytes: 0,
+                library: None,
             };
             let mut a = d.to_le_bytes();
             let mut b = ((n / 16) as u64).to_le_bytes();
@@ -586,7 +642,7 @@ mod bench {
                     .map_err(cuda_error)?;
                 let mut launched = Ok(());
                 for _ in 0..calls {
-                    launched = launch_raw(state.func, &state.launch, &mut args, stream);
+                    launched = state.callee.call(&state.launch, &mut args, stream);
                     if launched.is_err() {
                         break;
                     }
@@ -672,6 +728,7 @@ mod bench {
                             cluster: None,
                             params: vec![],
                             guard_bytes: 0,
+                            library: None,
                         };
                         let mut a = src.to_le_bytes();
                         let mut b = dst.to_le_bytes();

@@ -63,6 +63,11 @@ impl VersionKind {
         }
     }
 
+    /// Run by the native worker: a kernel (`.cu`, `.ptx`) or a `rung_run` host entry.
+    pub fn is_native(self) -> bool {
+        matches!(self, VersionKind::Cuda | VersionKind::CudaHost | VersionKind::Ptx)
+    }
+
     pub fn is_python(self) -> bool {
         matches!(self, VersionKind::Triton | VersionKind::CuteDsl | VersionKind::TileLang | VersionKind::PyTorch)
     }

@@ -325,7 +325,72 @@ fn a_rung_run_host_entry_builds_as_a_shared_object() {
     assert!(kinds.contains(&"so") && kinds.contains(&"sass"), "{kinds:?}");
     let so = std::fs::read(ws.join(".rung/dumps/v030/libv030.so")).unwrap();
     assert_eq!(&so[..4], b"\x7fELF");
-    assert!(build["detail"]["commands"].as_array().unwrap().iter().any(|c| c.as_str().unwrap().contains("-shared")));
+    let commands = build["detail"]["commands"].as_array().unwrap();
+    let shared = commands.iter().filter_map(|c| c.as_str()).find(|c| c.contains("-shared")).unwrap();
+    // The shared object is the version plus the packed entry the worker calls.
+    assert!(shared.contains("-packed.cu"), "{shared}");
+    assert!(rung::hostentry::HostEntry::open(&ws.join(".rung/dumps/v030/libv030.so")).is_ok());
+}
+
+/// A host entry that touches no GPU, so the packed call the worker makes can be checked here:
+/// every parameter type the worker passes (pointers, int, float, a 64-bit integer, `__half`)
+/// must arrive as the bytes rung bound, in order.
+const HOST_ONLY_ENTRY: &str = r#"#include <cuda_fp16.h>
+extern "C" int rung_run(const float* a, float* out, int n, float scale, long long big, __half h, double d) {
+    for (int i = 0; i < n; ++i) out[i] = a[i] * scale;
+    out[n] = (float)big;
+    out[n + 1] = __half2float(h);
+    out[n + 2] = (float)d;
+    return n == 3 ? 0 : 40 + n;
+}
+"#;
+
+#[test]
+fn a_rung_run_entry_is_called_through_the_packed_shim_with_every_parameter_in_place() {
+    let Some(_) = real_nvcc() else { return };
+    let (_tmp, ws) = workspace("vector-add");
+    std::fs::write(ws.join("versions/v031-host-only.cu"), HOST_ONLY_ENTRY).unwrap();
+    // Scalars of every width the entry takes, so its parameters all bind by name.
+    let toml = std::fs::read_to_string(ws.join("rung.toml")).unwrap();
+    let scalars = "\n[[scalars]]\nname = \"scale\"\ndtype = \"f32\"\nvalue = 2.5\n\n[[scalars]]\nname = \"big\"\ndtype = \"i64\"\nvalue = 1099511627776\n\n[[scalars]]\nname = \"h\"\ndtype = \"f16\"\nvalue = -0.75\n\n[[scalars]]\nname = \"d\"\ndtype = \"f64\"\nvalue = 0.125\n";
+    let at = toml.find("\n[sizes]").unwrap() + 1;
+    std::fs::write(ws.join("rung.toml"), format!("{}{scalars}\n{}", &toml[..at], &toml[at..])).unwrap();
+    let v = json(&rung(&ws, &["check", "--json", "v031"], &[]));
+    let build = &v["versions"][0]["stages"][1];
+    assert_eq!(build["verdict"], "pass", "{v}");
+    let so = ws.join(".rung/dumps/v031/libv031.so");
+    assert!(so.is_file(), "no shared object at {}", so.display());
+    let entry = rung::hostentry::HostEntry::open(&so).expect("the packed entry loads");
+    let a = [1.0f32, 2.0, 3.0];
+    let mut out = [0f32; 6];
+    let mut a_ptr = a.as_ptr() as u64;
+    let mut out_ptr = out.as_mut_ptr() as u64;
+    let mut n = 3i32;
+    let mut scale = 2.5f32;
+    let mut big = 1i64 << 40;
+    let mut h = half::f16::from_f32(-0.75).to_bits();
+    let mut d = 0.125f64;
+    let mut args: Vec<*mut std::ffi::c_void> = vec![
+        (&mut a_ptr) as *mut u64 as *mut _,
+        (&mut out_ptr) as *mut u64 as *mut _,
+        (&mut n) as *mut i32 as *mut _,
+        (&mut scale) as *mut f32 as *mut _,
+        (&mut big) as *mut i64 as *mut _,
+        (&mut h) as *mut u16 as *mut _,
+        (&mut d) as *mut f64 as *mut _,
+    ];
+    // SAFETY: one pointer per parameter of the entry above, each at bytes of its type; the
+    // buffers are host memory, which this entry only reads and writes on the host.
+    let code = unsafe { entry.call(&mut args) };
+    assert_eq!(code, 0);
+    assert_eq!(out, [2.5, 5.0, 7.5, (1u64 << 40) as f32, -0.75, 0.125]);
+    // What rung_run returns comes back: the worker turns a non-zero code into the verdict.
+    // SAFETY: args[2] points at `n`, an i32 that outlives the call.
+    let code = unsafe {
+        *(args[2] as *mut i32) = 2;
+        entry.call(&mut args)
+    };
+    assert_eq!(code, 42);
 }
 
 /// Whether rung's Python has the CuTe DSL (`rung setup --with cute-dsl`).

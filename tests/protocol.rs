@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use rung::dtype::DType;
@@ -50,6 +51,21 @@ fn samples() -> Vec<Message> {
                     LaunchParam::Scalar { name: "eps".into(), ctype: "float".into(), value: 1e-6 },
                 ],
                 guard_bytes: GUARD_BYTES,
+                library: None,
+            }),
+        }),
+        Message::Request(Request {
+            id: 71,
+            op: Op::Launch(Launch {
+                cubin: "v007.cubin".into(),
+                kernel: "rung_run".into(),
+                grid: [1, 1, 1],
+                block: [1, 1, 1],
+                smem: 0,
+                cluster: None,
+                params: vec![LaunchParam::Buffer { name: "y".into(), path: "/dev/shm/y.bin".into() }],
+                guard_bytes: GUARD_BYTES,
+                library: Some(".rung/dumps/v007/libv007.so".into()),
             }),
         }),
         Message::Request(Request {
@@ -79,6 +95,7 @@ fn samples() -> Vec<Message> {
                     guard_bytes: GUARD_BYTES,
                 }],
                 prewarm_seconds: Some(10.0),
+                prewarm_arch: Some(90),
             }),
         }),
         Message::Request(Request {
@@ -197,7 +214,12 @@ fn the_python_worker_speaks_the_protocol_and_the_zygote_survives_a_crashed_child
     for round in 0..2 {
         send(Request {
             id: 1,
-            op: Op::Fork(Fork { mode: CallMode::Reference, prewarm: vec![], prewarm_seconds: None }),
+            op: Op::Fork(Fork {
+                mode: CallMode::Reference,
+                prewarm: vec![],
+                prewarm_seconds: None,
+                prewarm_arch: None,
+            }),
         });
         let forked: Response = serde_json::from_value(next(true)).unwrap();
         assert!(forked.ok && forked.pid.is_some(), "{forked:?}");
@@ -259,4 +281,110 @@ fn the_python_worker_speaks_the_protocol_and_the_zygote_survives_a_crashed_child
     }
     send(Request { id: 6, op: Op::Exit });
     assert!(child.wait().unwrap().success());
+}
+
+/// The zygote's compile-only prewarm (what a GPU check of a new Triton source starts with): the
+/// prewarm children call run() with fake tensors and compile for the named compute capability
+/// into the workspace's Triton cache, without opening a GPU, while the check's child is forked at
+/// once; the fork's answer waits for them and reports the prewarm's time. This machine has no GPU,
+/// so the test also shows that nothing in that path needs one.
+#[test]
+fn the_compile_only_prewarm_fills_the_triton_cache_without_a_gpu() {
+    let Some(_) = common::real_nvcc() else { return };
+    let tc = common::doctor_toolchain();
+    let python = tc["python"]["path"].as_str().unwrap().to_string();
+    let ptxas = tc["ptxas"]["path"].as_str().unwrap().to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/demo/versions/v004-triton.py");
+    std::fs::copy(demo, dir.join("v004-triton.py")).unwrap();
+    let cache = dir.join("triton-cache");
+    // The worker's folder as rung lays it out: the ahead-of-time script beside the worker.
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    for f in ["rung_worker.py", "triton_aot.py", "aot_common.py"] {
+        std::fs::copy(format!("{}/assets/python/{f}", env!("CARGO_MANIFEST_DIR")), data.join(f)).unwrap();
+    }
+    let mut child = Command::new(&python)
+        .arg(data.join("rung_worker.py"))
+        .current_dir(dir)
+        .env("TRITON_CACHE_DIR", &cache)
+        .env("TRITON_PTXAS_PATH", &ptxas)
+        .env("TRITON_PTXAS_BLACKWELL_PATH", &ptxas)
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let hello: Hello = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert!(hello.capabilities.contains(&Capability::Fork));
+    // Two test sizes of the demo, as the run rung builds them (the files' contents do not matter).
+    let call = |rows: i64, cols: i64| {
+        let t = |name: &str, shape: Vec<i64>| {
+            (
+                name.to_string(),
+                Arg::Tensor(TensorFile { path: dir.join(format!("{name}.bin")), dtype: DType::F32, shape }),
+            )
+        };
+        Call {
+            file: "v004-triton.py".into(),
+            function: "run".into(),
+            mode: CallMode::Cuda,
+            args: BTreeMap::from([
+                t("x", vec![rows, cols]),
+                t("w", vec![cols]),
+                t("y", vec![rows, cols]),
+                ("eps".to_string(), Arg::Value(serde_json::json!(1e-6))),
+                ("rows".to_string(), Arg::Value(serde_json::json!(rows))),
+                ("cols".to_string(), Arg::Value(serde_json::json!(cols))),
+            ]),
+            returns: BTreeMap::new(),
+            guard_bytes: 0,
+        }
+    };
+    let fork = Fork {
+        mode: CallMode::Reference,
+        prewarm: vec![call(3, 1000), call(256, 4096)],
+        prewarm_seconds: Some(120.0),
+        prewarm_arch: Some(90),
+    };
+    let req = Request { id: 1, op: Op::Fork(fork) };
+    writeln!(stdin, "{}", serde_json::to_string(&req).unwrap()).unwrap();
+    stdin.flush().unwrap();
+    let forked: Response = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert!(forked.ok, "{forked:?}");
+    assert!(forked.phases.get("prewarm").is_some_and(|s| *s > 0.0), "{:?}", forked.phases);
+    assert!(!forked.phases.contains_key("prewarm_killed"), "{:?}", forked.phases);
+    let cubins: Vec<PathBuf> =
+        walk(&cache).into_iter().filter(|p| p.extension().is_some_and(|e| e == "cubin")).collect();
+    assert!(!cubins.is_empty(), "no cubin in {}", cache.display());
+    // Compiled for the capability asked for, by Triton's own compile (its metadata says so).
+    let meta: Vec<String> = walk(&cache)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "json") && !p.to_string_lossy().contains("__grp__"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    assert!(meta.iter().any(|m| m.contains("\"arch\": 90") || m.contains("\"arch\":90")), "{meta:?}");
+    writeln!(stdin, "{}", serde_json::to_string(&Request { id: 2, op: Op::Exit }).unwrap()).unwrap();
+    stdin.flush().unwrap();
+    let _ = lines.next();
+    writeln!(stdin, "{}", serde_json::to_string(&Request { id: 3, op: Op::Exit }).unwrap()).unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}
+
+fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }

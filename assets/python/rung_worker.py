@@ -865,28 +865,45 @@ def _serve_child(fork_req, t_fork, gate):
 
 
 def _prewarm_start(req):
-    """Starts the fork's prewarm calls at once, each in its own child that opens the GPU, calls,
-    and exits without a word: Triton compiles every specialisation in parallel into the cache the
-    check's child then reads. Returns what _prewarm_wait needs, or None when there is nothing to
-    do."""
+    """Starts the fork's prewarm calls at once, each in its own child that exits without a word,
+    so Triton compiles every specialisation in parallel into the cache the check's child then
+    reads. With `prewarm_arch` a child compiles for that GPU without opening it (run() with fake
+    tensors, triton_aot.warm_cache); otherwise it opens the GPU and calls run(). Returns what
+    _prewarm_wait needs, or None when there is nothing to do."""
     calls = req.get("prewarm") or []
     if not calls:
         return None
+    arch = req.get("prewarm_arch")
+    limit = float(req.get("prewarm_seconds") or 30.0)
     t0 = time.perf_counter()
     pids = []
     for call in calls:
         pid = os.fork()
         if pid == 0:
             try:
-                import torch
-                torch.cuda.init()
-                _call(call, {"mode": "cuda", "imported": set(), "dir": os.environ.get("RUNG_WORKER_DIR", "/tmp")})
-                torch.cuda.synchronize()
-            except BaseException:
-                pass
+                if arch:
+                    # The capture's own time limit is past the zygote's, which kills the child:
+                    # a run() that never returns is then reported as the time-out it is.
+                    os.environ["RUNG_CAPTURE_SECONDS"] = str(int(limit) + 30)
+                    here = os.path.dirname(os.path.abspath(__file__))
+                    if here not in sys.path:
+                        sys.path.insert(0, here)
+                    import triton_aot
+                    args = {k: ({"tensor": {"dtype": v["tensor"]["dtype"], "shape": v["tensor"]["shape"]}}
+                                if "tensor" in v else v) for k, v in (call.get("args") or {}).items()}
+                    triton_aot.warm_cache(call["file"], {"args": args}, int(arch))
+                else:
+                    import torch
+                    torch.cuda.init()
+                    _call(call, {"mode": "cuda", "imported": set(),
+                                 "dir": os.environ.get("RUNG_WORKER_DIR", "/tmp")})
+                    torch.cuda.synchronize()
+            except BaseException as exc:
+                sys.stderr.write("rung prewarm: %s: %s\n" % (type(exc).__name__, exc))
+            sys.stderr.flush()
             os._exit(0)
         pids.append(pid)
-    return pids, t0, float(req.get("prewarm_seconds") or 30.0)
+    return pids, t0, limit
 
 
 def _prewarm_wait(pids, t0, limit):
@@ -971,23 +988,37 @@ def main():
         _proto.flush()
         sys.stderr.flush()
         prewarm = _prewarm_start(req)
-        # The check's child is forked after the prewarm: opening the GPU while six processes do
-        # so at once took 0.68 s instead of 0.14 s on the H200 and slowed the compiles too.
+        # Prewarm children that open the GPU: the check's child is forked after them, since
+        # opening the GPU while six processes do so at once took 0.68 s instead of 0.14 s on the
+        # H200 and slowed the compiles too. Children that compile without the GPU: it is forked
+        # at once and opens the GPU alone while they compile, then waits at the gate.
+        compile_only = bool(prewarm and req.get("prewarm_arch"))
         gate = None
-        if prewarm:
+        if prewarm and not compile_only:
             seconds, killed = _prewarm_wait(*prewarm)
             gate = os.pipe()
             os.write(gate[1], ("%f %d\n" % (seconds, killed)).encode())
             os.close(gate[1])
             t_fork = time.perf_counter()
+        elif compile_only:
+            gate = os.pipe()
         pid = os.fork()
         if pid == 0:
             try:
+                if compile_only:
+                    os.close(gate[1])
                 _serve_child(req, t_fork, gate[0] if gate else None)
             finally:
                 os._exit(4)
         if gate:
             os.close(gate[0])
+        if compile_only:
+            seconds, killed = _prewarm_wait(*prewarm)
+            try:
+                os.write(gate[1], ("%f %d\n" % (seconds, killed)).encode())
+            except OSError:
+                pass  # the child is gone: waitpid below reports it
+            os.close(gate[1])
         _, status = os.waitpid(pid, 0)
         # 0: ended by exit; 3: it already said why it could not start.
         if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) in (0, 3)):

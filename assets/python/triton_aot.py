@@ -1424,6 +1424,35 @@ def capture_launches(mod, launch, target, path):
     return records, None
 
 
+def warm_cache(version_file, launch, arch):
+    """Compiles into Triton's cache (TRITON_CACHE_DIR) exactly what `run(**launch["args"])` would
+    compile on a GPU of compute capability `arch`, without opening the GPU: run() is called with
+    fake tensors (capture_launches), and each captured specialisation goes through the same
+    ASTSource / triton.compile call as JITFunction._do_compile, so the GPU's own launch later
+    finds it in the cache. rung's zygote calls this in its prewarm children. Returns how many
+    kernels were compiled; raises when run() cannot be captured (the GPU run then compiles)."""
+    global triton, tl
+    import triton as _triton
+    import triton.language as _tl
+    import triton.compiler  # noqa: F401
+    from triton.backends.compiler import GPUTarget
+    triton, tl = _triton, _tl
+    mod, err = import_version(version_file)
+    if mod is None:
+        raise RuntimeError(err.get("message") if err else "cannot import %s" % version_file)
+    target = GPUTarget("cuda", int(arch), 32)
+    records, problem = capture_launches(mod, launch, target, version_file)
+    if problem is not None:
+        raise RuntimeError(problem.get("message") or "run() could not be captured")
+    for rec in records:
+        opts = getattr(rec["options"], "__dict__", None)
+        opts = dict(opts) if opts is not None else dict(rec["options"])
+        src = triton.compiler.ASTSource(rec["jf"], dict(rec["signature"]), dict(rec["constexprs"]),
+                                        dict(rec["attrs"]))
+        triton.compile(src, target=target, options=opts)
+    return len(records)
+
+
 def _path_name(jf, path):
     names = list(getattr(jf, "arg_names", []))
     head = names[path[0]] if path and path[0] < len(names) else str(path[0] if path else "?")

@@ -824,7 +824,7 @@ pub fn roofline(spec: &Spec, bench: &BenchDetail, ceilings: Ceilings, num_sms: i
 
 /// Whether this kind of version can be benched.
 pub fn benchable(kind: VersionKind) -> bool {
-    matches!(kind, VersionKind::Cuda | VersionKind::Ptx) || kind.is_python()
+    kind.is_native() || kind.is_python()
 }
 
 #[cfg(test)]

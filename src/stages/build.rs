@@ -35,10 +35,10 @@ use crate::workspace::{VersionFile, VersionKind, Workspace};
 const BUILD_LOGIC_VERSION: u32 = 3;
 
 /// The Triton and CuTe DSL ahead-of-time compilers, shipped inside the binary.
-const TRITON_AOT: &str = include_str!("../../assets/python/triton_aot.py");
+pub(crate) const TRITON_AOT: &str = include_str!("../../assets/python/triton_aot.py");
 const CUTE_AOT: &str = include_str!("../../assets/python/cute_aot.py");
 /// Helpers both import, written beside them.
-const AOT_COMMON: &str = include_str!("../../assets/python/aot_common.py");
+pub(crate) const AOT_COMMON: &str = include_str!("../../assets/python/aot_common.py");
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct BuildDetail {
@@ -670,13 +670,18 @@ fn build_cuda(
                     cmd.arg(format!("-L{}", lib.display()));
                 }
             }
+            // The version's own translation unit plus the packed entry the worker calls
+            // (`hostentry::PACKED_SHIM`): the shim includes the version, so its quoted
+            // includes resolve as they do for the version.
+            let shim = s.tmp.join(format!("{id}-packed.cu"));
+            std::fs::write(&shim, crate::hostentry::packed_shim(&s.v.path)).map_err(|_| ())?;
             cmd.args(["-shared", "-Xcompiler", "-fPIC"])
                 .arg(format!("-gencode=arch={virt},code={arch}"))
-                .args(["-lineinfo", "-O3", "-std=c++17"])
+                .args(["-lineinfo", "-O3", "-std=c++17", "-I."])
                 .args(flags)
                 .arg("-o")
                 .arg(s.rel(&so))
-                .arg(&s.v.path);
+                .arg(s.rel(&shim));
             s.step(cmd, &[&NvccFrontend, &PtxasOutput, &NvlinkOutput, &HostLinker])?;
             files.push((format!("lib{id}.so"), "so".into(), std::fs::read(&so).map_err(|_| ())?));
         }

@@ -141,6 +141,7 @@ pub fn reason_for(e: &WorkerError) -> Reason {
         "CUDA_ERROR_ILLEGAL_ADDRESS" => Reason::IllegalAddress,
         "CUDA_ERROR_OUT_OF_MEMORY" | "OutOfMemoryError" | "MemoryError" => Reason::OutOfMemory,
         "WorkerDied" => Reason::Crashed,
+        "HostEntryFailed" | "HostEntryLoad" => Reason::EntryFailed,
         k if k.starts_with("CUDA_ERROR") => Reason::CudaError,
         _ if m.contains("illegal memory access") || m.contains("illegal address") => Reason::IllegalAddress,
         _ if m.contains("out of memory") => Reason::OutOfMemory,
@@ -162,6 +163,8 @@ pub struct RunEnv<'a> {
     pub toolchain: &'a Toolchain,
     /// The GPU's SM count, when there is a GPU.
     pub gpu_sms: Option<u32>,
+    /// The GPU's compute capability (90 for sm_90), when there is a GPU.
+    pub gpu_arch: Option<u32>,
 }
 
 /// Runs and checks one version that built.
@@ -193,21 +196,17 @@ pub fn run_and_check(
         VersionKind::Ptx if crate::launch::find_signatures(&crate::launch::ptx_launch_source(source)).0.is_empty() => {
             return skipped("this PTX declares no C signature (see the prepare warning), so it is not run");
         }
-        VersionKind::Cuda | VersionKind::Ptx => match NativePlan::new(ws, spec, v, source, env.gpu_sms) {
-            Ok(p) if gpu => Some(p),
-            Ok(_) => return skipped("no GPU: run and check skipped (build, PTX/SASS and diffs work)"),
-            Err(d) => {
-                let why = d.message.clone();
-                let mut out = failed(Verdict::Fail, Some(Reason::SignatureMismatch), why);
-                out.run.diagnostics.push(d);
-                return out;
+        VersionKind::Cuda | VersionKind::CudaHost | VersionKind::Ptx => {
+            match NativePlan::new(ws, spec, v, source, env.gpu_sms) {
+                Ok(p) if gpu => Some(p),
+                Ok(_) => return skipped("no GPU: run and check skipped (build, PTX/SASS and diffs work)"),
+                Err(d) => {
+                    let why = d.message.clone();
+                    let mut out = failed(Verdict::Fail, Some(Reason::SignatureMismatch), why);
+                    out.run.diagnostics.push(d);
+                    return out;
+                }
             }
-        },
-        VersionKind::CudaHost if !gpu => {
-            return skipped("no GPU: run and check skipped (build, PTX/SASS and diffs work)");
-        }
-        VersionKind::CudaHost => {
-            return skipped(format!("running {} versions is not built yet (plain .cu kernels run)", v.kind));
         }
         VersionKind::Triton if !gpu || !has("torch") => None,
         _ if !gpu => return skipped(format!("no GPU: {} versions run only on a GPU", v.kind)),
@@ -237,19 +236,24 @@ pub fn run_and_check(
         seed,
         phases: BTreeMap::new(),
         launched: vec![],
+        gpu_arch: env.gpu_arch,
     };
     let out = c.run_version(v, source, &reference);
     c.runners.end_children();
     out
 }
 
-/// How to launch a CUDA version: its cubin, kernel, parameters in order and launch at each size.
+/// How to launch a CUDA version: its cubin, kernel, parameters in order and launch at each size;
+/// or, for a `rung_run` version, its shared object, whose host entry takes the same parameters.
 pub struct NativePlan {
     /// The build's cubin (in `.rung/dumps/<id>/`), which may not exist yet.
     pub cubin: PathBuf,
     kernel: String,
     params: Vec<crate::launch::Param>,
-    launch: crate::launch::Launch,
+    /// `None` for a host entry, which launches its own kernels.
+    launch: Option<crate::launch::Launch>,
+    /// A `rung_run` version's shared object (in `.rung/dumps/<id>/`).
+    library: Option<PathBuf>,
     num_sms: i64,
 }
 
@@ -274,11 +278,13 @@ impl NativePlan {
         let (sigs, _) = crate::launch::find_signatures(source);
         let wanted = header.kernel.clone().or_else(|| spec.launch.kernel.clone());
         let sig = crate::launch::choose(&sigs, wanted.as_deref(), file)?.clone();
-        let launch = crate::launch::merge(&header, spec, file)?;
+        let host = sig.host_entry;
+        let launch = if host { None } else { Some(crate::launch::merge(&header, spec, file)?) };
         let dumps = ws.state_dir().join(crate::store::DUMPS_DIR).join(&v.id);
         let cubin = dumps.join(format!("{}.cubin", v.id));
+        let library = host.then(|| dumps.join(format!("lib{}.so", v.id)));
         // The PTX entry must take what the signature declares, or the launch would misread memory.
-        if let Ok(ptx) = std::fs::read_to_string(dumps.join(format!("{}.ptx", v.id))) {
+        if !host && let Ok(ptx) = std::fs::read_to_string(dumps.join(format!("{}.ptx", v.id))) {
             let n = ptx_param_count(&ptx, &sig.name);
             if let Some(n) = n.filter(|n| *n != sig.params.len()) {
                 return Err(Diagnostic::error(
@@ -298,6 +304,7 @@ impl NativePlan {
             kernel: sig.name.clone(),
             params: sig.params,
             launch,
+            library,
             num_sms: sms.unwrap_or(132) as i64,
         })
     }
@@ -319,7 +326,10 @@ impl NativePlan {
         sizes: &SizeSet,
         files: &BTreeMap<String, (PathBuf, Vec<i64>)>,
     ) -> Result<protocol::Launch, (Option<Reason>, String)> {
-        let dims = self.launch.eval(spec, sizes, self.num_sms).map_err(|m| (None, m))?;
+        let dims = match &self.launch {
+            Some(l) => l.eval(spec, sizes, self.num_sms).map_err(|m| (None, m))?,
+            None => crate::launch::LaunchDims { grid: [1, 1, 1], block: [1, 1, 1], smem_bytes: 0, cluster: None },
+        };
         let mut params = Vec::new();
         for p in &self.params {
             let param = if let Some((path, _)) = files.get(&p.name).filter(|_| p.pointer) {
@@ -341,6 +351,7 @@ impl NativePlan {
             cluster: dims.cluster,
             params,
             guard_bytes: protocol::GUARD_BYTES,
+            library: self.library.clone(),
         })
     }
 }
@@ -365,6 +376,8 @@ struct Checker<'a> {
     seed: u64,
     phases: BTreeMap<String, f64>,
     launched: Vec<CapturedKernel>,
+    /// The GPU's compute capability: Triton's prewarm compiles for it without opening the GPU.
+    gpu_arch: Option<u32>,
 }
 
 /// A failed request as the run stage's verdict.
@@ -389,6 +402,11 @@ impl<'a> Checker<'a> {
         let t0 = Instant::now();
         let limit = self.spec.limits.run * 2 + Duration::from_secs(30);
         let prewarm_seconds = (!prewarm.is_empty()).then_some(self.spec.limits.run.as_secs_f64());
+        // RUNG_PREWARM_ON_GPU=1 keeps the older prewarm (each child runs run() on the GPU), for
+        // comparing the two.
+        let prewarm_arch = self
+            .gpu_arch
+            .filter(|_| !prewarm.is_empty() && std::env::var_os("RUNG_PREWARM_ON_GPU").is_none_or(|v| v != "1"));
         self.runners.zygote(interpret).map_err(|e| e.to_string())?;
         if !warm {
             self.add_phase("zygote_start", t0.elapsed().as_secs_f64());
@@ -396,7 +414,7 @@ impl<'a> Checker<'a> {
         let mode = self.mode;
         let z = self.runners.zygote(interpret).map_err(|e| e.to_string())?;
         let resp = z
-            .fork_with(protocol::Fork { mode, prewarm, prewarm_seconds }, limit)
+            .fork_with(protocol::Fork { mode, prewarm, prewarm_seconds, prewarm_arch }, limit)
             .map_err(|e| format!("the Python worker could not fork: {e}"))?;
         if !resp.ok {
             let e = resp.error.unwrap_or_else(|| WorkerError::new("WorkerDied", "the child did not start"));
@@ -520,7 +538,31 @@ impl<'a> Checker<'a> {
         if !prewarm.is_empty() {
             self.add_phase("inputs", t_inputs.elapsed().as_secs_f64());
         }
-        match self.fork(prewarm) {
+        // Every test size's inputs, both passes, drawn while the child starts (and Triton compiles).
+        let spec = self.spec;
+        let seed = self.seed;
+        let (forked, mut drawn) = std::thread::scope(|scope| {
+            let drawing = scope.spawn(move || {
+                let t = Instant::now();
+                let mut drawn = BTreeMap::new();
+                for (si, sizes) in spec.test_sizes.iter().enumerate() {
+                    for pass in 0..POISON.len() {
+                        let seed = if pass == 0 { seed.wrapping_add(DECOY) } else { seed };
+                        for (idx, t) in spec.inputs.iter().enumerate() {
+                            let numel: i64 = spec.shape_at(t, sizes).unwrap_or_default().iter().product();
+                            let bytes = inputs::generate(t.dtype, &t.init, seed, idx as u64, numel as usize);
+                            drawn.insert((si, pass, idx), bytes);
+                        }
+                    }
+                }
+                (drawn, t.elapsed().as_secs_f64())
+            });
+            let forked = self.fork(prewarm);
+            (forked, drawing.join().unwrap_or_default())
+        });
+        // Drawn in parallel with the fork: reported, not on the critical path.
+        self.add_phase("inputs_drawn", drawn.1);
+        match forked {
             Err(e) => return failed(Verdict::Error, None, e),
             Ok(true) => {
                 let limit = self.spec.limits.run.as_secs_f64();
@@ -575,7 +617,10 @@ impl<'a> Checker<'a> {
                 for (idx, t) in self.spec.inputs.iter().enumerate() {
                     let shape = self.spec.shape_at(t, sizes).unwrap_or_default();
                     let numel: i64 = shape.iter().product();
-                    let bytes = inputs::generate(t.dtype, &t.init, seed, idx as u64, numel as usize);
+                    let bytes = drawn
+                        .0
+                        .remove(&(si, pass, idx))
+                        .unwrap_or_else(|| inputs::generate(t.dtype, &t.init, seed, idx as u64, numel as usize));
                     let path = size_dir.join(format!("{}.bin", t.name));
                     if let Err(e) = std::fs::write(&path, &bytes) {
                         return failed(Verdict::Error, None, format!("{}: {e}", path.display()));
