@@ -740,3 +740,72 @@ fn a_fake_key_is_nowhere_rung_writes_or_prints() {
     assert!(chat_text.contains("first question") && chat_text.contains("second question"));
     assert!(chat_text.contains("\"partial\":true"), "{chat_text}");
 }
+
+/// An OpenAI-shaped stream (rung's own, in the chunk shape of the fixtures above) whose reply
+/// calls the given tools at once, each in one delta.
+fn tool_call_stream(calls: &[(&str, serde_json::Value)]) -> Vec<u8> {
+    let tool_calls: Vec<serde_json::Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (name, args))| {
+            serde_json::json!({"index": i, "id": format!("call_{i}"), "type": "function",
+                               "function": {"name": name, "arguments": args.to_string()}})
+        })
+        .collect();
+    let chunks = [
+        serde_json::json!({"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                           "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": tool_calls}, "finish_reason": null}]}),
+        serde_json::json!({"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                           "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ];
+    let mut body: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+    body.push_str("data: [DONE]\n\n");
+    body.into_bytes()
+}
+
+#[test]
+fn workspace_tools_answer_a_model_through_the_mcp_functions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    let out = Command::new(env!("CARGO_BIN_EXE_rung"))
+        .args(["new", ws.to_str().unwrap(), "--template", "vector-add"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    std::fs::create_dir_all(ws.join("context")).unwrap();
+    std::fs::write(ws.join("context/notes.md"), "# Coalescing\nfloat4 loads make 128-bit transactions\n").unwrap();
+    std::fs::write(tmp.path().join("outside.txt"), "not for the model\n").unwrap();
+    let calls = [
+        ("read_file", serde_json::json!({"path": "rung.toml", "max_lines": 3})),
+        ("get_results", serde_json::json!({"version": "v001"})),
+        ("search_context", serde_json::json!({"query": "float4 transactions"})),
+        ("read_file", serde_json::json!({"path": "../outside.txt"})),
+        ("get_asm", serde_json::json!({"version": "v999"})),
+    ];
+    let server = Server::start(vec![
+        Reply::stream(&tool_call_stream(&calls), &[]),
+        Reply::stream(&fixture("openai-text-usage.sse"), &[]),
+    ]);
+    let (_t, store) = store();
+    let tools = rung::agent::tools::WorkspaceTools::new(ws.clone());
+    let (conv, _, r) = turn(&openai(&server), &store, &tools, "q");
+    r.unwrap();
+    let answers: Vec<&Message> = conv.messages.iter().filter(|m| m.role == Role::Tool).collect();
+    assert_eq!(answers.len(), 5);
+    let rung_toml = std::fs::read_to_string(ws.join("rung.toml")).unwrap();
+    let first_line = rung_toml.lines().next().unwrap();
+    assert!(answers[0].text.starts_with(&format!("    1  {first_line}\n")), "{}", answers[0].text);
+    assert!(!answers[0].is_error);
+    assert!(answers[1].text.contains("v001") && answers[1].text.contains("not checked yet"), "{}", answers[1].text);
+    assert_eq!(answers[2].text, "context/notes.md:2\n# Coalescing\nfloat4 loads make 128-bit transactions\n");
+    assert!(answers[3].is_error && answers[3].text.contains("outside the workspace"), "{}", answers[3].text);
+    assert!(!answers[3].text.contains("not for the model"));
+    assert!(answers[4].is_error && answers[4].text.contains("v999"), "{}", answers[4].text);
+    // What went back to the model is what the conversation holds.
+    let reqs = server.requests();
+    let sent = &reqs[1].body["messages"];
+    assert_eq!(sent[3]["content"].as_str().unwrap(), answers[0].text);
+    let offered: Vec<&str> =
+        reqs[0].body["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    assert_eq!(offered, ["search_context", "read_file", "get_results", "get_asm", "diff_asm", "get_profile"]);
+}
