@@ -19,10 +19,24 @@ pub const SCHEMA: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum Line {
-    Header { schema: u32, id: String, provider: String, model: String, created: String },
+    Header {
+        schema: u32,
+        id: String,
+        provider: String,
+        model: String,
+        created: String,
+    },
     Message(Message),
-    Usage { usage: Usage, cost_usd: Option<f64> },
-    Model { provider: String, model: String },
+    Usage {
+        usage: Usage,
+        cost_usd: Option<f64>,
+    },
+    Model {
+        provider: String,
+        model: String,
+    },
+    /// `/clear`: the messages before it are kept in the file but not sent again.
+    Clear,
 }
 
 /// Where a workspace keeps its conversations.
@@ -96,6 +110,7 @@ impl ChatStore {
                     conv.model = model;
                 }
                 Line::Message(m) => conv.messages.push(m),
+                Line::Clear => conv.messages.clear(),
                 Line::Usage { usage, cost_usd } => {
                     conv.usage.add(usage);
                     if let Some(c) = cost_usd {
@@ -198,9 +213,12 @@ impl Conversation {
         self.write(&Line::Model { provider: provider.into(), model: model.into() })
     }
 
-    /// Forgets the messages (`/clear`): the file keeps them; the next replies start afresh.
-    pub fn clear(&mut self) {
+    /// Forgets the messages (`/clear`): the file keeps them, marked, so a conversation loaded
+    /// again starts after the mark too.
+    pub fn clear(&mut self) -> Result<(), AgentError> {
+        self.write(&Line::Clear)?;
         self.messages.clear();
+        Ok(())
     }
 }
 
@@ -229,5 +247,11 @@ mod tests {
         let raw = std::fs::read_to_string(c.path.as_ref().unwrap()).unwrap();
         assert!(!raw.contains("sk-conv-test-key"), "{raw}");
         assert_eq!(store.list(), vec![c.id.clone()]);
+        let mut c = again;
+        c.clear().unwrap();
+        c.push(Message::user("after clear")).unwrap();
+        let cleared = store.load(&c.id).unwrap();
+        assert_eq!(cleared.messages, vec![Message::user("after clear")]);
+        assert!(std::fs::read_to_string(c.path.as_ref().unwrap()).unwrap().contains("hello [redacted]"));
     }
 }
