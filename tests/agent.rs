@@ -195,6 +195,8 @@ fn opts() -> HttpOptions {
         backoff: Duration::from_millis(20),
         backoff_max: Duration::from_millis(100),
         max_retry_after: Duration::from_secs(10),
+        // The loopback server must be reached directly, whatever proxy the machine sets.
+        proxy_from_env: false,
     }
 }
 
@@ -714,6 +716,11 @@ fn a_fake_key_is_nowhere_rung_writes_or_prints() {
             .env("HOME", &home)
             .env("XDG_CONFIG_HOME", &config)
             .env("XDG_CACHE_HOME", home.join(".cache"))
+            .env("NO_PROXY", "127.0.0.1")
+            .env_remove("HTTP_PROXY")
+            .env_remove("http_proxy")
+            .env_remove("ALL_PROXY")
+            .env_remove("all_proxy")
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(5), "{}", String::from_utf8_lossy(&out.stderr));

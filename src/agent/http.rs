@@ -30,6 +30,8 @@ pub struct HttpOptions {
     pub backoff_max: Duration,
     /// A Retry-After longer than this is not waited for: the error says how long was asked.
     pub max_retry_after: Duration,
+    /// Use `HTTPS_PROXY`/`HTTP_PROXY`/`ALL_PROXY` (and `NO_PROXY`) as ureq reads them.
+    pub proxy_from_env: bool,
 }
 
 impl Default for HttpOptions {
@@ -41,6 +43,7 @@ impl Default for HttpOptions {
             backoff: Duration::from_millis(500),
             backoff_max: Duration::from_secs(20),
             max_retry_after: Duration::from_secs(120),
+            proxy_from_env: true,
         }
     }
 }
@@ -309,6 +312,7 @@ fn request(url: String, headers: Vec<(String, String)>, body: String, opts: Http
         .timeout_connect(Some(opts.connect_timeout))
         .timeout_recv_response(Some(opts.connect_timeout + opts.idle_timeout))
         .http_status_as_error(false)
+        .proxy(if opts.proxy_from_env { ureq::Proxy::try_from_env() } else { None })
         .build()
         .into();
     let mut req = agent.post(&url);
