@@ -63,6 +63,49 @@ pub fn ansi_lines<'a>(extension: &str, lines: impl IntoIterator<Item = &'a str>)
         .collect()
 }
 
+/// A piece of a line in one colour.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    pub rgb: (u8, u8, u8),
+    pub bold: bool,
+    pub text: String,
+}
+
+/// Lines split into runs of one colour, for drawing into a buffer (the TUI's code blocks),
+/// state carried across lines. `language` is a file extension
+/// (`cu`, `py`, `ptx`) or a Markdown fence's word (`cuda`, `python`, `c++`); `None` when no
+/// grammar knows it.
+pub fn colour_runs<'a>(language: &str, lines: impl IntoIterator<Item = &'a str>) -> Option<Vec<Vec<Run>>> {
+    let lang = language.trim().to_ascii_lowercase();
+    let ext = match lang.as_str() {
+        "cuda" | "c++" | "cxx" | "cc" | "c" | "h" | "hpp" => "cu",
+        "python" | "python3" | "triton" => "py",
+        other => other,
+    };
+    let syntax = syntax_for(ext).or_else(|| syntaxes().find_syntax_by_token(&lang))?;
+    let mut h = HighlightLines::new(syntax, theme());
+    Some(
+        lines
+            .into_iter()
+            .map(|l| {
+                let text = format!("{l}\n");
+                match h.highlight_line(&text, syntaxes()) {
+                    Ok(ranges) => ranges
+                        .into_iter()
+                        .map(|(st, t)| {
+                            let bold = st.font_style.contains(syntect::highlighting::FontStyle::BOLD);
+                            let rgb = (st.foreground.r, st.foreground.g, st.foreground.b);
+                            Run { rgb, bold, text: t.trim_end_matches('\n').to_string() }
+                        })
+                        .filter(|r| !r.text.is_empty())
+                        .collect(),
+                    Err(_) => vec![Run { rgb: (192, 197, 206), bold: false, text: l.to_string() }],
+                }
+            })
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,6 +116,16 @@ mod tests {
         assert_eq!(syntax_for("py").unwrap().name, "Python");
         assert_eq!(syntax_for("ptx").unwrap().name, "PTX");
         assert_eq!(syntax_for("sass").unwrap().name, "SASS");
+    }
+
+    #[test]
+    fn colour_runs_know_fence_words() {
+        let runs = colour_runs("cuda", ["__global__ void k(float* a) {}"]).unwrap();
+        let joined: String = runs[0].iter().map(|r| r.text.as_str()).collect();
+        assert_eq!(joined, "__global__ void k(float* a) {}");
+        assert!(runs[0].len() > 3, "{runs:?}");
+        assert!(colour_runs("python", ["x = 1"]).is_some());
+        assert!(colour_runs("no-such-language", ["x"]).is_none());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! rung's core: workspace, stages, runners, scheduler, store and agent. Nothing here depends on
 //! a terminal UI; the CLI, the TUI and the MCP server are thin shells over it.
 
+pub mod agent;
 pub mod asm;
 pub mod check;
 pub mod devstate;

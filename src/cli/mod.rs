@@ -1,5 +1,6 @@
 //! Command-line parsing and the human and JSON renderings of the core's results.
 
+mod chat;
 mod commands;
 mod render;
 
@@ -90,6 +91,9 @@ pub enum Command {
     /// list_versions, read_version, submit_version, check, get_results, get_asm, diff_asm,
     /// get_profile, history (docs/JSON.md).
     Mcp,
+    /// Ask the agent one question: the reply streams to standard output and the conversation
+    /// is saved in .rung/chat/ (provider from [agent] in ~/.config/rung/config.toml).
+    Chat(chat::ChatArgs),
     /// Check rung itself on this machine: the fault cases, and with --gpu the demo, GPU MODE and
     /// KernelBench problems and the warm path. Prints one table.
     Selftest(SelftestArgs),

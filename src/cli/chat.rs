@@ -1,0 +1,101 @@
+//! `rung chat "question"`: one turn with the configured agent, the reply streamed to standard
+//! output, tool calls and accounting on standard error, the conversation saved in `.rung/chat/`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use rung::agent::config::{self, AgentConfig};
+use rung::agent::tools::WorkspaceTools;
+use rung::agent::{self, AgentEvent, Cancel, ChatStore, Conversation, Message, NoTools, ToolBox};
+use rung::exit;
+
+#[derive(Args, Debug)]
+pub struct ChatArgs {
+    /// The message to send.
+    pub message: String,
+    /// A provider of the configuration's [agent.providers] (or `openai`, `anthropic`).
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// Overrides the provider's model.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The configuration file (default: $RUNG_CONFIG, else ~/.config/rung/config.toml).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Keep the conversation out of .rung/chat/.
+    #[arg(long)]
+    pub no_save: bool,
+    /// Offer the model no tools.
+    #[arg(long)]
+    pub no_tools: bool,
+}
+
+pub fn chat_cmd(dir: &Path, args: &ChatArgs) -> i32 {
+    match chat(dir, args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("rung chat: {e}");
+            exit::USAGE
+        }
+    }
+}
+
+fn chat(dir: &Path, args: &ChatArgs) -> Result<i32, agent::AgentError> {
+    let cfg = match args.config.clone().or_else(config::default_path) {
+        Some(path) => AgentConfig::load(&path)?,
+        None => AgentConfig::default(),
+    };
+    let name = cfg.provider_name(args.provider.as_deref());
+    let (provider, prices) = cfg.build(&name, args.model.as_deref())?;
+    let mut conv = if args.no_save {
+        Conversation::in_memory(&name, provider.model())
+    } else {
+        ChatStore::for_workspace(dir).create(&name, provider.model())?
+    };
+    conv.prices = prices;
+    conv.push(Message::user(args.message.clone()))?;
+    let tools: Box<dyn ToolBox> =
+        if args.no_tools { Box::new(NoTools) } else { Box::new(WorkspaceTools::new(dir.to_path_buf())) };
+    let system = cfg.system_prompt.clone().unwrap_or_else(|| agent::SYSTEM_PROMPT.to_string());
+    let mut out = std::io::stdout();
+    let result = agent::run_turn(
+        provider.as_ref(),
+        &mut conv,
+        tools.as_ref(),
+        &system,
+        cfg.max_tool_rounds(),
+        &Cancel::new(),
+        &mut |ev| match ev {
+            AgentEvent::Text(t) => {
+                let _ = out.write_all(t.as_bytes());
+                let _ = out.flush();
+            }
+            AgentEvent::ToolResult { name, is_error, text, .. } => {
+                let first = text.lines().next().unwrap_or("");
+                eprintln!("\n[{} {name}: {first}]", if is_error { "✗" } else { "✓" });
+            }
+            AgentEvent::Retrying { attempt, wait, reason } => {
+                eprintln!("[retry {attempt} in {}: {reason}]", humantime::format_duration(round(wait)));
+            }
+            _ => {}
+        },
+    );
+    println!();
+    let cost = conv.cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default();
+    eprintln!("[{}: {} in, {} out{cost}]", provider.describe(), conv.usage.input_tokens, conv.usage.output_tokens);
+    if let Some(p) = &conv.path {
+        eprintln!("[saved in {}]", p.display());
+    }
+    match result {
+        Ok(()) => Ok(exit::OK),
+        Err(e) => {
+            eprintln!("rung chat: {e}");
+            Ok(exit::INTERNAL)
+        }
+    }
+}
+
+fn round(d: std::time::Duration) -> std::time::Duration {
+    std::time::Duration::from_millis(d.as_millis() as u64)
+}
