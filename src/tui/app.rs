@@ -169,6 +169,8 @@ pub struct App {
     pub baseline: Option<String>,
     /// Set by Ctrl-Z: the loop gives the terminal back and stops the process.
     pub suspend: bool,
+    /// The scheduler has started watching the files: saves from now on are seen.
+    pub watching: bool,
     pub selected: usize,
     pub diagnostic_selected: usize,
     pub mode: Mode,
@@ -209,6 +211,7 @@ impl App {
             area: Rect::new(0, 0, 80, 24),
             baseline: None,
             suspend: false,
+            watching: false,
             selected: 0,
             diagnostic_selected: 0,
             mode: Mode::Normal,
@@ -334,11 +337,16 @@ impl App {
                         self.refresh();
                     }
                     EventKind::Workspace { diagnostics } => self.workspace_diagnostics = diagnostics,
-                    EventKind::Started { .. } | EventKind::Changed { .. } | EventKind::Removed { .. } => self.refresh(),
+                    EventKind::Started { .. } => {
+                        self.watching = true;
+                        self.refresh();
+                    }
+                    EventKind::Changed { .. } | EventKind::Removed { .. } => self.refresh(),
                 }
                 true
             }
             Event::WatchFailed(e) => {
+                self.watching = false;
                 self.say(Role::Fail, format!("the scheduler stopped: {e}"));
                 true
             }

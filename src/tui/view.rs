@@ -88,6 +88,9 @@ fn title_line(app: &App) -> Line<'_> {
     if let Some(b) = &app.baseline {
         spans.push(Span::styled(format!("  ⚑ baseline {b}"), app.theme.fg(Role::Baseline)));
     }
+    if app.watching {
+        spans.push(Span::styled("  watching", app.theme.fg(Role::Dim)));
+    }
     if !app.running.is_empty() {
         spans.push(Span::raw(format!("  {} running", app.running.len())));
     }
