@@ -975,6 +975,9 @@ fn every_embedded_theme_parses_and_has_a_dark_and_a_light() {
         assert!(syntax.settings.background.is_some(), "{name}");
     }
     assert_eq!(tui::theme::syntax_names(), ["rung-dark", "rung-light"]);
+    let (_tmp, ws) = new_workspace();
+    let app = App::open(&ws, false).unwrap();
+    tui::theme::syntax(&app.syntax_theme).expect("the TUI's default syntax theme is embedded");
     assert!(Theme::named("nope").unwrap_err().contains("the themes are: dark, light"));
     // A theme file with a role missing or a bad colour says which.
     let dark = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/themes/dark.toml")).unwrap();

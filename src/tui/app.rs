@@ -145,6 +145,8 @@ pub struct App {
     store: Store,
     pub keymap: Keymap,
     pub theme: Theme,
+    /// The syntax theme listings are highlighted with (`theme::syntax` loads it).
+    pub syntax_theme: String,
     /// Clicks select and the wheel scrolls.
     pub mouse: bool,
     pub versions: Vec<VersionView>,
@@ -198,6 +200,7 @@ impl App {
             store,
             keymap: Keymap::default(),
             theme: Theme::default().plain(!color),
+            syntax_theme: Theme::default().syntax,
             mouse: true,
             versions: vec![],
             timing: vec![],

@@ -40,6 +40,7 @@ pub fn run(root: &Path, opts: &Options) -> anyhow::Result<i32> {
     let (config, problem) = config::Config::load(config::user_path().as_deref(), opts.theme.as_deref());
     app.keymap = config.keymap;
     app.theme = config.theme.plain(!opts.color);
+    app.syntax_theme = config.syntax_theme;
     app.mouse = config.mouse;
     let from = config.path.as_ref().map_or_else(|| "the defaults".to_string(), |p| p.display().to_string());
     app.log(rung::store::now_ms(), Role::Dim, format!("settings from {from}; theme {}", app.theme.name));
