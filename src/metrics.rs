@@ -47,8 +47,17 @@ pub struct Comparison {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Mismatch {
     pub index: Vec<usize>,
+    #[serde(deserialize_with = "null_is_nan")]
     pub output: f64,
+    #[serde(deserialize_with = "null_is_nan")]
     pub reference: f64,
+}
+
+/// JSON has no NaN or infinity, so serde_json writes them as `null`; read back, `null` is NaN
+/// (a recorded check with a NaN in its output must still load). The exact counts of each are in
+/// `nan_count` and `inf_count`.
+fn null_is_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 /// Why a comparison fails, in words, or `None` when it passes the tolerance.

@@ -370,6 +370,16 @@ impl Store {
         rows.collect::<Result<_, _>>().map_err(self.err())
     }
 
+    /// One stage's results of every version, newest first.
+    pub fn stage_history(&self, stage: &str, limit: usize) -> Result<Vec<ResultRow>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT * FROM results WHERE stage = ?1 ORDER BY id DESC LIMIT ?2")
+            .map_err(self.err())?;
+        let rows = st.query_map(params![stage, limit as i64], result_row).map_err(self.err())?;
+        rows.collect::<Result<_, _>>().map_err(self.err())
+    }
+
     /// A successful build's details, by its cache key (source, headers, options, tool versions).
     pub fn cached_build(&self, key: &str) -> Result<Option<String>, StoreError> {
         self.conn

@@ -76,10 +76,10 @@ fn bench(median_ms: f64, speedup: Option<f64>) -> StageDetail {
     })
 }
 
-fn roofline(percent: f64) -> StageDetail {
+fn roofline(median_ms: f64, percent: f64) -> StageDetail {
     StageDetail::Roofline(RooflineDetail {
         sizes: Default::default(),
-        seconds: 1e-5,
+        seconds: median_ms * 1e-3,
         bytes: Some(1e9),
         flops: None,
         achieved_gbs: Some(percent * 48.0),
@@ -134,7 +134,7 @@ fn checked_workspace() -> (tempfile::TempDir, PathBuf) {
             pass(Stage::Run),
             pass(Stage::Check),
             result(Stage::Bench, Verdict::Pass, vec![], bench(median_ms, speedup)),
-            result(Stage::Roofline, Verdict::Pass, vec![], roofline(percent)),
+            result(Stage::Roofline, Verdict::Pass, vec![], roofline(median_ms, percent)),
         ]
     };
     record(&ws, "v001", &climbed(0.0246, None, 41.0));
@@ -172,6 +172,7 @@ fn screen_text(app: &App, width: u16, height: u16) -> String {
 fn snapshot(name: &str, text: &str) {
     let mut settings = insta::Settings::clone_current();
     settings.add_filter(r"/[^\s│┃]*/ws\b", "[WS]");
+    settings.add_filter(r"\b\d\d:\d\d:\d\d\b", "[TIME]");
     settings.bind(|| insta::assert_snapshot!(name, text));
 }
 
@@ -312,6 +313,9 @@ fn enter_on_a_diagnostic_records_the_jump() {
     let jump = app.jump.clone().expect("a jump target");
     assert_eq!((jump.file, jump.line, jump.column), (PathBuf::from("versions/v003-triton.py"), 8, 39));
     app.update(key(KeyCode::Tab));
+    assert_eq!(app.pane, Pane::Correctness);
+    app.update(Event::Key(KeyEvent::new(KeyCode::BackTab, KeyModifiers::SHIFT)));
+    app.update(Event::Key(KeyEvent::new(KeyCode::BackTab, KeyModifiers::SHIFT)));
     assert_eq!(app.pane, Pane::Versions);
 }
 
@@ -341,4 +345,672 @@ fn the_caret_stays_under_its_column_on_a_line_with_tabs() {
     assert_eq!(caret_offset("ab", 0), None);
     // A column past the end (a missing semicolon at the end of the line) stays past it.
     assert_eq!(caret_offset("ab", 4), Some(3));
+}
+
+// ---- correctness, timing, log and profile panes ----
+
+use rung::dtype::Tolerance;
+use rung::report::VersionReport;
+use rung::stages::run::{CheckDetail, OutputCheck, UserRung};
+use rung::watch::{EventKind, JobKind, JobState, WatchEvent};
+
+const TOL: Tolerance = Tolerance { atol: 1e-6, rtol: 1e-5, min_psnr: None, min_cosine: None };
+
+fn sizes(n: i64) -> rung::spec::SizeSet {
+    [("n".to_string(), n)].into_iter().collect()
+}
+
+/// A real comparison, from the metrics the check stage uses: a 64×64 output with two elements
+/// off and one NaN when `broken`, exact otherwise.
+fn output_check(broken: bool) -> OutputCheck {
+    let reference: Vec<f64> = (0..64 * 64).map(|i| (i as f64 * 0.37).sin()).collect();
+    let mut output = reference.clone();
+    if broken {
+        output[3 * 64 + 17] += 0.5;
+        output[40 * 64 + 50] -= 0.25;
+        output[10 * 64 + 10] = f64::NAN;
+    }
+    let comparison = rung::metrics::compare(&output, &reference, &[64, 64], &TOL);
+    let reason = rung::metrics::judge(&comparison, &TOL);
+    OutputCheck { sizes: sizes(4096), output: "c".into(), pass: reason.is_none(), reason, comparison }
+}
+
+fn check_detail(broken: bool) -> StageDetail {
+    let rung = |name: &str, pass: bool| UserRung {
+        sizes: sizes(4096),
+        name: name.into(),
+        pass,
+        error: (!pass).then(|| "AssertionError: c[3, 17] is 0.5 too large".to_string()),
+        traceback: (!pass).then(|| {
+            "Traceback (most recent call last):\n  File \"checks.py\", line 9, in no_outliers\n    assert err < 0.1"
+                .into()
+        }),
+    };
+    StageDetail::Check(CheckDetail {
+        seed: 4242,
+        results: vec![output_check(broken)],
+        user_rungs: vec![rung("finite", true), rung("no_outliers", !broken)],
+        own: vec![],
+    })
+}
+
+/// v001 checked and passed, v002 checked and failed (two elements off, one NaN).
+fn correctness_workspace() -> (tempfile::TempDir, PathBuf) {
+    let (tmp, ws) = new_workspace();
+    let pass = |stage| result(stage, Verdict::Pass, vec![], StageDetail::None);
+    record(
+        &ws,
+        "v001",
+        &[
+            pass(Stage::Prepare),
+            pass(Stage::Build),
+            pass(Stage::Run),
+            result(Stage::Check, Verdict::Pass, vec![], check_detail(false)),
+        ],
+    );
+    record(
+        &ws,
+        "v002",
+        &[
+            pass(Stage::Prepare),
+            pass(Stage::Build),
+            pass(Stage::Run),
+            result(Stage::Check, Verdict::Fail, vec![], check_detail(true)),
+        ],
+    );
+    (tmp, ws)
+}
+
+fn running(app: &mut App, version: &str, job: JobKind) {
+    app.update(Event::Watch(Box::new(WatchEvent {
+        unix_ms: 1_764_633_600_000,
+        kind: EventKind::Job { version: version.into(), job, state: JobState::Running, generation: 1, why: None },
+    })));
+}
+
+#[test]
+fn correctness_pane_empty_and_running() {
+    let (_tmp, ws) = new_workspace();
+    let mut app = App::open(&ws, false).unwrap();
+    for (w, h) in SIZES {
+        let text = pane_text(&app, Pane::Correctness, w, h);
+        assert!(text.contains("v001") && text.contains("not checked yet"), "{text}");
+        snapshot(&format!("correctness_empty_{w}x{h}"), &text);
+    }
+    running(&mut app, "v001", JobKind::Gpu);
+    for (w, h) in SIZES {
+        let text = pane_text(&app, Pane::Correctness, w, h);
+        assert!(text.contains("v001: running and checking…"), "{text}");
+        snapshot(&format!("correctness_running_{w}x{h}"), &text);
+    }
+}
+
+#[test]
+fn correctness_pane_passed_shows_the_metrics_and_the_named_rungs() {
+    let (_tmp, ws) = correctness_workspace();
+    let app = App::open(&ws, false).unwrap();
+    for (w, h) in SIZES {
+        let text = pane_text(&app, Pane::Correctness, w, h);
+        assert!(text.contains("check pass") && text.contains("seed 4242"), "{text}");
+        let row = text.lines().find(|l| l.contains("n=4096")).unwrap_or_else(|| panic!("{text}"));
+        // Exact: no error, infinite PSNR, cosine 1, no mismatches of 4096, no NaN or Inf.
+        assert!(row.contains('✓') && row.contains(" 0 ") && row.contains('∞'), "{row}");
+        assert!(row.contains("1.000000") && row.contains("0/4096") && row.contains("0/0"), "{row}");
+        assert!(!text.contains("mismatches in"), "nothing to list: {text}");
+        assert!(text.contains("error map of c: no error in any cell"), "{text}");
+        assert!(text.contains("✓ finite (n=4096) ok") && text.contains("✓ no_outliers (n=4096) ok"), "{text}");
+        snapshot(&format!("correctness_passed_{w}x{h}"), &text);
+    }
+}
+
+#[test]
+fn correctness_pane_failed_shows_the_mismatch_indices_the_heat_map_and_the_traceback() {
+    let (_tmp, ws) = correctness_workspace();
+    let mut app = App::open(&ws, false).unwrap();
+    press(&mut app, "j");
+    assert_eq!(app.selected_version().unwrap().id, "v002");
+    let c = output_check(true).comparison;
+    for (w, h) in SIZES {
+        let text = pane_text(&app, Pane::Correctness, w, h);
+        assert!(text.contains("check fail"), "{text}");
+        let row = text.lines().find(|l| l.contains("n=4096")).unwrap_or_else(|| panic!("{text}"));
+        assert!(row.contains('✗') && row.contains(&format!("{}/4096", c.mismatches)) && row.contains("1/0"), "{row}");
+        assert!(row.contains(&format!("{:.2e}", c.max_abs_err)), "max abs err {}: {row}", c.max_abs_err);
+        // The first mismatches in index order, with their two-dimensional indices.
+        assert!(text.contains(&format!("first 3 of {} mismatches in c", c.mismatches)), "{text}");
+        let first = text.lines().find(|l| l.contains("[3, 17]")).unwrap_or_else(|| panic!("{text}"));
+        assert!(first.contains("|diff| 5.00e-1"), "{first}");
+        assert!(text.contains("[10, 10]") && text.contains("[40, 50]"), "{text}");
+        // The heat map: the 0.5 error's cell is the darkest shade.
+        assert!(text.contains("error map of c (32×32 cells; █ = 5.00e-1; NaN/Inf not mapped)"), "{text}");
+        assert!(text.contains('█'), "{text}");
+        assert!(text.contains("✗ no_outliers (n=4096): AssertionError: c[3, 17] is 0.5 too large"), "{text}");
+        if h >= 60 {
+            assert!(text.contains("File \"checks.py\", line 9, in no_outliers"), "{text}");
+        }
+        snapshot(&format!("correctness_failed_{w}x{h}"), &text);
+    }
+}
+
+#[test]
+fn the_heat_map_puts_the_largest_error_in_its_cell() {
+    let (_tmp, ws) = correctness_workspace();
+    let mut app = App::open(&ws, false).unwrap();
+    press(&mut app, "j");
+    let text = pane_text(&app, Pane::Correctness, 200, 60);
+    let lines: Vec<&str> = text.lines().collect();
+    let top = lines.iter().position(|l| l.contains("error map of c")).unwrap();
+    // 64×64 in 32×32 cells, two characters a cell: element (3, 17) is in cell (1, 8), the
+    // darkest shade; the NaN at (10, 10) is counted, not mapped: cell (5, 5) is blank.
+    let row = |r: usize| lines[top + 1 + r].trim_start_matches(['"', '│']).to_string();
+    let cell = |r: usize, c: usize| row(r).chars().nth(2 + 2 * c).unwrap();
+    assert_eq!(cell(1, 8), '█', "{}", row(1));
+    assert_eq!(cell(5, 5), ' ', "{}", row(5));
+    assert_eq!(cell(0, 0), ' ', "no error there: {}", row(0));
+    // (40, 50): 0.25, half the largest.
+    assert_eq!(cell(20, 25), '▒', "{}", row(20));
+}
+
+/// A workspace with benches on two GPUs, the reference timed on the first.
+fn timing_workspace() -> (tempfile::TempDir, PathBuf) {
+    let (tmp, ws) = checked_workspace();
+    let mut on_h100 = bench(0.0300, None);
+    if let StageDetail::Bench(b) = &mut on_h100 {
+        b.gpu = "NVIDIA H100 80GB HBM3".into();
+        b.uuid = "GPU-1111aaaa-2222".into();
+    }
+    let mut with_reference = bench(0.0110, Some(2.2));
+    if let StageDetail::Bench(b) = &mut with_reference {
+        let mut r = b.speedups[0].clone();
+        r.role = "reference".into();
+        r.against = "reference.py".into();
+        r.other.median = 0.0500;
+        b.speedups.push(r);
+    }
+    let pass = |stage| result(stage, Verdict::Pass, vec![], StageDetail::None);
+    record(&ws, "v001", &[pass(Stage::Check), result(Stage::Bench, Verdict::Pass, vec![], on_h100)]);
+    record(&ws, "v002", &[pass(Stage::Check), result(Stage::Bench, Verdict::Pass, vec![], with_reference)]);
+    (tmp, ws)
+}
+
+#[test]
+fn timing_pane_empty_and_running() {
+    let (_tmp, ws) = new_workspace();
+    let mut app = App::open(&ws, false).unwrap();
+    for (w, h) in SIZES {
+        let text = pane_text(&app, Pane::Timing, w, h);
+        assert!(text.contains("no bench in the history yet"), "{text}");
+        snapshot(&format!("timing_empty_{w}x{h}"), &text);
+    }
+    running(&mut app, "v002", JobKind::Gpu);
+    for (w, h) in SIZES {
+        let text = pane_text(&app, Pane::Timing, w, h);
+        assert!(text.contains("running v002"), "{text}");
+        snapshot(&format!("timing_running_{w}x{h}"), &text);
+    }
+}
+
+#[test]
+fn timing_pane_charts_every_version_with_the_best_marked() {
+    let (_tmp, ws) = checked_workspace();
+    let app = App::open(&ws, false).unwrap();
+    assert_eq!(app.timing.len(), 1);
+    let gpu = &app.timing[0];
+    assert_eq!(gpu.points.iter().map(|p| p.version.as_str()).collect::<Vec<_>>(), ["v001", "v002"]);
+    // 12.3 µs at 82% of the ceiling: the ceiling's time is 10.09 µs.
+    assert!((gpu.roofline_us.unwrap() - 12.3 * 0.82).abs() < 1e-9, "{:?}", gpu.roofline_us);
+    for (w, h) in SIZES {
+        let text = pane_text(&app, Pane::Timing, w, h);
+        assert!(text.contains("★ best v002 12.30 µs"), "{text}");
+        assert!(text.contains("NVIDIA H200") && text.contains("roofline 10.09 µs"), "{text}");
+        assert!(text.contains("v001") && text.contains("v003"), "every version on the x axis: {text}");
+        assert!(!text.contains("reference"), "no bench timed the reference: {text}");
+        snapshot(&format!("timing_passed_{w}x{h}"), &text);
+    }
+}
+
+#[test]
+fn timing_pane_splits_by_gpu_and_draws_the_reference_and_baseline() {
+    let (_tmp, ws) = timing_workspace();
+    let mut app = App::open(&ws, false).unwrap();
+    assert_eq!(app.timing.iter().map(|g| g.gpu.as_str()).collect::<Vec<_>>(), ["NVIDIA H200", "NVIDIA H100 80GB HBM3"]);
+    // v001's newest bench is on the H100; on the H200 its older one stays.
+    assert_eq!(app.timing[1].points.len(), 1);
+    press(&mut app, "b");
+    for (w, h) in SIZES {
+        let text = pane_text(&app, Pane::Timing, w, h);
+        assert!(text.contains("NVIDIA H200") && text.contains("NVIDIA H100 80GB HBM3 GPU-1111aaaa"), "{text}");
+        assert!(text.contains("reference 50.00 µs") && text.contains("★ best v002 11.00 µs"), "{text}");
+        assert!(text.contains("★ best v001 30.00 µs"), "the H100's own best: {text}");
+        assert!(text.contains("baseline v001"), "{text}");
+        snapshot(&format!("timing_gpus_{w}x{h}"), &text);
+    }
+}
+
+#[test]
+fn timing_pane_leaves_out_failed_benches() {
+    let (_tmp, ws) = checked_workspace();
+    record(&ws, "v003", &[result(Stage::Bench, Verdict::Fail, vec![], bench(0.001, None))]);
+    let app = App::open(&ws, false).unwrap();
+    assert!(app.timing[0].points.iter().all(|p| p.version != "v003"));
+    for (w, h) in SIZES {
+        let text = pane_text(&app, Pane::Timing, w, h);
+        // A failed bench's 1 µs would have been the best.
+        assert!(text.contains("★ best v002") && !text.contains("1.00 µs"), "{text}");
+        snapshot(&format!("timing_failed_{w}x{h}"), &text);
+    }
+}
+
+fn done(version: &str, verdict: Verdict, stages: Vec<StageResult>) -> Event {
+    Event::Watch(Box::new(WatchEvent {
+        unix_ms: 1_764_633_601_000,
+        kind: EventKind::Done {
+            version: version.into(),
+            generation: 1,
+            report: VersionReport {
+                id: version.into(),
+                path: PathBuf::from(format!("versions/{version}.cu")),
+                kind: rung::workspace::VersionKind::Cuda,
+                status: Status::Draft,
+                source_hash: "0".repeat(64),
+                verdict,
+                stages,
+            },
+        },
+    }))
+}
+
+#[test]
+fn log_pane_in_every_state() {
+    let (_tmp, ws) = new_workspace();
+    let mut app = App::open(&ws, false).unwrap();
+    let states: [(&str, &[&str]); 4] = [
+        ("empty", &["nothing yet"]),
+        ("running", &["v001 build running"]),
+        ("passed", &["v001 done: pass", "  check pass: recorded check"]),
+        ("failed", &["v003 done: fail", "  build fail: does not build", "v003 build failed: the compiler crashed"]),
+    ];
+    for (state, wanted) in states {
+        match state {
+            "running" => running(&mut app, "v001", JobKind::Build),
+            "passed" => {
+                let pass = |stage| result(stage, Verdict::Pass, vec![], StageDetail::None);
+                app.update(done("v001", Verdict::Pass, vec![pass(Stage::Build), pass(Stage::Check)]));
+            }
+            "failed" => {
+                let mut fail = result(Stage::Build, Verdict::Fail, vec![], StageDetail::None);
+                fail.summary = "does not build".into();
+                app.update(done("v003", Verdict::Fail, vec![fail]));
+                app.update(Event::Watch(Box::new(WatchEvent {
+                    unix_ms: 1_764_633_602_000,
+                    kind: EventKind::Job {
+                        version: "v003".into(),
+                        job: JobKind::Build,
+                        state: JobState::Failed,
+                        generation: 2,
+                        why: Some("the compiler crashed".into()),
+                    },
+                })));
+            }
+            _ => {}
+        }
+        for (w, h) in SIZES {
+            let text = pane_text(&app, Pane::Log, w, h);
+            for line in wanted {
+                assert!(text.contains(line), "{state}: `{line}` missing:\n{text}");
+            }
+            if state != "empty" {
+                // Times are the events' own, UTC: 1764633600 s is 00:00:00.
+                assert!(text.contains("00:00:00 v001 build running"), "{text}");
+            }
+            snapshot(&format!("log_{state}_{w}x{h}"), &text);
+        }
+    }
+}
+
+#[test]
+fn log_pane_scrolls_back_and_keeps_its_newest_lines() {
+    let (_tmp, ws) = new_workspace();
+    let mut app = App::open(&ws, false).unwrap();
+    for i in 0..tui::app::LOG_LINES + 50 {
+        app.log(0, tui::theme::Role::Text, format!("line {i}"));
+    }
+    assert_eq!(app.log.len(), tui::app::LOG_LINES);
+    assert_eq!(app.log.front().unwrap().text, "line 50");
+    let text = pane_text(&app, Pane::Log, 80, 24);
+    assert!(text.contains(&format!("line {}", tui::app::LOG_LINES + 49)), "{text}");
+    app.focus(Pane::Log);
+    press(&mut app, "kkk");
+    let back = pane_text(&app, Pane::Log, 80, 24);
+    assert!(back.contains("3 lines back") && !back.contains(&format!("line {}", tui::app::LOG_LINES + 49)), "{back}");
+    assert!(back.contains(&format!("line {}", tui::app::LOG_LINES + 46)), "{back}");
+    press(&mut app, "jjj");
+    let again = pane_text(&app, Pane::Log, 80, 24);
+    assert!(!again.contains("lines back") && again.contains(&format!("line {}", tui::app::LOG_LINES + 49)), "{again}");
+}
+
+#[test]
+fn profile_pane_in_every_state() {
+    let (_tmp, ws) = correctness_workspace();
+    let mut app = App::open(&ws, false).unwrap();
+    for (w, h) in SIZES {
+        let text = pane_text(&app, Pane::Profile, w, h);
+        assert!(text.contains("no profile of v001 in the history"), "{text}");
+        assert!(text.contains("The profile rung is not built yet"), "{text}");
+        snapshot(&format!("profile_empty_{w}x{h}"), &text);
+    }
+    running(&mut app, "v001", JobKind::Gpu);
+    let text = pane_text(&app, Pane::Profile, 80, 24);
+    assert!(text.contains("no profile of v001"), "a running check makes no profile: {text}");
+    snapshot("profile_running_80x24", &text);
+    // A recorded profile result (the stage exists in the history's types) is shown as it is.
+    let mut pass = result(Stage::Profile, Verdict::Pass, vec![], StageDetail::None);
+    pass.summary = "dram 81% of peak, 2 stall reasons".into();
+    let mut fail = result(Stage::Profile, Verdict::Fail, vec![], StageDetail::None);
+    fail.summary = "memcheck: 4 invalid global reads".into();
+    record(&ws, "v001", &[pass]);
+    record(&ws, "v002", &[fail]);
+    app.refresh();
+    for (w, h) in SIZES {
+        let text = pane_text(&app, Pane::Profile, w, h);
+        assert!(text.contains("profile pass  dram 81% of peak"), "{text}");
+        snapshot(&format!("profile_passed_{w}x{h}"), &text);
+    }
+    press(&mut app, "j");
+    for (w, h) in SIZES {
+        let text = pane_text(&app, Pane::Profile, w, h);
+        assert!(text.contains("profile fail  memcheck: 4 invalid global reads"), "{text}");
+        snapshot(&format!("profile_failed_{w}x{h}"), &text);
+    }
+}
+
+// ---- layout and keys ----
+
+#[test]
+fn wide_screens_put_the_detail_pane_beside_the_versions_and_errors() {
+    let (_tmp, ws) = correctness_workspace();
+    let mut app = App::open(&ws, false).unwrap();
+    let wide = screen_text(&app, 200, 60);
+    let top = wide.lines().nth(1).unwrap();
+    assert!(top.contains("versions") && top.contains("correctness"), "side by side: {top}");
+    assert!(wide.contains("compile errors") && wide.contains("seed 4242"), "{wide}");
+    snapshot("screen_wide_200x60", &wide);
+    // Narrow: the versions on top, the compile errors below; Tab brings the next pane there.
+    let narrow = screen_text(&app, 80, 24);
+    assert!(narrow.contains("compile errors") && !narrow.contains("seed 4242"), "{narrow}");
+    app.update(key(KeyCode::Tab));
+    app.update(key(KeyCode::Tab));
+    assert_eq!(app.pane, Pane::Correctness);
+    let narrow = screen_text(&app, 80, 24);
+    assert!(narrow.contains("seed 4242") && !narrow.contains("compile errors"), "{narrow}");
+    snapshot("screen_narrow_correctness_80x24", &narrow);
+    // On the wide screen the errors stay on the left and the right follows the focus.
+    app.update(key(KeyCode::Tab));
+    let wide = screen_text(&app, 200, 60);
+    assert!(wide.contains("compile errors") && wide.contains("no bench in the history yet"), "{wide}");
+}
+
+#[test]
+fn z_zooms_the_focused_pane_and_gives_the_screen_back() {
+    let (_tmp, ws) = correctness_workspace();
+    let mut app = App::open(&ws, false).unwrap();
+    app.focus(Pane::Correctness);
+    press(&mut app, "z");
+    assert!(app.zoomed);
+    for (w, h) in SIZES {
+        let text = screen_text(&app, w, h);
+        assert!(text.contains("[zoom]") && text.contains("seed 4242"), "{text}");
+        assert!(!text.contains(" versions ") && !text.contains(" compile errors "), "only the zoomed pane: {text}");
+    }
+    press(&mut app, "z");
+    assert!(screen_text(&app, 80, 24).contains(" versions "));
+}
+
+#[test]
+fn the_command_palette_runs_an_action_by_name() {
+    let (_tmp, ws) = checked_workspace();
+    let mut app = App::open(&ws, false).unwrap();
+    press(&mut app, ":zo");
+    let text = screen_text(&app, 80, 24);
+    assert!(text.contains(":zo") && text.contains("zoom the focused pane"), "{text}");
+    assert!(!text.contains("approve the selected"), "filtered: {text}");
+    snapshot("palette_80x24", &text);
+    app.update(key(KeyCode::Enter));
+    assert!(app.zoomed && app.mode == tui::app::Mode::Normal);
+    // Tab completes; Enter runs the completed name.
+    press(&mut app, ":appr");
+    app.update(key(KeyCode::Tab));
+    assert_eq!(app.mode, tui::app::Mode::Palette { input: "approve".into(), selected: 0 });
+    app.update(key(KeyCode::Esc));
+    assert_eq!(app.mode, tui::app::Mode::Normal);
+    press(&mut app, ":nothing-like-it");
+    app.update(key(KeyCode::Enter));
+    assert_eq!(app.message.as_deref(), Some("no action matches `nothing-like-it`"));
+    // Typed keys are the palette's, not actions: `q` in a name does not quit.
+    press(&mut app, ":quiq");
+    assert!(!app.quit);
+    app.update(key(KeyCode::Esc));
+}
+
+#[test]
+fn b_pins_the_baseline_where_rung_check_can_read_it() {
+    let (_tmp, ws) = checked_workspace();
+    let mut app = App::open(&ws, false).unwrap();
+    press(&mut app, "jb");
+    let file = ws.join(".rung").join("baseline");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "v002\n");
+    let text = screen_text(&app, 80, 24);
+    assert!(text.contains("⚑ baseline v002") && text.contains("v002⚑"), "{text}");
+    // A new TUI reads it back; b on the baseline unpins it.
+    let mut again = App::open(&ws, false).unwrap();
+    assert_eq!(again.baseline.as_deref(), Some("v002"));
+    press(&mut again, "jb");
+    assert!(!file.exists() && again.baseline.is_none());
+}
+
+#[test]
+fn clicks_select_versions_and_panes_and_the_wheel_scrolls_the_pane_under_it() {
+    use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+    let (_tmp, ws) = checked_workspace();
+    let mut app = App::open(&ws, false).unwrap();
+    app.update(Event::Resize(200, 60));
+    let mouse = |kind, column, row| Event::Mouse(MouseEvent { kind, column, row, modifiers: KeyModifiers::NONE });
+    // Screen row 0 is the title, 1 the versions' border, 2 its header, 3.. its rows.
+    app.update(mouse(MouseEventKind::Down(MouseButton::Left), 10, 5));
+    assert_eq!(app.selected_version().unwrap().id, "v003");
+    app.update(mouse(MouseEventKind::Down(MouseButton::Left), 10, 4));
+    assert_eq!(app.selected_version().unwrap().id, "v002");
+    // The right half is the detail pane.
+    app.update(mouse(MouseEventKind::Down(MouseButton::Left), 150, 30));
+    assert_eq!(app.pane, Pane::Correctness);
+    // The wheel over the versions moves the selection without taking the focus.
+    app.update(mouse(MouseEventKind::ScrollUp, 10, 4));
+    assert_eq!((app.selected_version().unwrap().id.as_str(), app.pane), ("v001", Pane::Correctness));
+    app.update(mouse(MouseEventKind::ScrollDown, 150, 30));
+    assert_eq!(app.scroll.get(&Pane::Correctness), Some(&1));
+    // With the mouse off in the settings, clicks do nothing.
+    app.mouse = false;
+    app.update(mouse(MouseEventKind::Down(MouseButton::Left), 10, 5));
+    assert_eq!(app.selected_version().unwrap().id, "v001");
+}
+
+// ---- settings and themes ----
+
+use tui::config::{Config, parse_key, problem_line};
+use tui::theme::Theme;
+
+fn config_file(text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+fn keys_of(c: &Config, action: Action) -> Vec<String> {
+    c.keymap.by_action().into_iter().find(|(a, _)| *a == action).map(|(_, k)| k).unwrap_or_default()
+}
+
+#[test]
+fn the_embedded_defaults_bind_every_action() {
+    let c = Config::default();
+    for a in Action::ALL {
+        assert!(!keys_of(&c, a).is_empty(), "{a} has no default key");
+    }
+    assert_eq!(keys_of(&c, Action::Quit), ["q", "Ctrl-c"]);
+    assert_eq!(keys_of(&c, Action::PrevPane), ["Shift-Tab"]);
+    assert_eq!(
+        (c.theme.name.as_str(), c.syntax_theme.as_str(), c.tick.as_millis(), c.mouse),
+        ("dark", "rung-dark", 100, true)
+    );
+    // A missing file is no problem.
+    let (_, problem) = Config::load(Some(Path::new("/nonexistent/rung/config.toml")), None);
+    assert!(problem.is_none());
+}
+
+#[test]
+fn a_user_file_is_laid_over_the_defaults() {
+    let (_dir, path) = config_file(
+        "[settings]\ntheme = \"light\"\ntick_ms = 50\nmouse = false\n\n[keys]\napprove = [\"A\", \"Ctrl-y\"]\nzoom = []\n",
+    );
+    let (c, problem) = Config::load(Some(&path), None);
+    assert!(problem.is_none(), "{problem:?}");
+    assert_eq!(keys_of(&c, Action::Approve), ["A", "Ctrl-y"]);
+    assert!(keys_of(&c, Action::Zoom).is_empty(), "[] unbinds");
+    // What the file does not name keeps its default.
+    assert_eq!(keys_of(&c, Action::Reject), ["r"]);
+    assert_eq!(
+        (c.theme.name.as_str(), c.syntax_theme.as_str(), c.tick.as_millis(), c.mouse),
+        ("light", "rung-light", 50, false)
+    );
+    // The keymap the file gives is the one keys go through, and the one help lists.
+    let press = |code| KeyEvent::new(code, KeyModifiers::NONE);
+    assert_eq!(c.keymap.action(&press(KeyCode::Char('A'))), Some(Action::Approve));
+    assert_eq!(c.keymap.action(&press(KeyCode::Char('a'))), None);
+    assert_eq!(c.keymap.action(&KeyEvent::new(KeyCode::Char('y'), KeyModifiers::CONTROL)), Some(Action::Approve));
+    // --theme wins over the file.
+    let (c, _) = Config::load(Some(&path), Some("dark"));
+    assert_eq!(c.theme.name, "dark");
+}
+
+#[test]
+fn a_bad_file_names_its_line_column_and_key_and_the_defaults_are_used() {
+    let cases: [(&str, &str, &str); 6] = [
+        ("[keys]\napprove = [\"a\"]\naprove = [\"x\"]\n", "config.toml:3:1", "keys.aprove: unknown action `aprove`"),
+        (
+            "[keys]\nreject = [\"r\", \"Ctlr-r\"]\n",
+            "config.toml:2:16",
+            "keys.reject: `Ctlr` in `Ctlr-r` is not a modifier",
+        ),
+        (
+            "[settings]\ntheme = \"solarized\"\n",
+            "config.toml:2:9",
+            "settings.theme: no theme `solarized`; the themes are: dark, light",
+        ),
+        ("[settings]\ntick_ms = 1\n", "config.toml:2:11", "settings.tick_ms: 1 ms is out of range"),
+        ("[settings]\ncolour = \"red\"\n", "config.toml:2:1", "settings.colour: unknown field `colour`"),
+        ("[keys\napprove = [\"a\"]\n", "config.toml:1:", "invalid TOML"),
+    ];
+    for (text, at, says) in cases {
+        let (_dir, path) = config_file(text);
+        let (c, problem) = Config::load(Some(&path), None);
+        let d = problem.unwrap_or_else(|| panic!("no problem found in {text:?}"));
+        let line = problem_line(&d);
+        assert!(line.contains(at), "{text:?}: wanted {at} in {line}");
+        assert!(line.contains(says), "{text:?}: wanted `{says}` in {line}");
+        assert!(line.ends_with("using the default settings and keys"), "{line}");
+        assert_eq!(keys_of(&c, Action::Approve), ["a"], "the defaults are in use");
+        assert_eq!(c.theme.name, "dark");
+    }
+}
+
+#[test]
+fn a_bad_file_still_opens_the_tui_and_says_why_on_the_bottom_line() {
+    let (_tmp, ws) = checked_workspace();
+    let (_dir, path) = config_file("[keys]\napprove = [\"nokey\"]\n");
+    let (config, problem) = Config::load(Some(&path), None);
+    let mut app = App::open(&ws, false).unwrap();
+    app.keymap = config.keymap;
+    app.say(tui::theme::Role::Fail, problem_line(&problem.unwrap()));
+    let text = screen_text(&app, 200, 60);
+    assert!(text.contains("config.toml:2:12: keys.approve: `nokey` is not a key"), "{text}");
+    press(&mut app, "a");
+    let status = Store::open(&ws.join(".rung")).unwrap().version("v001").unwrap().unwrap().status;
+    assert_eq!(status, Status::Approved, "the default `a` still approves");
+}
+
+#[test]
+fn key_names_parse_and_print_the_same_way() {
+    for name in ["a", "?", ":", "Ctrl-z", "Alt-x", "Shift-Tab", "Enter", "Esc", "Tab", "Space", "PageUp", "F5", "-"] {
+        let key = parse_key(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let printed = tui::action::key_name(&key);
+        assert_eq!(parse_key(&printed), Ok(key), "{name} printed as {printed}");
+    }
+    assert!(parse_key("Hyper-a").unwrap_err().contains("not a modifier"));
+    assert!(parse_key("F13").unwrap_err().contains("not a key"));
+}
+
+#[test]
+fn the_config_file_follows_xdg_config_home() {
+    use tui::config::user_path_in;
+    assert_eq!(
+        user_path_in(Some("/x/conf".into()), Some("/home/u".into())),
+        Some(PathBuf::from("/x/conf/rung/config.toml"))
+    );
+    assert_eq!(
+        user_path_in(Some("".into()), Some("/home/u".into())),
+        Some(PathBuf::from("/home/u/.config/rung/config.toml"))
+    );
+    assert_eq!(user_path_in(None, None), None);
+}
+
+#[test]
+fn every_embedded_theme_parses_and_has_a_dark_and_a_light() {
+    assert_eq!(Theme::names(), ["dark", "light"]);
+    for name in Theme::names() {
+        let t = Theme::named(&name).unwrap();
+        assert_eq!(t.name, name);
+        // Its syntax theme is embedded too and colours PTX's instructions.
+        let syntax = tui::theme::syntax(&t.syntax).unwrap();
+        assert!(syntax.scopes.iter().any(|s| format!("{:?}", s.scope).contains("keyword")), "{name}");
+        assert!(syntax.settings.background.is_some(), "{name}");
+    }
+    assert_eq!(tui::theme::syntax_names(), ["rung-dark", "rung-light"]);
+    let (_tmp, ws) = new_workspace();
+    let app = App::open(&ws, false).unwrap();
+    tui::theme::syntax(&app.syntax_theme).expect("the TUI's default syntax theme is embedded");
+    assert!(Theme::named("nope").unwrap_err().contains("the themes are: dark, light"));
+    // A theme file with a role missing or a bad colour says which.
+    let dark = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/themes/dark.toml")).unwrap();
+    let missing = dark.replace("pass = \"green\"\n", "");
+    let err = Theme::parse(&missing, Path::new("themes/x.toml")).unwrap_err();
+    assert!(err.message.contains("no colour for `pass`"), "{err}");
+    let bad = dark.replace("fail = \"red\"", "fail = \"reddish\"");
+    let err = Theme::parse(&bad, Path::new("themes/x.toml")).unwrap_err();
+    assert!(err.to_string().contains("themes/x.toml:") && err.message.contains("`reddish` is not a colour"), "{err}");
+}
+
+/// Every colour on the screen, foreground and background.
+fn colours(app: &App, width: u16, height: u16) -> Vec<ratatui::style::Color> {
+    let mut term = Terminal::new(TestBackend::new(width, height)).unwrap();
+    term.draw(|f| tui::view::draw(app, f)).unwrap();
+    let buf = term.backend().buffer().clone();
+    buf.content().iter().flat_map(|c| [c.fg, c.bg]).filter(|c| *c != ratatui::style::Color::Reset).collect()
+}
+
+#[test]
+fn no_color_means_no_colour_at_all_and_themes_differ() {
+    let (_tmp, ws) = correctness_workspace();
+    let mut app = App::open(&ws, false).unwrap();
+    press(&mut app, "j");
+    app.focus(Pane::Correctness);
+    assert!(colours(&app, 200, 60).is_empty(), "NO_COLOR: {:?}", colours(&app, 200, 60));
+    app.theme = Theme::named("dark").unwrap();
+    let dark = colours(&app, 200, 60);
+    app.theme = Theme::named("light").unwrap();
+    let light = colours(&app, 200, 60);
+    assert!(!dark.is_empty() && !light.is_empty());
+    assert_ne!(dark, light, "the two themes colour the screen differently");
+    // The heat map is drawn in the theme's ramp.
+    let ramp = Theme::named("light").unwrap().heat;
+    assert!(light.contains(ramp.last().unwrap()), "the largest error's colour is on screen");
 }

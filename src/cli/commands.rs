@@ -22,7 +22,7 @@ pub fn run(cli: Cli) -> Result<i32> {
     let ws_dir = cli.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
     match cli.command {
         None if std::io::stdout().is_terminal() && std::io::stdin().is_terminal() => {
-            tui_cmd(&ws_dir, &TuiArgs { check: false, no_bench: false })
+            tui_cmd(&ws_dir, &TuiArgs { check: false, no_bench: false, theme: None })
         }
         None => status(&ws_dir),
         Some(Command::Tui(args)) => tui_cmd(&ws_dir, &args),
@@ -85,7 +85,8 @@ fn tui_cmd(dir: &Path, args: &TuiArgs) -> Result<i32> {
         Ok(ws) => ws,
         Err(code) => return Ok(code),
     };
-    let opts = crate::tui::Options { check: args.check, no_bench: args.no_bench, color: color() };
+    let opts =
+        crate::tui::Options { check: args.check, no_bench: args.no_bench, color: color(), theme: args.theme.clone() };
     crate::tui::run(&ws.root, &opts)
 }
 

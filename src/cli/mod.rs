@@ -254,4 +254,7 @@ pub struct TuiArgs {
     /// Stop after the check rung.
     #[arg(long)]
     pub no_bench: bool,
+    /// The UI theme, from themes/ (dark, light); overrides the settings file.
+    #[arg(long, value_name = "NAME")]
+    pub theme: Option<String>,
 }

@@ -6,10 +6,13 @@ use std::str::FromStr;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Action {
     Up,
     Down,
+    /// A screenful up or down in the focused pane.
+    PageUp,
+    PageDown,
     NextPane,
     PrevPane,
     /// Enter: in the compile-errors pane, record the diagnostic's file:line as the jump target.
@@ -19,21 +22,35 @@ pub enum Action {
     Approve,
     /// Asks for the reason on the bottom line first.
     Reject,
+    /// Pins the selected version as the baseline (again: unpins it).
+    Baseline,
+    /// The focused pane takes the whole screen, or gives it back.
+    Zoom,
+    /// Runs any action by name.
+    Palette,
     Help,
+    /// Gives the terminal back to the shell (Ctrl-Z); `fg` resumes.
+    Suspend,
     Quit,
 }
 
 impl Action {
-    pub const ALL: [Action; 10] = [
+    pub const ALL: [Action; 16] = [
         Action::Up,
         Action::Down,
+        Action::PageUp,
+        Action::PageDown,
         Action::NextPane,
         Action::PrevPane,
         Action::Jump,
         Action::Edit,
         Action::Approve,
         Action::Reject,
+        Action::Baseline,
+        Action::Zoom,
+        Action::Palette,
         Action::Help,
+        Action::Suspend,
         Action::Quit,
     ];
 
@@ -41,13 +58,19 @@ impl Action {
         match self {
             Action::Up => "up",
             Action::Down => "down",
+            Action::PageUp => "page-up",
+            Action::PageDown => "page-down",
             Action::NextPane => "next-pane",
             Action::PrevPane => "prev-pane",
             Action::Jump => "jump",
             Action::Edit => "edit",
             Action::Approve => "approve",
             Action::Reject => "reject",
+            Action::Baseline => "baseline",
+            Action::Zoom => "zoom",
+            Action::Palette => "palette",
             Action::Help => "help",
+            Action::Suspend => "suspend",
             Action::Quit => "quit",
         }
     }
@@ -56,13 +79,19 @@ impl Action {
         match self {
             Action::Up => "previous row",
             Action::Down => "next row",
+            Action::PageUp => "a screenful up",
+            Action::PageDown => "a screenful down",
             Action::NextPane => "next pane",
             Action::PrevPane => "previous pane",
             Action::Jump => "jump to the selected diagnostic's line",
             Action::Edit => "open $EDITOR at the selected diagnostic's line",
             Action::Approve => "approve the selected version",
             Action::Reject => "reject the selected version, with a reason",
+            Action::Baseline => "pin or unpin the selected version as the baseline",
+            Action::Zoom => "zoom the focused pane, or unzoom",
+            Action::Palette => "run any action by name",
             Action::Help => "this help",
+            Action::Suspend => "suspend to the shell (fg resumes)",
             Action::Quit => "quit",
         }
     }
@@ -92,31 +121,35 @@ pub struct Keymap {
     bindings: Vec<(KeyEvent, Action)>,
 }
 
+/// The embedded defaults (`config.default.toml`).
 impl Default for Keymap {
     fn default() -> Keymap {
-        let key = |code| KeyEvent::new(code, KeyModifiers::NONE);
-        let ch = |c| key(KeyCode::Char(c));
-        Keymap {
-            bindings: vec![
-                (ch('k'), Action::Up),
-                (key(KeyCode::Up), Action::Up),
-                (ch('j'), Action::Down),
-                (key(KeyCode::Down), Action::Down),
-                (key(KeyCode::Tab), Action::NextPane),
-                (KeyEvent::new(KeyCode::BackTab, KeyModifiers::SHIFT), Action::PrevPane),
-                (key(KeyCode::Enter), Action::Jump),
-                (ch('e'), Action::Edit),
-                (ch('a'), Action::Approve),
-                (ch('r'), Action::Reject),
-                (ch('?'), Action::Help),
-                (ch('q'), Action::Quit),
-                (KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL), Action::Quit),
-            ],
-        }
+        super::config::Config::default().keymap
     }
 }
 
 impl Keymap {
+    pub fn empty() -> Keymap {
+        Keymap { bindings: vec![] }
+    }
+
+    /// Each action's keys, in this order.
+    pub fn from_bindings(bindings: impl IntoIterator<Item = (Action, Vec<KeyEvent>)>) -> Keymap {
+        Keymap { bindings: bindings.into_iter().flat_map(|(a, keys)| keys.into_iter().map(move |k| (k, a))).collect() }
+    }
+
+    /// Every action that has a key, with its keys.
+    pub fn by_action_keys(&self) -> Vec<(Action, Vec<KeyEvent>)> {
+        let mut out: Vec<(Action, Vec<KeyEvent>)> = Vec::new();
+        for (k, a) in &self.bindings {
+            match out.iter_mut().find(|(b, _)| b == a) {
+                Some((_, keys)) => keys.push(*k),
+                None => out.push((*a, vec![*k])),
+            }
+        }
+        out
+    }
+
     pub fn action(&self, key: &KeyEvent) -> Option<Action> {
         let key = normalise(key);
         self.bindings.iter().find(|(k, _)| normalise(k) == key).map(|(_, a)| *a)
@@ -154,7 +187,16 @@ pub fn key_name(key: &KeyEvent) -> String {
         KeyCode::Right => "→".into(),
         KeyCode::BackTab => return "Shift-Tab".into(),
         KeyCode::Esc => "Esc".into(),
+        KeyCode::PageUp => "PageUp".into(),
+        KeyCode::PageDown => "PageDown".into(),
         other => other.to_string(),
     };
-    if key.modifiers.contains(KeyModifiers::CONTROL) { format!("Ctrl-{base}") } else { base }
+    let mut name = base;
+    if key.modifiers.contains(KeyModifiers::SHIFT) && !matches!(key.code, KeyCode::Char(_)) {
+        name = format!("Shift-{name}");
+    }
+    if key.modifiers.contains(KeyModifiers::ALT) {
+        name = format!("Alt-{name}");
+    }
+    if key.modifiers.contains(KeyModifiers::CONTROL) { format!("Ctrl-{name}") } else { name }
 }

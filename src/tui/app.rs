@@ -1,20 +1,30 @@
 //! The TUI's state and the one function that changes it. Drawing reads this state and never
 //! writes it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use crossterm::event::{KeyCode, KeyEvent, MouseEventKind};
+use crossterm::event::{KeyCode, KeyEvent, MouseButton, MouseEventKind};
+use ratatui::layout::{Position, Rect};
 use rung::diag::Diagnostic;
 use rung::report::{Stage, StageDetail, StageResult, Verdict};
+use rung::stages::bench::ROLE_REFERENCE;
 use rung::store::{Status, Store};
-use rung::watch::{EventKind, JobKind, JobState};
+use rung::watch::{EventKind, JobKind, JobState, WatchEvent};
 use rung::workspace::{VersionFile, Workspace};
 
 use super::action::{Action, Keymap};
 use super::event::Event;
 use super::panes::Pane;
+use super::theme::{Role, Theme};
+
+/// Lines the log pane keeps.
+pub const LOG_LINES: usize = 2000;
+/// Results of one stage read for the timing history.
+const HISTORY_ROWS: usize = 5000;
+/// The file, in `.rung/`, that holds the pinned baseline's id.
+pub const BASELINE_FILE: &str = "baseline";
 
 /// The rungs the versions pane shows, in order.
 pub const RUNGS: [Stage; 6] = [Stage::Prepare, Stage::Build, Stage::Run, Stage::Check, Stage::Bench, Stage::Roofline];
@@ -39,6 +49,49 @@ pub struct VersionView {
     pub diagnostics: Vec<DiagnosticView>,
     /// `stage: summary` of each rung that failed or broke, for when it left no diagnostic.
     pub failures: Vec<String>,
+    /// The newest result of each rung, of the file as it is now.
+    pub results: BTreeMap<Stage, StageResult>,
+}
+
+/// One line of the log pane.
+#[derive(Debug, Clone)]
+pub struct LogLine {
+    pub unix_ms: i64,
+    pub role: Role,
+    pub text: String,
+}
+
+/// The timing history of one GPU: every version's newest passing bench on it.
+#[derive(Debug, Clone, Default)]
+pub struct GpuTiming {
+    pub gpu: String,
+    pub uuid: String,
+    pub points: Vec<TimingPoint>,
+    /// The reference's median, µs, from the newest bench that timed it interleaved.
+    pub reference_us: Option<f64>,
+    /// The time at the ceiling that bounds the kernel (bytes or FLOPs over the measured
+    /// ceiling), µs, from the newest roofline on this GPU.
+    pub roofline_us: Option<f64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct TimingPoint {
+    pub version: String,
+    /// The version's place in the versions pane (the chart's x).
+    pub ordinal: usize,
+    /// The first benchmark size's headline, µs.
+    pub median_us: f64,
+    pub min_us: f64,
+    pub max_us: f64,
+    /// Of the file as it is now (false: the version was edited since).
+    pub current: bool,
+}
+
+impl GpuTiming {
+    /// The fastest version's point.
+    pub fn best(&self) -> Option<&TimingPoint> {
+        self.points.iter().min_by(|a, b| a.median_us.total_cmp(&b.median_us))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -67,6 +120,21 @@ pub enum Mode {
         version: String,
         reason: String,
     },
+    /// The command palette: an action's name being typed; `selected` among the matches.
+    Palette {
+        input: String,
+        selected: usize,
+    },
+}
+
+/// The actions whose names contain `input`, in keymap order (the palette's list).
+pub fn palette_matches(input: &str) -> Vec<Action> {
+    let input = input.trim();
+    let mut out: Vec<Action> = Action::ALL.into_iter().filter(|a| *a != Action::Palette).collect();
+    out.retain(|a| a.name().contains(input) || a.describe().contains(input));
+    // Names that start with the input first.
+    out.sort_by_key(|a| !a.name().starts_with(input));
+    out
 }
 
 pub struct App {
@@ -76,10 +144,35 @@ pub struct App {
     pub problem: String,
     store: Store,
     pub keymap: Keymap,
+    pub theme: Theme,
+    /// The syntax theme listings are highlighted with (`theme::syntax` loads it).
+    pub syntax_theme: String,
+    /// Clicks select and the wheel scrolls.
+    pub mouse: bool,
     pub versions: Vec<VersionView>,
+    /// Per GPU, in the order first benched.
+    pub timing: Vec<GpuTiming>,
+    pub log: VecDeque<LogLine>,
     /// Problems with the workspace itself (rung.toml, duplicate ids).
     pub workspace_diagnostics: Vec<Diagnostic>,
     pub pane: Pane,
+    /// The pane shown below the versions on a narrow screen: the last one focused.
+    pub lower: Pane,
+    /// The pane shown right of the versions and errors on a wide screen: the last focused of
+    /// the detail panes.
+    pub right: Pane,
+    /// The focused pane takes the whole screen.
+    pub zoomed: bool,
+    /// Lines scrolled in the text panes (the log: lines back from its end).
+    pub scroll: BTreeMap<Pane, u16>,
+    /// The screen's size, for mouse hits (the loop sets it before the first event).
+    pub area: Rect,
+    /// The pinned baseline's id (in `.rung/baseline`, for `rung check --baseline`).
+    pub baseline: Option<String>,
+    /// Set by Ctrl-Z: the loop gives the terminal back and stops the process.
+    pub suspend: bool,
+    /// The scheduler has started watching the files: saves from now on are seen.
+    pub watching: bool,
     pub selected: usize,
     pub diagnostic_selected: usize,
     pub mode: Mode,
@@ -90,7 +183,6 @@ pub struct App {
     pub edit: Option<Jump>,
     /// One line for the bottom of the screen: what the last action did, or what went wrong.
     pub message: Option<String>,
-    pub color: bool,
     /// Advanced by ticks; picks the spinner's frame.
     pub frame: usize,
     pub quit: bool,
@@ -107,9 +199,22 @@ impl App {
             problem: String::new(),
             store,
             keymap: Keymap::default(),
+            theme: Theme::default().plain(!color),
+            syntax_theme: Theme::default().syntax,
+            mouse: true,
             versions: vec![],
+            timing: vec![],
+            log: VecDeque::new(),
             workspace_diagnostics: vec![],
             pane: Pane::ALL[0],
+            lower: Pane::Diagnostics,
+            right: Pane::Correctness,
+            zoomed: false,
+            scroll: BTreeMap::new(),
+            area: Rect::new(0, 0, 80, 24),
+            baseline: None,
+            suspend: false,
+            watching: false,
             selected: 0,
             diagnostic_selected: 0,
             mode: Mode::Normal,
@@ -117,12 +222,30 @@ impl App {
             jump: None,
             edit: None,
             message: None,
-            color,
             frame: 0,
             quit: false,
         };
+        app.baseline = std::fs::read_to_string(app.state_dir.join(BASELINE_FILE))
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty());
         app.load(&ws)?;
         Ok(app)
+    }
+
+    /// Adds a line to the log pane.
+    pub fn log(&mut self, unix_ms: i64, role: Role, text: impl Into<String>) {
+        if self.log.len() == LOG_LINES {
+            self.log.pop_front();
+        }
+        self.log.push_back(LogLine { unix_ms, role, text: text.into() });
+    }
+
+    /// A message on the bottom line, kept in the log too.
+    pub fn say(&mut self, role: Role, text: impl Into<String>) {
+        let text = text.into();
+        self.log(rung::store::now_ms(), role, text.clone());
+        self.message = Some(text);
     }
 
     /// Reads the workspace and the history again.
@@ -138,6 +261,7 @@ impl App {
         self.problem = ws.spec.as_ref().map_or_else(|| format!("{:?} problem", ws.format), |s| s.name.clone());
         self.workspace_diagnostics = ws.diagnostics.clone();
         self.versions = ws.versions.iter().map(|v| version_view(ws, &self.store, v)).collect::<Result<Vec<_>>>()?;
+        self.timing = timing(ws, &self.store, &self.versions)?;
         self.selected = selected_id
             .and_then(|id| self.versions.iter().position(|v| v.id == id))
             .unwrap_or(self.selected)
@@ -154,17 +278,52 @@ impl App {
     pub fn update(&mut self, event: Event) -> bool {
         match event {
             Event::Key(key) => self.key(key),
-            Event::Mouse(m) => match m.kind {
-                MouseEventKind::ScrollDown => self.act(Action::Down),
-                MouseEventKind::ScrollUp => self.act(Action::Up),
-                _ => false,
-            },
-            Event::Resize => true,
+            Event::Mouse(m) => {
+                if !self.mouse || self.mode != Mode::Normal {
+                    return false;
+                }
+                let at = Position::new(m.column, m.row);
+                let Some((pane, rect)) =
+                    super::view::panes(self, super::view::body(self.area)).into_iter().find(|(_, r)| r.contains(at))
+                else {
+                    return false;
+                };
+                match m.kind {
+                    MouseEventKind::Down(MouseButton::Left) => {
+                        self.focus(pane);
+                        if pane == Pane::Versions {
+                            // Below the border and the header; the table scrolls only as far as
+                            // the selection needs.
+                            let visible = rect.height.saturating_sub(3) as usize;
+                            let offset = (self.selected + 1).saturating_sub(visible);
+                            let row = (m.row.saturating_sub(rect.y + 2)) as usize + offset;
+                            if m.row >= rect.y + 2 && row < self.versions.len() {
+                                self.select(row);
+                            }
+                        }
+                        true
+                    }
+                    MouseEventKind::ScrollDown | MouseEventKind::ScrollUp => {
+                        let focused = self.pane;
+                        self.pane = pane;
+                        let changed =
+                            self.act(if m.kind == MouseEventKind::ScrollDown { Action::Down } else { Action::Up });
+                        self.pane = focused;
+                        changed
+                    }
+                    _ => false,
+                }
+            }
+            Event::Resize(w, h) => {
+                self.area = Rect::new(0, 0, w, h);
+                true
+            }
             Event::Tick => {
                 self.frame = self.frame.wrapping_add(1);
                 !self.running.is_empty()
             }
             Event::Watch(e) => {
+                self.log_event(&e);
                 match e.kind {
                     EventKind::Job { version, job, state, .. } => match state {
                         JobState::Queued | JobState::Running => {
@@ -181,12 +340,17 @@ impl App {
                         self.refresh();
                     }
                     EventKind::Workspace { diagnostics } => self.workspace_diagnostics = diagnostics,
-                    EventKind::Started { .. } | EventKind::Changed { .. } | EventKind::Removed { .. } => self.refresh(),
+                    EventKind::Started { .. } => {
+                        self.watching = true;
+                        self.refresh();
+                    }
+                    EventKind::Changed { .. } | EventKind::Removed { .. } => self.refresh(),
                 }
                 true
             }
             Event::WatchFailed(e) => {
-                self.message = Some(format!("the scheduler stopped: {e}"));
+                self.watching = false;
+                self.say(Role::Fail, format!("the scheduler stopped: {e}"));
                 true
             }
         }
@@ -217,6 +381,42 @@ impl App {
                 }
                 true
             }
+            Mode::Palette { input, selected } => {
+                let matches = palette_matches(input);
+                match key.code {
+                    KeyCode::Esc => self.mode = Mode::Normal,
+                    KeyCode::Enter => {
+                        let chosen = matches.get(*selected).copied();
+                        let typed = input.trim().to_string();
+                        self.mode = Mode::Normal;
+                        match chosen {
+                            Some(a) => {
+                                self.message = None;
+                                self.act(a);
+                            }
+                            None => self.message = Some(format!("no action matches `{typed}`")),
+                        }
+                    }
+                    KeyCode::Tab => {
+                        if let Some(a) = matches.get(*selected) {
+                            *input = a.name().to_string();
+                            *selected = 0;
+                        }
+                    }
+                    KeyCode::Up => *selected = selected.saturating_sub(1),
+                    KeyCode::Down => *selected = (*selected + 1).min(matches.len().saturating_sub(1)),
+                    KeyCode::Backspace => {
+                        input.pop();
+                        *selected = 0;
+                    }
+                    KeyCode::Char(c) => {
+                        input.push(c);
+                        *selected = 0;
+                    }
+                    _ => return false,
+                }
+                true
+            }
             Mode::Help => {
                 // Any key closes help; the one that quits also quits.
                 self.mode = Mode::Normal;
@@ -241,21 +441,45 @@ impl App {
             Action::NextPane | Action::PrevPane => {
                 let i = Pane::ALL.iter().position(|p| *p == self.pane).unwrap_or(0);
                 let n = Pane::ALL.len();
-                self.pane = Pane::ALL[if action == Action::NextPane { (i + 1) % n } else { (i + n - 1) % n }];
+                self.focus(Pane::ALL[if action == Action::NextPane { (i + 1) % n } else { (i + n - 1) % n }]);
             }
-            Action::Up | Action::Down => {
-                let down = action == Action::Down;
+            Action::Up | Action::Down | Action::PageUp | Action::PageDown => {
+                let down = matches!(action, Action::Down | Action::PageDown);
+                let page = matches!(action, Action::PageUp | Action::PageDown);
+                let by = if page { usize::from(self.area.height / 2).max(1) } else { 1 };
                 match self.pane {
                     Pane::Versions => {
-                        self.selected = step(self.selected, self.versions.len(), down);
-                        self.diagnostic_selected = 0;
+                        let mut i = self.selected;
+                        for _ in 0..by {
+                            i = step(i, self.versions.len(), down);
+                        }
+                        self.select(i);
                     }
                     Pane::Diagnostics => {
                         let n = self.selected_version().map_or(0, |v| v.diagnostics.len());
-                        self.diagnostic_selected = step(self.diagnostic_selected, n, down);
+                        for _ in 0..by {
+                            self.diagnostic_selected = step(self.diagnostic_selected, n, down);
+                        }
+                    }
+                    pane => {
+                        // The log counts back from its end, so down (newer) is towards zero.
+                        let back = pane == Pane::Log;
+                        let s = self.scroll.entry(pane).or_default();
+                        let by = by as u16;
+                        *s = if down != back { s.saturating_add(by) } else { s.saturating_sub(by) };
+                        if back {
+                            *s = (*s).min(self.log.len().saturating_sub(1) as u16);
+                        }
                     }
                 }
             }
+            Action::Zoom => self.zoomed = !self.zoomed,
+            Action::Palette => self.mode = Mode::Palette { input: String::new(), selected: 0 },
+            Action::Suspend => self.suspend = true,
+            Action::Baseline => match self.selected_version().map(|v| v.id.clone()) {
+                Some(id) => self.pin_baseline(&id),
+                None => return false,
+            },
             Action::Jump => {
                 let target = self.selected_version().and_then(|v| v.diagnostics.get(self.diagnostic_selected)).cloned();
                 match (self.pane, target) {
@@ -264,7 +488,7 @@ impl App {
                         self.message = Some(format!("jump: {}", d.location()));
                         self.jump = Some(Jump { file: d.file, line: d.line, column: d.column });
                     }
-                    (Pane::Versions, Some(_)) => self.pane = Pane::Diagnostics,
+                    (Pane::Versions, Some(_)) => self.focus(Pane::Diagnostics),
                     _ => return false,
                 }
             }
@@ -304,10 +528,94 @@ impl App {
             self.store.review(v, &hash, status, reason)?;
             self.load(&ws)
         })();
-        self.message = Some(match done {
-            Ok(()) => format!("{id} {}", status.as_str()),
-            Err(e) => format!("{id} not {}: {e:#}", status.as_str()),
-        });
+        match done {
+            Ok(()) => self.say(Role::Pass, format!("{id} {}", status.as_str())),
+            Err(e) => self.say(Role::Fail, format!("{id} not {}: {e:#}", status.as_str())),
+        }
+    }
+
+    /// Focuses a pane; the layout keeps showing the last focused ones.
+    pub fn focus(&mut self, pane: Pane) {
+        self.pane = pane;
+        if pane != Pane::Versions {
+            self.lower = pane;
+        }
+        if pane.is_detail() {
+            self.right = pane;
+        }
+    }
+
+    pub fn select(&mut self, row: usize) {
+        if row != self.selected {
+            self.selected = row;
+            self.diagnostic_selected = 0;
+            self.scroll.remove(&Pane::Correctness);
+            self.scroll.remove(&Pane::Profile);
+        }
+    }
+
+    /// Pins `id` as the baseline in `.rung/baseline`, or unpins it when it is the baseline.
+    fn pin_baseline(&mut self, id: &str) {
+        let path = self.state_dir.join(BASELINE_FILE);
+        let unpin = self.baseline.as_deref() == Some(id);
+        let done = if unpin {
+            std::fs::remove_file(&path)
+                .or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) })
+        } else {
+            std::fs::write(&path, format!("{id}\n"))
+        };
+        match done {
+            Ok(()) if unpin => {
+                self.baseline = None;
+                self.say(Role::Baseline, format!("{id} is no longer the baseline"));
+            }
+            Ok(()) => {
+                self.baseline = Some(id.to_string());
+                self.say(Role::Baseline, format!("{id} pinned as the baseline (in {})", path.display()));
+            }
+            Err(e) => self.say(Role::Fail, format!("cannot write {}: {e}", path.display())),
+        }
+    }
+
+    /// The scheduler's events, one line each; a finished version's rungs one line each below.
+    fn log_event(&mut self, e: &WatchEvent) {
+        let t = e.unix_ms;
+        match &e.kind {
+            EventKind::Started { versions, .. } => {
+                self.log(t, Role::Accent, format!("watching {} versions", versions.len()))
+            }
+            EventKind::Changed { paths, versions, all } => {
+                let paths: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+                let what = if *all { "every version".to_string() } else { versions.join(", ") };
+                self.log(t, Role::Dim, format!("changed {}: re-running {what}", paths.join(", ")));
+            }
+            EventKind::Job { version, job, state, why, .. } => {
+                let role = match state {
+                    JobState::Failed => Role::Fail,
+                    JobState::Cancelled => Role::Warning,
+                    _ => Role::Dim,
+                };
+                let job = match job {
+                    JobKind::Build => "build",
+                    JobKind::Gpu => "run/check/bench",
+                };
+                let state = format!("{state:?}").to_lowercase();
+                let why = why.as_ref().map(|w| format!(": {w}")).unwrap_or_default();
+                self.log(t, role, format!("{version} {job} {state}{why}"));
+            }
+            EventKind::Done { version, report, .. } => {
+                self.log(t, verdict_role(report.verdict), format!("{version} done: {}", report.verdict.name()));
+                for s in &report.stages {
+                    self.log(t, verdict_role(s.verdict), format!("  {} {}: {}", s.stage, s.verdict.name(), s.summary));
+                }
+            }
+            EventKind::Removed { version } => self.log(t, Role::Warning, format!("{version} removed")),
+            EventKind::Workspace { diagnostics } => {
+                for d in diagnostics {
+                    self.log(t, Role::Fail, format!("{}: {}", d.location(), d.message));
+                }
+            }
+        }
     }
 
     fn clamp_diagnostic(&mut self) {
@@ -345,6 +653,7 @@ fn version_view(ws: &Workspace, store: &Store, v: &VersionFile) -> Result<Versio
         roofline_percent: None,
         diagnostics: vec![],
         failures: vec![],
+        results: BTreeMap::new(),
     };
     for r in &results {
         let Ok(stage) = serde_json::from_value::<Stage>(serde_json::Value::String(r.stage.clone())) else { continue };
@@ -364,12 +673,78 @@ fn version_view(ws: &Workspace, store: &Store, v: &VersionFile) -> Result<Versio
             StageDetail::Roofline(r) => view.roofline_percent = r.percent_of_ceiling,
             _ => {}
         }
-        view.diagnostics.extend(result.diagnostics.into_iter().map(|d| {
+        view.diagnostics.extend(result.diagnostics.iter().cloned().map(|d| {
             let (excerpt, caret) = excerpt(root, &d).unzip();
             DiagnosticView { excerpt, caret: caret.flatten(), diagnostic: d }
         }));
+        view.results.insert(stage, result);
     }
     Ok(view)
+}
+
+pub fn verdict_role(v: Verdict) -> Role {
+    match v {
+        Verdict::Pass => Role::Pass,
+        Verdict::Fail => Role::Fail,
+        Verdict::Error => Role::Error,
+        Verdict::Skipped => Role::Skipped,
+    }
+}
+
+/// Every version's newest passing bench per GPU, with the reference's time and the roofline's
+/// floor on that GPU. This is history: a version edited since keeps its old point, marked.
+fn timing(ws: &Workspace, store: &Store, versions: &[VersionView]) -> Result<Vec<GpuTiming>> {
+    let mut gpus: Vec<GpuTiming> = Vec::new();
+    // Oldest first, so GPUs keep the order they were first benched in and newer rows win.
+    let mut rows = store.stage_history(Stage::Bench.name(), HISTORY_ROWS)?;
+    rows.reverse();
+    for row in rows.iter().filter(|r| r.verdict == Verdict::Pass.name()) {
+        let Some(ordinal) = versions.iter().position(|v| v.id == row.version) else { continue };
+        let Ok(result) = serde_json::from_value::<StageResult>(row.payload.clone()) else { continue };
+        let StageDetail::Bench(b) = result.detail else { continue };
+        let Some(first) = b.sizes.first() else { continue };
+        let key = if b.uuid.is_empty() { &b.gpu } else { &b.uuid };
+        let gpu = match gpus.iter().position(|g| (if g.uuid.is_empty() { &g.gpu } else { &g.uuid }) == key) {
+            Some(i) => &mut gpus[i],
+            None => {
+                gpus.push(GpuTiming { gpu: b.gpu.clone(), uuid: b.uuid.clone(), ..Default::default() });
+                gpus.last_mut().expect("just pushed")
+            }
+        };
+        let current = ws.version(&row.version).and_then(|v| ws.source_hash(v)).as_ref() == Some(&row.source_hash);
+        let h = &first.headline;
+        let point = TimingPoint {
+            version: row.version.clone(),
+            ordinal,
+            median_us: h.median * 1e3,
+            min_us: h.min * 1e3,
+            max_us: h.max * 1e3,
+            current,
+        };
+        gpu.points.retain(|p| p.version != row.version);
+        gpu.points.push(point);
+        if let Some(r) = b.speedups.iter().find(|s| s.role == ROLE_REFERENCE) {
+            gpu.reference_us = Some(r.other.median * 1e3);
+        }
+    }
+    let mut roofs = store.stage_history(Stage::Roofline.name(), HISTORY_ROWS)?;
+    roofs.reverse();
+    for row in roofs.iter().filter(|r| r.verdict == Verdict::Pass.name()) {
+        let Ok(result) = serde_json::from_value::<StageResult>(row.payload.clone()) else { continue };
+        let StageDetail::Roofline(r) = result.detail else { continue };
+        let (Some(g), Some(pct)) = (
+            gpus.iter_mut()
+                .find(|g| if g.uuid.is_empty() { g.gpu == r.ceilings.gpu } else { g.uuid == r.ceilings.uuid }),
+            r.percent_of_ceiling,
+        ) else {
+            continue;
+        };
+        g.roofline_us = Some(r.seconds * pct / 100.0 * 1e6);
+    }
+    for g in &mut gpus {
+        g.points.sort_by_key(|p| p.ordinal);
+    }
+    Ok(gpus)
 }
 
 /// The newest result of each stage, kept only when it is of the same source as the newest result

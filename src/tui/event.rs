@@ -14,7 +14,8 @@ use rung::watch::{WatchEvent, WatchOptions};
 pub enum Event {
     Key(KeyEvent),
     Mouse(MouseEvent),
-    Resize,
+    /// The terminal's new width and height.
+    Resize(u16, u16),
     /// Advances the spinners.
     Tick,
     Watch(Box<WatchEvent>),
@@ -61,7 +62,7 @@ pub fn spawn(tx: &Sender<Event>, root: PathBuf, opts: WatchOptions, tick: Durati
                     // Releases and repeats (on terminals that report them) are not presses.
                     crossterm::event::Event::Key(k) if k.kind == KeyEventKind::Press => Event::Key(k),
                     crossterm::event::Event::Mouse(m) => Event::Mouse(m),
-                    crossterm::event::Event::Resize(..) => Event::Resize,
+                    crossterm::event::Event::Resize(w, h) => Event::Resize(w, h),
                     _ => continue,
                 };
                 if tx.send(ev).is_err() {

@@ -55,6 +55,12 @@ pub fn resume(term: &mut Tui) -> io::Result<()> {
     term.clear()
 }
 
+/// Turns mouse reporting on or off (off: the terminal selects text as usual).
+pub fn mouse(on: bool) {
+    let mut out = io::stdout();
+    let _ = if on { out.execute(EnableMouseCapture) } else { out.execute(DisableMouseCapture) };
+}
+
 /// Safe to call more than once (the panic hook stays installed after the session).
 fn leave(saved_stderr: Option<RawFd>) {
     let mut out = io::stdout();

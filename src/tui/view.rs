@@ -1,5 +1,10 @@
 //! The whole screen: a title line, the panes, and a bottom line that is the key bar, the last
-//! message, or the reason being typed; help over all of it.
+//! message, the reason being typed or the command palette's input; help over all of it.
+//!
+//! Layouts: on a narrow screen the versions on top and the last focused other pane below, large;
+//! from [`WIDE`] columns the versions and compile errors on the left and the last focused detail
+//! pane on the right; `z` gives the focused pane the whole body. [`panes`] is the one place that
+//! decides where each pane is, for drawing and for mouse hits alike.
 
 use ratatui::Frame;
 use ratatui::buffer::Buffer;
@@ -9,27 +14,69 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Paragraph, Widget};
 
 use super::action::Action;
-use super::app::{App, Mode};
+use super::app::{App, Mode, palette_matches};
 use super::panes::{Pane, paint};
+use super::theme::Role;
+
+/// From this many columns the detail pane sits beside the versions and compile errors.
+pub const WIDE: u16 = 140;
+
+/// The key bar's actions, in the order they are dropped from the end on a narrow screen.
+const KEY_BAR: [Action; 10] = [
+    Action::Help,
+    Action::Approve,
+    Action::Reject,
+    Action::Baseline,
+    Action::Zoom,
+    Action::Palette,
+    Action::Edit,
+    Action::Quit,
+    Action::NextPane,
+    Action::Jump,
+];
 
 pub fn draw(app: &App, frame: &mut Frame) {
     render(app, frame.area(), frame.buffer_mut());
+}
+
+/// The screen less its title and bottom lines.
+pub fn body(area: Rect) -> Rect {
+    let [_, body, _] = Layout::vertical([Constraint::Length(1), Constraint::Min(0), Constraint::Length(1)]).areas(area);
+    body
+}
+
+/// Where each visible pane goes in `body`.
+pub fn panes(app: &App, body: Rect) -> Vec<(Pane, Rect)> {
+    if app.zoomed {
+        return vec![(app.pane, body)];
+    }
+    // The versions pane is as tall as its rows, up to half (narrow: a third) of its column.
+    let wanted = app.versions.len().max(1) as u16 + 3;
+    if body.width >= WIDE {
+        let [left, right] = Layout::horizontal([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(body);
+        let [top, rest] =
+            Layout::vertical([Constraint::Length(wanted.min(left.height / 2).max(3)), Constraint::Min(0)]).areas(left);
+        vec![(Pane::Versions, top), (Pane::Diagnostics, rest), (app.right, right)]
+    } else {
+        let cap = if app.lower == Pane::Diagnostics { body.height / 2 } else { body.height / 3 };
+        let [top, rest] =
+            Layout::vertical([Constraint::Length(wanted.min(cap).max(3)), Constraint::Min(0)]).areas(body);
+        vec![(Pane::Versions, top), (app.lower, rest)]
+    }
 }
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let [title, body, bottom] =
         Layout::vertical([Constraint::Length(1), Constraint::Min(0), Constraint::Length(1)]).areas(area);
     title_line(app).render(title, buf);
-    // The versions pane is as tall as its rows, up to half the screen.
-    let wanted = app.versions.len().max(1) as u16 + 3;
-    let [top, rest] =
-        Layout::vertical([Constraint::Length(wanted.min(body.height / 2).max(3)), Constraint::Min(0)]).areas(body);
-    for (pane, area) in Pane::ALL.into_iter().zip([top, rest]) {
+    for (pane, area) in panes(app, body) {
         pane.draw(app, area, buf);
     }
     bottom_line(app).render(bottom, buf);
-    if app.mode == Mode::Help {
-        help(app, area, buf);
+    match &app.mode {
+        Mode::Help => help(app, area, buf),
+        Mode::Palette { input, selected } => palette(app, input, *selected, body, buf),
+        _ => {}
     }
 }
 
@@ -38,40 +85,85 @@ fn title_line(app: &App) -> Line<'_> {
         Span::styled("rung ", paint(app, Style::new().add_modifier(Modifier::BOLD))),
         Span::raw(format!(" {}  {}", app.problem, app.root.display())),
     ];
+    if let Some(b) = &app.baseline {
+        spans.push(Span::styled(format!("  ⚑ baseline {b}"), app.theme.fg(Role::Baseline)));
+    }
+    if app.watching {
+        spans.push(Span::styled("  watching", app.theme.fg(Role::Dim)));
+    }
     if !app.running.is_empty() {
         spans.push(Span::raw(format!("  {} running", app.running.len())));
+    }
+    if app.zoomed {
+        spans.push(Span::styled("  [zoom]", app.theme.fg(Role::Accent)));
     }
     Line::from(spans)
 }
 
 fn bottom_line(app: &App) -> Line<'_> {
-    if let Mode::Reject { version, reason } = &app.mode {
-        return Line::from(vec![
-            Span::styled(format!("reject {version}, reason: "), paint(app, Style::new().add_modifier(Modifier::BOLD))),
-            Span::raw(reason.as_str()),
-            Span::styled("▏", paint(app, Style::new().add_modifier(Modifier::SLOW_BLINK))),
-            Span::raw("  (Enter confirms, Esc cancels)"),
-        ]);
+    let bold = paint(app, Style::new().add_modifier(Modifier::BOLD));
+    let cursor = Span::styled("▏", paint(app, Style::new().add_modifier(Modifier::SLOW_BLINK)));
+    match &app.mode {
+        Mode::Reject { version, reason } => {
+            return Line::from(vec![
+                Span::styled(format!("reject {version}, reason: "), bold),
+                Span::raw(reason.as_str()),
+                cursor,
+                Span::raw("  (Enter confirms, Esc cancels)"),
+            ]);
+        }
+        Mode::Palette { input, .. } => {
+            return Line::from(vec![
+                Span::styled(":", bold),
+                Span::raw(input.as_str()),
+                cursor,
+                Span::raw("  (Enter runs, Tab completes, ↑↓ choose, Esc cancels)"),
+            ]);
+        }
+        _ => {}
     }
     if let Some(m) = &app.message {
         return Line::from(m.as_str());
     }
-    // The first key of each action; moving is left to help, to fit 80 columns.
-    let keys: Vec<String> = app
-        .keymap
-        .by_action()
-        .into_iter()
-        .filter(|(a, _)| !matches!(a, Action::Up | Action::Down | Action::PrevPane))
+    // The first key of each action, the most used first: what does not fit is in help.
+    let bound = app.keymap.by_action();
+    let keys: Vec<String> = KEY_BAR
+        .iter()
+        .filter_map(|a| bound.iter().find(|(b, _)| b == a))
         .map(|(a, keys)| format!("{} {}", keys[0], a.name()))
         .collect();
     Line::from(keys.join("  "))
 }
 
+/// The actions matching what was typed, above the bottom line.
+fn palette(app: &App, input: &str, selected: usize, body: Rect, buf: &mut Buffer) {
+    let matches = palette_matches(input);
+    let keys = app.keymap.by_action();
+    let height = (matches.len().max(1) as u16 + 2).min(body.height);
+    let width = body.width.min(72);
+    let popup = Rect::new(body.x, body.bottom().saturating_sub(height), width, height);
+    let lines: Vec<Line> = if matches.is_empty() {
+        vec![Line::from(format!("no action matches `{input}`"))]
+    } else {
+        matches
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let key = keys.iter().find(|(b, _)| b == a).map(|(_, k)| k.join(", ")).unwrap_or_default();
+                let line = Line::from(format!("{:<10} {:<12} {}", a.name(), key, a.describe()));
+                if i == selected { line.style(super::panes::highlight(app)) } else { line }
+            })
+            .collect()
+    };
+    Clear.render(popup, buf);
+    Paragraph::new(lines).block(Block::bordered().title(" run an action ")).render(popup, buf);
+}
+
 /// Every bound key, from the live keymap, and what the glyphs mean.
 fn help(app: &App, area: Rect, buf: &mut Buffer) {
     let bindings = app.keymap.by_action();
-    let width = area.width.saturating_sub(4).min(72);
-    let height = (bindings.len() as u16 + 5).min(area.height);
+    let width = area.width.saturating_sub(4).min(76);
+    let height = (bindings.len() as u16 + 6).min(area.height);
     let [_, column, _] =
         Layout::horizontal([Constraint::Min(0), Constraint::Length(width), Constraint::Min(0)]).areas(area);
     let [_, popup, _] =
@@ -82,7 +174,8 @@ fn help(app: &App, area: Rect, buf: &mut Buffer) {
         .map(|(a, keys)| Line::from(format!("{:<keys_width$}  {:<10} {}", keys.join(", "), a.name(), a.describe())))
         .collect();
     lines.push(Line::from(""));
-    lines.push(Line::from("✓ pass  ✗ fail  ! error  · skipped  (blank) not run"));
+    lines.push(Line::from("✓ pass  ✗ fail  ! error  · skipped  (blank) not run  ⚑ baseline"));
+    lines.push(Line::from("mouse: click a pane or a version, wheel scrolls"));
     Clear.render(popup, buf);
     Paragraph::new(lines).block(Block::bordered().title(" keys (any key closes) ")).render(popup, buf);
 }

@@ -3,13 +3,14 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, List, ListItem, ListState, Paragraph, StatefulWidget, Widget};
 use rung::diag::{Diagnostic, Severity};
 
 use super::{SELECTED, highlight, paint};
 use crate::tui::app::App;
+use crate::tui::theme::Role;
 
 pub fn draw(app: &App, block: Block, area: Rect, buf: &mut Buffer) {
     let version = app.selected_version();
@@ -43,31 +44,31 @@ pub fn draw(app: &App, block: Block, area: Rect, buf: &mut Buffer) {
 
 fn item<'a>(app: &App, d: &'a Diagnostic, excerpt: Option<&'a str>, caret: Option<usize>) -> ListItem<'a> {
     let color = match d.severity {
-        Severity::Error => Color::Red,
-        Severity::Warning => Color::Yellow,
-        Severity::Note => Color::Blue,
+        Severity::Error => Role::Fail,
+        Severity::Warning => Role::Warning,
+        Severity::Note => Role::Note,
     };
     let mut lines = vec![Line::from(vec![
-        Span::styled(format!("{:<7} ", d.severity), paint(app, Style::new().fg(color).add_modifier(Modifier::BOLD))),
+        Span::styled(format!("{:<7} ", d.severity), app.theme.fg(color).add_modifier(Modifier::BOLD)),
         Span::styled(d.location(), paint(app, Style::new().add_modifier(Modifier::BOLD))),
         Span::raw(format!("  {}{}", d.key.as_ref().map(|k| format!("{k}: ")).unwrap_or_default(), d.message)),
     ])];
     let gutter = d.line.to_string().len().max(3);
     if let Some(text) = excerpt {
-        let dim = paint(app, Style::new().fg(Color::DarkGray));
+        let dim = app.theme.fg(Role::Dim);
         lines.push(Line::from(vec![Span::styled(format!("{:>gutter$} │ ", d.line), dim), Span::raw(text)]));
         if let Some(offset) = caret {
             let caret = format!("{}^", " ".repeat(offset));
             lines.push(Line::from(vec![
                 Span::styled(format!("{:>gutter$} │ ", ""), dim),
-                Span::styled(caret, paint(app, Style::new().fg(color))),
+                Span::styled(caret, app.theme.fg(color)),
             ]));
         }
     }
     if let Some(help) = &d.help {
         lines.push(Line::from(vec![
             Span::raw(format!("{:>gutter$}   ", "")),
-            Span::styled("help: ", paint(app, Style::new().fg(Color::Cyan))),
+            Span::styled("help: ", app.theme.fg(Role::Help)),
             Span::raw(help.as_str()),
         ]));
     }

@@ -1,52 +1,100 @@
 //! The panes: one enum, one registry ([`Pane::ALL`], the Tab order), each drawn from `&App`.
+//! A new pane is a variant, its place in `ALL`, its title and its `draw`; the layout (`view.rs`)
+//! places it by [`Pane::is_detail`].
 
+mod correctness;
 mod diagnostics;
+mod log;
+mod profile;
+mod timing;
 mod versions;
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType};
 
 use super::app::App;
+use super::theme::Role;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Pane {
     Versions,
     Diagnostics,
+    Correctness,
+    Timing,
+    Profile,
+    Log,
 }
 
 impl Pane {
-    pub const ALL: [Pane; 2] = [Pane::Versions, Pane::Diagnostics];
+    pub const ALL: [Pane; 6] =
+        [Pane::Versions, Pane::Diagnostics, Pane::Correctness, Pane::Timing, Pane::Profile, Pane::Log];
 
     pub fn title(self) -> &'static str {
         match self {
             Pane::Versions => "versions",
             Pane::Diagnostics => "compile errors",
+            Pane::Correctness => "correctness",
+            Pane::Timing => "timing",
+            Pane::Profile => "profile",
+            Pane::Log => "log",
         }
+    }
+
+    /// A detail pane of the selected version or of the whole history: on a wide screen they take
+    /// turns right of the versions and the compile errors.
+    pub fn is_detail(self) -> bool {
+        !matches!(self, Pane::Versions | Pane::Diagnostics)
     }
 
     pub fn draw(self, app: &App, area: Rect, buf: &mut Buffer) {
         let focused = app.pane == self;
-        let block = Block::bordered()
+        let theme = &app.theme;
+        let mut block = Block::bordered()
             .border_type(if focused { BorderType::Thick } else { BorderType::Plain })
-            .border_style(paint(app, if focused { Style::new().fg(Color::Cyan) } else { Style::new() }))
+            .border_style(if focused { theme.fg(Role::Focus) } else { Style::new() })
             .title(format!(" {} ", self.title()));
+        if self.is_detail() {
+            // The other detail panes, so the user knows Tab reaches them.
+            let others: Vec<Span> = Pane::ALL
+                .into_iter()
+                .filter(|p| p.is_detail() && *p != self)
+                .map(|p| Span::styled(format!(" {} ", p.title()), theme.fg(Role::Dim)))
+                .collect();
+            block = block.title_top(Line::from(others).right_aligned());
+        }
         match self {
             Pane::Versions => versions::draw(app, block, area, buf),
             Pane::Diagnostics => diagnostics::draw(app, block, area, buf),
+            Pane::Correctness => correctness::draw(app, block, area, buf),
+            Pane::Timing => timing::draw(app, block, area, buf),
+            Pane::Profile => profile::draw(app, block, area, buf),
+            Pane::Log => log::draw(app, block, area, buf),
         }
     }
 }
 
-/// `style`, or no style at all under NO_COLOR.
+/// `style`, or without its colours under NO_COLOR.
 pub fn paint(app: &App, style: Style) -> Style {
-    if app.color { style } else { Style::new() }
+    app.theme.paint(style)
 }
 
 /// The selected row's look (with the `▶` beside it, it reads without colour too).
 pub fn highlight(app: &App) -> Style {
-    paint(app, Style::new().fg(Color::Cyan)).add_modifier(Modifier::REVERSED)
+    app.theme.fg(Role::Selected).add_modifier(Modifier::REVERSED)
 }
 
 pub const SELECTED: &str = "▶ ";
+
+/// Spinner frames for a running job.
+pub const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+/// `n=1024, m=64` for a test size.
+pub fn sizes_label(sizes: &rung::spec::SizeSet) -> String {
+    if sizes.is_empty() {
+        return "-".into();
+    }
+    sizes.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
+}

@@ -3,17 +3,16 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Cell, Paragraph, Row, StatefulWidget, Table, TableState, Widget};
 use rung::report::{Stage, Verdict};
 use rung::store::Status;
 use rung::watch::JobKind;
 
-use super::{SELECTED, highlight, paint};
+use super::{SELECTED, SPINNER, highlight, paint};
 use crate::tui::app::{App, RUNGS, VersionView};
-
-const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+use crate::tui::theme::Role;
 
 pub fn draw(app: &App, block: Block, area: Rect, buf: &mut Buffer) {
     if app.versions.is_empty() {
@@ -31,7 +30,7 @@ pub fn draw(app: &App, block: Block, area: Rect, buf: &mut Buffer) {
     .style(paint(app, Style::new().add_modifier(Modifier::BOLD)));
     let rows = app.versions.iter().map(|v| row(app, v));
     let widths = [
-        Constraint::Length(4),
+        Constraint::Length(5),
         Constraint::Min(6),
         Constraint::Length(10),
         Constraint::Length(4),
@@ -55,17 +54,19 @@ pub fn draw(app: &App, block: Block, area: Rect, buf: &mut Buffer) {
 
 fn row<'a>(app: &App, v: &'a VersionView) -> Row<'a> {
     let (mark, color) = match v.status {
-        None => ("  new", Color::Reset),
-        Some(Status::Draft) => ("· draft", Color::Reset),
-        Some(Status::Proposed) => ("? proposed", Color::Yellow),
-        Some(Status::Approved) => ("✓ approved", Color::Green),
-        Some(Status::Rejected) => ("✗ rejected", Color::Red),
+        None => ("  new", Role::Text),
+        Some(Status::Draft) => ("· draft", Role::Text),
+        Some(Status::Proposed) => ("? proposed", Role::Warning),
+        Some(Status::Approved) => ("✓ approved", Role::Pass),
+        Some(Status::Rejected) => ("✗ rejected", Role::Fail),
     };
-    let mut cells = vec![
-        Cell::from(v.id.as_str()),
-        Cell::from(v.name.as_str()),
-        Cell::from(Span::styled(mark, paint(app, Style::new().fg(color)))),
-    ];
+    let id = if app.baseline.as_deref() == Some(v.id.as_str()) {
+        Line::from(vec![Span::raw(v.id.as_str()), Span::styled("⚑", app.theme.fg(Role::Baseline))])
+    } else {
+        Line::from(v.id.as_str())
+    };
+    let mut cells =
+        vec![Cell::from(id), Cell::from(v.name.as_str()), Cell::from(Span::styled(mark, app.theme.fg(color)))];
     let running = app.running.get(&v.id).copied();
     cells.extend(
         RUNGS.iter().map(|&stage| {
@@ -83,18 +84,18 @@ fn row<'a>(app: &App, v: &'a VersionView) -> Row<'a> {
 fn glyph(app: &App, stage: Stage, verdict: Option<Verdict>, running: Option<JobKind>) -> Span<'static> {
     let job = if matches!(stage, Stage::Prepare | Stage::Build) { JobKind::Build } else { JobKind::Gpu };
     if running == Some(job) {
-        return Span::styled(SPINNER[app.frame % SPINNER.len()], paint(app, Style::new().fg(Color::Cyan)));
+        return Span::styled(SPINNER[app.frame % SPINNER.len()], app.theme.fg(Role::Accent));
     }
     let (text, color) = match verdict {
-        None => (" ", Color::Reset),
-        Some(Verdict::Pass) => ("✓", Color::Green),
-        Some(Verdict::Fail) => ("✗", Color::Red),
-        Some(Verdict::Error) => ("!", Color::Magenta),
-        Some(Verdict::Skipped) => ("·", Color::DarkGray),
+        None => (" ", Role::Text),
+        Some(Verdict::Pass) => ("✓", Role::Pass),
+        Some(Verdict::Fail) => ("✗", Role::Fail),
+        Some(Verdict::Error) => ("!", Role::Error),
+        Some(Verdict::Skipped) => ("·", Role::Skipped),
     };
-    Span::styled(text, paint(app, Style::new().fg(color)))
+    Span::styled(text, app.theme.fg(color))
 }
 
-fn format_us(us: f64) -> String {
+pub fn format_us(us: f64) -> String {
     if us < 100.0 { format!("{us:.2}") } else { format!("{us:.1}") }
 }

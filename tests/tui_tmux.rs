@@ -1,0 +1,232 @@
+//! The real binary's TUI in a real terminal (tmux), on a workspace written by `rung new`: an
+//! atomic-rename save (a temporary file renamed over the version, as editors save) turns the
+//! screen from building to the new verdict; a compile error shows at its line in the errors
+//! pane; approve and reject by key survive a restart of the TUI; quitting, Ctrl-Z and SIGTERM
+//! give the terminal back (and `fg` takes it again). The screen is polled with a deadline, never read after a fixed sleep.
+//!
+//! Needs tmux and a CUDA compiler (nvcc or NVRTC, for the build rung); no GPU: without one the
+//! run rung is skipped, which is a verdict like any other.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use rung::store::{Status, Store};
+
+const RUNG: &str = env!("CARGO_BIN_EXE_rung");
+/// How long one state may take to appear (an nvcc build is a few seconds on a busy machine).
+const DEADLINE: Duration = Duration::from_secs(90);
+
+/// A tmux server of its own (its own socket), killed when the test ends however it ends.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(env: &[(&str, &Path)], width: u16, height: u16) -> Tmux {
+        let socket = format!("rung-test-{}-{}", std::process::id(), rand_suffix());
+        let mut cmd = Command::new("tmux");
+        cmd.args(["-L", &socket, "-f", "/dev/null", "new-session", "-d", "-s", "t"])
+            .args(["-x", &width.to_string(), "-y", &height.to_string(), "sh"])
+            .env("NO_COLOR", "1")
+            .env("PS1", "$ ")
+            .env("TERM", "xterm-256color");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().expect("tmux runs");
+        assert!(out.status.success(), "tmux new-session: {}", String::from_utf8_lossy(&out.stderr));
+        let t = Tmux { socket };
+        // The pane stays after its process exits, so the restored screen can be read.
+        t.tmux(&["set-option", "-t", "t", "remain-on-exit", "on"]);
+        t
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux").args(["-L", &self.socket]).args(args).output().expect("tmux runs");
+        assert!(out.status.success(), "tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-t", "t"])
+    }
+
+    /// Types text literally (no key names).
+    fn type_text(&self, text: &str) {
+        self.tmux(&["send-keys", "-t", "t", "-l", text]);
+    }
+
+    /// Presses keys by tmux's names (`Enter`, `Escape`, `j`).
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "t"];
+        args.extend(keys);
+        self.tmux(&args);
+    }
+
+    /// Polls the screen until `ready` holds; fails with the last screen after the deadline.
+    fn wait_for(&self, what: &str, ready: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if ready(&screen) {
+                return screen;
+            }
+            assert!(start.elapsed() < DEADLINE, "waited {DEADLINE:?} for {what}; the screen:\n{screen}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn pane(&self, format: &str) -> String {
+        self.tmux(&["display-message", "-p", "-t", "t", format]).trim().to_string()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux").args(["-L", &self.socket, "kill-server"]).output();
+    }
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() % 1_000_000)
+}
+
+/// Whether tmux and a CUDA compiler are here; says why not otherwise.
+fn can_run() -> bool {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        assert!(
+            std::env::var_os("RUNG_REQUIRE_TOOLCHAIN").is_none(),
+            "RUNG_REQUIRE_TOOLCHAIN is set but tmux is missing"
+        );
+        eprintln!("SKIPPED: tmux is not installed (apt-get install tmux): the TUI's end-to-end test needs a terminal");
+        return false;
+    }
+    let tc = common::doctor_toolchain();
+    if tc["nvcc"]["path"].is_null() && tc["nvrtc"]["path"].is_null() {
+        assert!(
+            std::env::var_os("RUNG_REQUIRE_TOOLCHAIN").is_none(),
+            "RUNG_REQUIRE_TOOLCHAIN is set but no CUDA compiler"
+        );
+        eprintln!("SKIPPED: no nvcc or NVRTC here (run `rung setup`): the build rung cannot run");
+        return false;
+    }
+    true
+}
+
+/// Saves as editors do: the new text into a temporary file beside it, renamed over the version.
+fn atomic_save(path: &Path, text: &str) {
+    let tmp = path.with_file_name(format!(".{}.tmp", path.file_name().unwrap().to_string_lossy()));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// The versions pane's row of `id` (its left half: the detail pane is beside it).
+fn row<'a>(screen: &'a str, id: &str) -> &'a str {
+    let line = screen.lines().find(|l| l.starts_with('┃') && l.contains(&format!(" {id} "))).unwrap_or("");
+    line.char_indices().skip(1).find(|(_, c)| *c == '┃').map_or(line, |(i, _)| &line[..i])
+}
+
+const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+
+#[test]
+fn a_save_a_compile_error_and_reviews_in_the_real_tui() {
+    if !can_run() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    let out = Command::new(RUNG).args(["new", ws.to_str().unwrap(), "--template", "vector-add"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let config = tmp.path().join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    let t = Tmux::start(&[("XDG_CONFIG_HOME", &config)], 200, 50);
+    t.type_text(&format!("cd '{}' && '{RUNG}' tui; echo TUI-EXITED=$?", ws.display()));
+    t.keys(&["Enter"]);
+    // Saves are seen once the scheduler watches the files.
+    t.wait_for("the TUI", |s| s.contains("compile errors") && s.contains("watching") && row(s, "v003").contains("new"));
+
+    // A save with an undeclared name on line 6: the error at that line (nvcc stops at it within
+    // a frame or two, too fast to be sure to see the spinner; the fix below is watched building).
+    let file: PathBuf = ws.join("versions/v001-naive.cu");
+    let good = std::fs::read_to_string(&file).unwrap();
+    assert!(good.lines().nth(5).unwrap().contains("out[i] = a[i] + b[i];"), "line 6 of the template changed");
+    atomic_save(&file, &good.replace("out[i] = a[i] + b[i];", "out[i] = a[i] + bb[i];"));
+    let s = t.wait_for("the compile error", |s| s.contains("versions/v001-naive.cu:6:"));
+    let error = s.lines().find(|l| l.contains("versions/v001-naive.cu:6:")).unwrap();
+    assert!(error.contains("error") && error.contains("bb"), "{error}");
+    assert!(s.contains("  6 │     if (i < n) out[i] = a[i] + bb[i];"), "the offending line under it:\n{s}");
+    assert!(row(&s, "v001").contains('✗'), "the build failed:\n{s}");
+
+    // The fix, saved the same way: building again, then the new verdict and no error.
+    atomic_save(&file, &good.replace("// One element per thread", "// One element per thread (fixed)"));
+    let s = t.wait_for("v001 building", |s| row(s, "v001").contains(SPINNER));
+    assert!(s.contains("v001: building"), "the correctness pane says so too:\n{s}");
+    let s = t.wait_for("the new verdict", |s| {
+        let r = row(s, "v001");
+        !r.contains(SPINNER) && !r.contains('✗') && r.matches('✓').count() >= 2
+    });
+    assert!(s.contains("v001: no diagnostics"), "{s}");
+    assert!(!s.contains("v001-naive.cu:6:"), "the old error is gone:\n{s}");
+
+    // Approve v001, reject v002 with a reason, by key.
+    t.keys(&["a"]);
+    t.wait_for("v001 approved", |s| row(s, "v001").contains("✓ approved"));
+    t.keys(&["j", "r"]);
+    t.wait_for("the reason prompt", |s| s.contains("reject v002, reason:"));
+    t.type_text("too slow");
+    t.keys(&["Enter"]);
+    t.wait_for("v002 rejected", |s| row(s, "v002").contains("✗ rejected"));
+
+    // q gives the terminal back to the shell.
+    t.keys(&["q"]);
+    let s = t.wait_for("the shell", |s| s.contains("TUI-EXITED=0"));
+    assert!(!s.contains("compile errors"), "the TUI's screen is gone:\n{s}");
+
+    // Ctrl-Z stops it with the shell's screen back; `fg` brings it back, repainted.
+    t.type_text(&format!("'{RUNG}' tui"));
+    t.keys(&["Enter"]);
+    t.wait_for("the TUI", |s| s.contains("compile errors") && s.contains("watching"));
+    t.keys(&["C-z"]);
+    t.wait_for("the stopped job", |s| s.contains("Stopped") && !s.contains("compile errors"));
+    t.type_text("fg");
+    t.keys(&["Enter"]);
+    t.wait_for("the TUI resumed", |s| s.contains("compile errors") && row(s, "v002").contains("✗ rejected"));
+    t.keys(&["q"]);
+    t.wait_for("the shell", |s| !s.contains("compile errors"));
+
+    // A new TUI shows both reviews; so does the history.
+    t.type_text(&format!("exec '{RUNG}' tui"));
+    t.keys(&["Enter"]);
+    let s = t.wait_for("the TUI again", |s| s.contains("compile errors") && row(s, "v003").contains("v003"));
+    assert!(row(&s, "v001").contains("✓ approved") && row(&s, "v002").contains("✗ rejected"), "{s}");
+    let store = Store::open(&ws.join(".rung")).unwrap();
+    let v002 = store.version("v002").unwrap().unwrap();
+    assert_eq!((v002.status, v002.reason.as_deref()), (Status::Rejected, Some("too slow")));
+    assert_eq!(store.version("v001").unwrap().unwrap().status, Status::Approved);
+    t.keys(&["j"]);
+    t.wait_for("v002's reason", |s| s.contains("v002, rejected: too slow"));
+
+    // SIGTERM ends it cleanly too: the shell's screen is back and it exits 0.
+    let pid: i32 = t.pane("#{pane_pid}").parse().unwrap();
+    // SAFETY: a signal to the process this test started in the pane.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let s = t.wait_for("the terminal restored after SIGTERM", |s| !s.contains("compile errors"));
+    assert!(s.contains("TUI-EXITED=0"), "the main screen is back:\n{s}");
+    // The process is gone (or a zombie waiting for tmux to reap it). tmux does not always record
+    // the status of a pane's process by the time it marks the pane dead; when it has, it is 0.
+    let start = Instant::now();
+    let gone = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map_or(true, |st| st.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
+    };
+    while !gone(pid) {
+        assert!(start.elapsed() < DEADLINE, "the TUI did not exit on SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let dead = t.pane("#{pane_dead}:#{pane_dead_status}:#{pane_dead_signal}");
+    assert!(dead == "1:0:" || dead == "1::", "dead, exit status 0 and no signal: {dead}");
+}
