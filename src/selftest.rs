@@ -297,15 +297,22 @@ fn version_runs(label: &str, report: &crate::report::CheckReport) -> Vec<Version
         .collect()
 }
 
+/// The demo workspace with the versions only the selftest adds: PTX, a `rung_run` host entry and
+/// a cluster kernel.
+fn write_demo(demo: &Path) -> anyhow::Result<()> {
+    crate::templates::write("rmsnorm", demo)?;
+    for (name, text) in [PTX_VERSION, HOST_ENTRY_VERSION, CLUSTER_VERSION] {
+        std::fs::write(demo.join("versions").join(name), text)?;
+    }
+    Ok(())
+}
+
 /// Checks the demo, the GPU MODE folders and the KernelBench problem.
 pub fn run_workspaces(dir: &Path) -> anyhow::Result<Vec<VersionRun>> {
     let machine = Machine::discover();
     let mut out = Vec::new();
     let demo = dir.join("demo");
-    crate::templates::write("rmsnorm", &demo)?;
-    for (name, text) in [PTX_VERSION, HOST_ENTRY_VERSION, CLUSTER_VERSION] {
-        std::fs::write(demo.join("versions").join(name), text)?;
-    }
+    write_demo(&demo)?;
     let mut places: Vec<(String, PathBuf)> = vec![("demo (rmsnorm)".into(), demo)];
     write_dir(&GPU_MODE, &dir.join("gpu-mode"))?;
     for p in ["vectoradd", "vectorsum"] {
@@ -501,10 +508,7 @@ pub fn run_bench(
 ) -> anyhow::Result<(Vec<BenchRun>, serde_json::Value)> {
     let machine = Machine::discover();
     let demo = dir.join("demo");
-    crate::templates::write("rmsnorm", &demo)?;
-    for (name, text) in [PTX_VERSION, HOST_ENTRY_VERSION, CLUSTER_VERSION] {
-        std::fs::write(demo.join("versions").join(name), text)?;
-    }
+    write_demo(&demo)?;
     let side = dir.join("side-stream");
     fault_workspace(&side, &FaultOptions { gpu: true, order_seed: 0, run_limit: "10s".into() })?;
     let f = FAULTS.get_file("t-side-stream.py").expect("embedded");

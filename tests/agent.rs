@@ -22,6 +22,8 @@ use rung::agent::{
     ToolOutput, ToolSpec, Usage, run_turn,
 };
 
+mod common;
+
 const KEY: &str = "sk-rung-test-DO-NOT-LEAK-1234";
 
 fn fixture(name: &str) -> Vec<u8> {
@@ -772,13 +774,7 @@ fn tool_call_stream(calls: &[(&str, serde_json::Value)]) -> Vec<u8> {
 
 #[test]
 fn workspace_tools_answer_a_model_through_the_mcp_functions() {
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    let out = Command::new(env!("CARGO_BIN_EXE_rung"))
-        .args(["new", ws.to_str().unwrap(), "--template", "vector-add"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let (tmp, ws) = common::new_workspace("vector-add");
     std::fs::create_dir_all(ws.join("context")).unwrap();
     std::fs::write(ws.join("context/notes.md"), "# Coalescing\nfloat4 loads make 128-bit transactions\n").unwrap();
     std::fs::write(tmp.path().join("outside.txt"), "not for the model\n").unwrap();

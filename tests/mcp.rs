@@ -14,14 +14,7 @@ use std::time::Duration;
 mod common;
 
 fn workspace() -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    let out = Command::new(env!("CARGO_BIN_EXE_rung"))
-        .args(["new", ws.to_str().unwrap(), "--template", "vector-add"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    (tmp, ws)
+    common::new_workspace("vector-add")
 }
 
 #[test]

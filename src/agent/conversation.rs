@@ -65,15 +65,9 @@ impl ChatStore {
             .ok_or_else(|| AgentError::Config(format!("{}: cannot create a chat file", self.dir.display())))?;
         let mut conv = Conversation {
             id: id.clone(),
-            provider: provider.into(),
-            model: model.into(),
-            messages: Vec::new(),
-            usage: Usage::default(),
-            cost_usd: None,
-            prices: None,
             path: Some(self.dir.join(format!("{id}.jsonl"))),
             file: Some(file),
-            secrets: Vec::new(),
+            ..Conversation::in_memory(provider, model)
         };
         conv.write(&Line::Header { schema: SCHEMA, id, provider: provider.into(), model: model.into(), created: now })?;
         Ok(conv)

@@ -70,3 +70,16 @@ pub fn python_with_module(module: &str) -> Option<String> {
     eprintln!("SKIPPED: rung's Python cannot import `{module}` (install it: {fix})");
     None
 }
+
+/// A workspace written by `rung new DIR --template TEMPLATE` in a fresh temporary folder (kept
+/// alive by the returned guard).
+pub fn new_workspace(template: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    let out = Command::new(env!("CARGO_BIN_EXE_rung"))
+        .args(["new", ws.to_str().unwrap(), "--template", template])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    (tmp, ws)
+}
