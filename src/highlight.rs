@@ -76,6 +76,15 @@ pub struct Run {
 /// (`cu`, `py`, `ptx`) or a Markdown fence's word (`cuda`, `python`, `c++`); `None` when no
 /// grammar knows it.
 pub fn colour_runs<'a>(language: &str, lines: impl IntoIterator<Item = &'a str>) -> Option<Vec<Vec<Run>>> {
+    colour_runs_with(theme(), language, lines)
+}
+
+/// [`colour_runs`] in the colours of a given syntax theme (the TUI's chosen `.tmTheme`).
+pub fn colour_runs_with<'a>(
+    theme: &Theme,
+    language: &str,
+    lines: impl IntoIterator<Item = &'a str>,
+) -> Option<Vec<Vec<Run>>> {
     let lang = language.trim().to_ascii_lowercase();
     let ext = match lang.as_str() {
         "cuda" | "c++" | "cxx" | "cc" | "c" | "h" | "hpp" => "cu",
@@ -83,7 +92,7 @@ pub fn colour_runs<'a>(language: &str, lines: impl IntoIterator<Item = &'a str>)
         other => other,
     };
     let syntax = syntax_for(ext).or_else(|| syntaxes().find_syntax_by_token(&lang))?;
-    let mut h = HighlightLines::new(syntax, theme());
+    let mut h = HighlightLines::new(syntax, theme);
     Some(
         lines
             .into_iter()

@@ -205,14 +205,7 @@ impl Workspace {
     /// A built version's dumps of one kind (`ptx`, `sass`) in `.rung/dumps/<id>/` (one per
     /// kernel for Triton), sorted: their paths relative to the root, and their text joined.
     pub fn dumps(&self, id: &str, ext: &str) -> Option<(Vec<PathBuf>, String)> {
-        let dir = self.state_dir().join(crate::store::DUMPS_DIR).join(id);
-        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-            .ok()?
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|e| e == ext))
-            .collect();
-        files.sort();
+        let files = dump_files(&self.state_dir(), id, ext);
         if files.is_empty() {
             return None;
         }
@@ -380,6 +373,17 @@ fn natural_key(id: &str) -> (String, u64, String) {
 pub fn next_version_id(existing: &[VersionFile]) -> String {
     let max = existing.iter().filter_map(|v| v.id.strip_prefix('v')?.parse::<u32>().ok()).max().unwrap_or(0);
     format!("v{:03}", max + 1)
+}
+
+/// The files of a version's `ext` listing (`ptx`, `sass`) under `.rung/dumps/<id>/`, sorted; empty
+/// when it has none. Each kernel module of the version is one file.
+pub fn dump_files(state_dir: &Path, id: &str, ext: &str) -> Vec<PathBuf> {
+    let dir = state_dir.join(crate::store::DUMPS_DIR).join(id);
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut files: Vec<PathBuf> =
+        entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == ext)).collect();
+    files.sort();
+    files
 }
 
 #[cfg(test)]

@@ -175,9 +175,10 @@ fn diff_kernel(kind: AsmKind, l: Option<&KernelListing>, r: Option<&KernelListin
             DiffOp::Replace { old_index, old_len, new_index, new_len } => {
                 deleted += old_len;
                 inserted += new_len;
-                for j in 0..old_len.max(new_len) {
-                    let mut left = (j < old_len).then(|| side(lk, &lt, old_index + j));
-                    let mut right = (j < new_len).then(|| side(rk, &rt, new_index + j));
+                let pairs = pair_by_opcode(&lt[old_index..old_index + old_len], &rt[new_index..new_index + new_len]);
+                for (a, b) in pairs {
+                    let mut left = a.map(|j| side(lk, &lt, old_index + j));
+                    let mut right = b.map(|j| side(rk, &rt, new_index + j));
                     let kind = match (&left, &right) {
                         (Some(_), Some(_)) => RowKind::Replace,
                         (Some(_), None) => RowKind::Delete,
@@ -214,6 +215,69 @@ fn diff_kernel(kind: AsmKind, l: Option<&KernelListing>, r: Option<&KernelListin
         left_mix: l.map(|k| mix(kind, k)),
         right_mix: r.map(|k| mix(kind, k)),
     }
+}
+
+/// The largest changed block whose lines are paired by opcode; a larger one is paired in order.
+const PAIRING_CELLS: usize = 250_000;
+
+/// The opcode a line starts with, without predicate or modifiers: `LDG` for `@P0 LDG.E.128 R4, ...`,
+/// `ld` for `ld.global.v4.f32 ...`; a label or directive is its own text.
+fn opcode(line: &str) -> &str {
+    let mut words = line.split_whitespace();
+    let first = match words.next() {
+        Some(w) if w.starts_with('@') => words.next().unwrap_or(w),
+        Some(w) => w,
+        None => return "",
+    };
+    if first.ends_with(':') || first.starts_with('.') {
+        return line;
+    }
+    first.split('.').next().unwrap_or(first)
+}
+
+/// Rows for a changed block: lines with the same opcode paired (the longest common subsequence of
+/// opcodes), so `LDG.E` faces the `LDG.E.128` that replaced it rather than whatever line happens
+/// to sit at the same offset; the rest are deletions and insertions in their places.
+fn pair_by_opcode(old: &[String], new: &[String]) -> Vec<(Option<usize>, Option<usize>)> {
+    let (m, n) = (old.len(), new.len());
+    if m == 0 || n == 0 || m.saturating_mul(n) > PAIRING_CELLS {
+        return (0..m.max(n)).map(|j| ((j < m).then_some(j), (j < n).then_some(j))).collect();
+    }
+    let a: Vec<&str> = old.iter().map(|l| opcode(l)).collect();
+    let b: Vec<&str> = new.iter().map(|l| opcode(l)).collect();
+    // lcs[i][j]: the longest common subsequence of a[i..] and b[j..].
+    let mut lcs = vec![0u32; (m + 1) * (n + 1)];
+    let at = |i: usize, j: usize| i * (n + 1) + j;
+    for i in (0..m).rev() {
+        for j in (0..n).rev() {
+            lcs[at(i, j)] =
+                if a[i] == b[j] { lcs[at(i + 1, j + 1)] + 1 } else { lcs[at(i + 1, j)].max(lcs[at(i, j + 1)]) };
+        }
+    }
+    let mut out = Vec::with_capacity(m.max(n));
+    let (mut i, mut j) = (0, 0);
+    while i < m || j < n {
+        if i < m && j < n && a[i] == b[j] {
+            out.push((Some(i), Some(j)));
+            i += 1;
+            j += 1;
+        } else if j == n || (i < m && lcs[at(i + 1, j)] >= lcs[at(i, j + 1)]) {
+            out.push((Some(i), None));
+            i += 1;
+        } else {
+            out.push((None, Some(j)));
+            j += 1;
+        }
+    }
+    // Unpaired neighbours (a deletion right before an insertion) share a row, as a changed line.
+    let mut merged: Vec<(Option<usize>, Option<usize>)> = Vec::with_capacity(out.len());
+    for p in out {
+        match (merged.last_mut(), p) {
+            (Some(last @ (Some(_), None)), (None, Some(r))) => last.1 = Some(r),
+            _ => merged.push(p),
+        }
+    }
+    merged
 }
 
 fn hunks(rows: &[Row]) -> Vec<(usize, usize)> {
@@ -294,6 +358,33 @@ pub fn inline_changes(a: &str, b: &str) -> (Spans, Spans) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_changed_block_pairs_lines_by_opcode() {
+        let old: Vec<String> = ["LDG.E R4, [R2] ;", "LDG.E R5, [R6] ;", "FADD R4, R4, R5 ;", "STG.E [R10], R4 ;"]
+            .map(String::from)
+            .to_vec();
+        let new: Vec<String> = [
+            "LDG.E.128 R4, [R2] ;",
+            "LDG.E.128 R8, [R6] ;",
+            "FADD R4, R4, R8 ;",
+            "FADD R5, R5, R9 ;",
+            "@P0 STG.E.128 [R10], R4 ;",
+        ]
+        .map(String::from)
+        .to_vec();
+        let pairs = pair_by_opcode(&old, &new);
+        assert_eq!(
+            pairs,
+            vec![(Some(0), Some(0)), (Some(1), Some(1)), (Some(2), Some(2)), (None, Some(3)), (Some(3), Some(4))]
+        );
+        // Nothing in common: in order, side by side.
+        let other: Vec<String> = vec!["EXIT ;".into(), "BRA `(.L0) ;".into()];
+        assert_eq!(pair_by_opcode(&old[..1], &other), vec![(Some(0), Some(0)), (None, Some(1))]);
+        assert_eq!(opcode("@!P1 LDG.E.128 R4, [R2] ;"), "LDG");
+        assert_eq!(opcode("ld.global.v4.f32 {%f1}, [%rd1];"), "ld");
+        assert_eq!(opcode(".L0:"), ".L0:");
+    }
     use crate::asm::parse;
 
     fn sass(lines: &[&str]) -> Vec<KernelListing> {

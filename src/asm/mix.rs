@@ -2,7 +2,7 @@
 //! operations by space and width, tensor-core instructions, FMAs, branches, barriers, spills and
 //! the uniform datapath.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -124,6 +124,54 @@ pub fn mix(kind: AsmKind, k: &KernelListing) -> InstructionMix {
     m
 }
 
+/// One count that differs between two mixes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MixChange {
+    /// `instructions`, a class (`global load`), or a memory or tensor-core mnemonic
+    /// (`LDG 128-bit`).
+    pub what: String,
+    pub a: usize,
+    pub b: usize,
+}
+
+/// The counts of two mixes that differ: the instruction total, then the classes, then the
+/// memory and tensor-core mnemonics, each group by name (the order `rung diff`, `diff_asm` and
+/// the TUI's assembly pane show them in).
+pub fn changes(l: &InstructionMix, r: &InstructionMix) -> Vec<MixChange> {
+    let mut out = Vec::new();
+    let mut push = |what: &str, a: usize, b: usize| {
+        if a != b {
+            out.push(MixChange { what: what.to_string(), a, b });
+        }
+    };
+    push("instructions", l.instructions, r.instructions);
+    let classes: BTreeSet<&String> = l.classes.keys().chain(r.classes.keys()).collect();
+    for c in classes {
+        push(c, l.count(c), r.count(c));
+    }
+    for (ml, mr) in [(&l.memory, &r.memory), (&l.tensor, &r.tensor)] {
+        let keys: BTreeSet<&String> = ml.keys().chain(mr.keys()).collect();
+        for k in keys {
+            push(k, ml.get(k).copied().unwrap_or(0), mr.get(k).copied().unwrap_or(0));
+        }
+    }
+    out
+}
+
+/// The sum of several kernels' mixes (the assembly pane's summary of a whole module).
+pub fn total<'a>(mixes: impl IntoIterator<Item = &'a InstructionMix>) -> InstructionMix {
+    let mut t = InstructionMix::default();
+    for m in mixes {
+        t.instructions += m.instructions;
+        for (into, from) in [(&mut t.classes, &m.classes), (&mut t.memory, &m.memory), (&mut t.tensor, &m.tensor)] {
+            for (k, n) in from {
+                *into.entry(k.clone()).or_default() += n;
+            }
+        }
+    }
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,5 +201,21 @@ mod tests {
         assert_eq!(m.memory.get("st.global.f32 32-bit"), Some(&1));
         assert_eq!(m.count("barrier"), 1, "wgmma.fence orders, it does not multiply");
         assert_eq!(m.count("tensor core"), 0);
+    }
+
+    #[test]
+    fn changes_list_only_what_differs() {
+        let mut a = InstructionMix { kernel: "k".into(), instructions: 10, ..Default::default() };
+        a.classes.insert("global load".into(), 4);
+        a.memory.insert("LDG 32-bit".into(), 4);
+        let mut b = InstructionMix { kernel: "k".into(), instructions: 7, ..Default::default() };
+        b.classes.insert("global load".into(), 1);
+        b.memory.insert("LDG 128-bit".into(), 1);
+        let c = changes(&a, &b);
+        let names: Vec<&str> = c.iter().map(|c| c.what.as_str()).collect();
+        assert_eq!(names, vec!["instructions", "global load", "LDG 128-bit", "LDG 32-bit"]);
+        assert!(changes(&a, &a).is_empty());
+        let t = total([&a, &b]);
+        assert_eq!((t.instructions, t.count("global load"), t.memory.len()), (17, 5, 2));
     }
 }

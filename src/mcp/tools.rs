@@ -6,7 +6,6 @@
 //! `submit_version` are seen at once. Builds and checks go through one [`Engine`], whose workers
 //! stay alive between calls (the Python zygote keeps its imports warm).
 
-use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -496,18 +495,9 @@ pub struct KernelChange {
     pub left_mix: Option<InstructionMix>,
     pub right_mix: Option<InstructionMix>,
     /// The instruction-mix counts that differ.
-    pub mix_changes: Vec<MixChange>,
+    pub mix_changes: Vec<asm::mix::MixChange>,
     /// Runs of changed rows with three rows of context.
     pub hunks: Vec<Hunk>,
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct MixChange {
-    /// `instructions`, a class (`global load`), or a memory or tensor-core mnemonic
-    /// (`LDG 128-bit`).
-    pub what: String,
-    pub a: usize,
-    pub b: usize,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -1207,28 +1197,6 @@ pub fn get_asm(ctx: &Context, args: &AsmArgs) -> Result<Reply, ToolError> {
     Reply::new(text, &out)
 }
 
-/// The counts of two mixes that differ, in the order `rung diff` prints them.
-fn mix_changes(l: &InstructionMix, r: &InstructionMix) -> Vec<MixChange> {
-    let mut out = Vec::new();
-    let mut push = |what: &str, a: usize, b: usize| {
-        if a != b {
-            out.push(MixChange { what: what.to_string(), a, b });
-        }
-    };
-    push("instructions", l.instructions, r.instructions);
-    let classes: BTreeSet<&String> = l.classes.keys().chain(r.classes.keys()).collect();
-    for c in classes {
-        push(c, l.count(c), r.count(c));
-    }
-    for (ml, mr) in [(&l.memory, &r.memory), (&l.tensor, &r.tensor)] {
-        let keys: BTreeSet<&String> = ml.keys().chain(mr.keys()).collect();
-        for k in keys {
-            push(k, ml.get(k).copied().unwrap_or(0), mr.get(k).copied().unwrap_or(0));
-        }
-    }
-    out
-}
-
 /// A run of changed rows in unified layout: what left, then what came.
 fn flush_unified(text: &mut String, pending: &mut Vec<&Row>) {
     for s in pending.iter().filter_map(|r| r.left.as_ref()) {
@@ -1284,7 +1252,7 @@ pub fn diff_asm(ctx: &Context, args: &DiffAsmArgs) -> Result<Reply, ToolError> {
             });
         }
         let changes = match (&k.left_mix, &k.right_mix) {
-            (Some(l), Some(r)) => mix_changes(l, r),
+            (Some(l), Some(r)) => asm::mix::changes(l, r),
             _ => vec![],
         };
         kernels.push(KernelChange {
@@ -1453,19 +1421,5 @@ mod tests {
         }
         assert!(sanitise_name("!!!").unwrap_err().error.contains("no letters or digits"));
         assert_eq!(sanitise_name(&"x".repeat(200)).unwrap().len(), MAX_NAME_CHARS);
-    }
-
-    #[test]
-    fn mix_changes_list_only_what_differs() {
-        let mut a = InstructionMix { kernel: "k".into(), instructions: 10, ..Default::default() };
-        a.classes.insert("global load".into(), 4);
-        a.memory.insert("LDG 32-bit".into(), 4);
-        let mut b = InstructionMix { kernel: "k".into(), instructions: 7, ..Default::default() };
-        b.classes.insert("global load".into(), 1);
-        b.memory.insert("LDG 128-bit".into(), 1);
-        let c = mix_changes(&a, &b);
-        let names: Vec<&str> = c.iter().map(|c| c.what.as_str()).collect();
-        assert_eq!(names, vec!["instructions", "global load", "LDG 128-bit", "LDG 32-bit"]);
-        assert!(mix_changes(&a, &a).is_empty());
     }
 }

@@ -26,6 +26,17 @@ pub enum Action {
     Baseline,
     /// The focused pane takes the whole screen, or gives it back.
     Zoom,
+    /// The assembly pane shows PTX, or SASS.
+    AsmKind,
+    /// Chooses what the assembly pane compares the selected version with.
+    Compare,
+    /// The assembly pane's next (previous) run of changes.
+    NextHunk,
+    PrevHunk,
+    /// The assembly pane shows one kernel, the next, ..., then every kernel again.
+    NextKernel,
+    /// Renames registers by first use before comparing listings, or stops.
+    Registers,
     /// Runs any action by name.
     Palette,
     Help,
@@ -35,7 +46,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 16] = [
+    pub const ALL: [Action; 22] = [
         Action::Up,
         Action::Down,
         Action::PageUp,
@@ -48,6 +59,12 @@ impl Action {
         Action::Reject,
         Action::Baseline,
         Action::Zoom,
+        Action::AsmKind,
+        Action::Compare,
+        Action::NextHunk,
+        Action::PrevHunk,
+        Action::NextKernel,
+        Action::Registers,
         Action::Palette,
         Action::Help,
         Action::Suspend,
@@ -68,6 +85,12 @@ impl Action {
             Action::Reject => "reject",
             Action::Baseline => "baseline",
             Action::Zoom => "zoom",
+            Action::AsmKind => "ptx-sass",
+            Action::Compare => "compare",
+            Action::NextHunk => "next-hunk",
+            Action::PrevHunk => "prev-hunk",
+            Action::NextKernel => "kernel",
+            Action::Registers => "registers",
             Action::Palette => "palette",
             Action::Help => "help",
             Action::Suspend => "suspend",
@@ -89,6 +112,12 @@ impl Action {
             Action::Reject => "reject the selected version, with a reason",
             Action::Baseline => "pin or unpin the selected version as the baseline",
             Action::Zoom => "zoom the focused pane, or unzoom",
+            Action::AsmKind => "assembly: switch between PTX and SASS",
+            Action::Compare => "assembly: compare with the parent, the best or any version",
+            Action::NextHunk => "assembly: next change",
+            Action::PrevHunk => "assembly: previous change",
+            Action::NextKernel => "assembly: one kernel at a time, then all",
+            Action::Registers => "assembly: rename registers before comparing, or not",
             Action::Palette => "run any action by name",
             Action::Help => "this help",
             Action::Suspend => "suspend to the shell (fg resumes)",

@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::Sender;
 
 use anyhow::{Context, Result};
 use crossterm::event::{KeyCode, KeyEvent, MouseButton, MouseEventKind};
@@ -15,6 +17,7 @@ use rung::watch::{EventKind, JobKind, JobState, WatchEvent};
 use rung::workspace::{VersionFile, Workspace};
 
 use super::action::{Action, Keymap};
+use super::asm_view::{Against, AsmView, DiffKey, Listing, Need, kind_name};
 use super::event::Event;
 use super::panes::Pane;
 use super::theme::{Role, Theme};
@@ -39,6 +42,8 @@ pub struct VersionView {
     pub path: PathBuf,
     /// `None`: not in the history yet.
     pub status: Option<Status>,
+    /// The version it was made from, as recorded (agent proposals record theirs).
+    pub parent: Option<String>,
     pub reason: Option<String>,
     pub verdicts: BTreeMap<Stage, Verdict>,
     /// The first benchmark size's headline median, µs.
@@ -125,6 +130,11 @@ pub enum Mode {
         input: String,
         selected: usize,
     },
+    /// Choosing what the assembly pane compares the selected version with: `selected` among
+    /// [`App::compare_choices`].
+    Compare {
+        selected: usize,
+    },
 }
 
 /// The actions whose names contain `input`, in keymap order (the palette's list).
@@ -145,8 +155,15 @@ pub struct App {
     store: Store,
     pub keymap: Keymap,
     pub theme: Theme,
-    /// The syntax theme listings are highlighted with (`theme::syntax` loads it).
+    /// The syntax theme listings are highlighted with, by name and loaded (`None` when it does
+    /// not load: the listings are then plain).
     pub syntax_theme: String,
+    pub syntax: Option<Arc<syntect::highlighting::Theme>>,
+    /// The assembly pane's listings, comparison and diffs.
+    pub asm: AsmView,
+    /// The loop's channel, for work done on other threads (the assembly diffs); without one
+    /// (tests), that work is done at once on this thread.
+    pub events: Option<Sender<Event>>,
     /// Clicks select and the wheel scrolls.
     pub mouse: bool,
     pub versions: Vec<VersionView>,
@@ -200,7 +217,10 @@ impl App {
             store,
             keymap: Keymap::default(),
             theme: Theme::default().plain(!color),
-            syntax_theme: Theme::default().syntax,
+            syntax_theme: String::new(),
+            syntax: None,
+            asm: AsmView::default(),
+            events: None,
             mouse: true,
             versions: vec![],
             timing: vec![],
@@ -229,8 +249,22 @@ impl App {
             .ok()
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty());
+        app.set_syntax_theme(&Theme::default().syntax);
         app.load(&ws)?;
         Ok(app)
+    }
+
+    /// Chooses the syntax theme of the listings; one that does not load leaves them plain and
+    /// says why.
+    pub fn set_syntax_theme(&mut self, name: &str) {
+        self.syntax_theme = name.to_string();
+        match super::theme::syntax(name) {
+            Ok(t) => self.syntax = Some(Arc::new(t)),
+            Err(e) => {
+                self.syntax = None;
+                self.say(Role::Fail, e);
+            }
+        }
     }
 
     /// Adds a line to the log pane.
@@ -276,6 +310,14 @@ impl App {
 
     /// Applies one event. Returns whether the screen changed.
     pub fn update(&mut self, event: Event) -> bool {
+        let changed = self.apply(event);
+        if changed {
+            self.sync_asm();
+        }
+        changed
+    }
+
+    fn apply(&mut self, event: Event) -> bool {
         match event {
             Event::Key(key) => self.key(key),
             Event::Mouse(m) => {
@@ -353,7 +395,136 @@ impl App {
                 self.say(Role::Fail, format!("the scheduler stopped: {e}"));
                 true
             }
+            Event::AsmDiff(d) => {
+                let now = rung::store::now_ms();
+                match &d.error {
+                    Some(e) => self.log(now, Role::Fail, e.clone()),
+                    None => {
+                        let against = d.key.left.as_ref().map_or("nothing", |l| l.id.as_str());
+                        let text = format!(
+                            "{} of {} against {}: diffed in {} ms",
+                            kind_name(d.key.kind),
+                            d.key.right.id,
+                            against,
+                            d.took.as_millis()
+                        );
+                        self.log(now, Role::Dim, text);
+                    }
+                }
+                self.asm.arrived(d);
+                true
+            }
         }
+    }
+
+    /// What the assembly pane compares the selected version with, in the picker's order.
+    pub fn compare_choices(&self) -> Vec<Against> {
+        let selected = self.selected_version().map(|v| v.id.as_str());
+        let mut out = vec![Against::Parent, Against::Best];
+        out.extend(
+            self.versions.iter().filter(|v| Some(v.id.as_str()) != selected).map(|v| Against::Version(v.id.clone())),
+        );
+        out
+    }
+
+    /// The version `against` names for the selected one, and how to say so: `v002 (parent)`.
+    pub fn against_version(&self, against: &Against) -> Result<(String, String), String> {
+        let Some(v) = self.selected_version() else { return Err("no version selected".into()) };
+        match against {
+            Against::Parent => {
+                if let Some(p) = v.parent.as_ref().filter(|p| self.versions.iter().any(|w| &w.id == *p)) {
+                    return Ok((p.clone(), format!("{p} (parent)")));
+                }
+                match self.selected.checked_sub(1).and_then(|i| self.versions.get(i)) {
+                    Some(prev) => Ok((prev.id.clone(), format!("{} (previous; no parent recorded)", prev.id))),
+                    None => Err(format!(
+                        "{} is the first version and has no recorded parent: press c to compare it with another",
+                        v.id
+                    )),
+                }
+            }
+            Against::Best => {
+                let fastest = |approved: bool| {
+                    self.versions
+                        .iter()
+                        .filter(|w| !approved || w.status == Some(Status::Approved))
+                        .filter_map(|w| w.median_us.map(|m| (w, m)))
+                        .min_by(|a, b| a.1.total_cmp(&b.1))
+                        .map(|(w, _)| w)
+                };
+                let (best, what) = match fastest(true) {
+                    Some(b) => (b, "best approved"),
+                    None => match fastest(false) {
+                        Some(b) => (b, "fastest"),
+                        None => {
+                            return Err(
+                                "no version has a bench yet, so there is no best: press c to choose another".into()
+                            );
+                        }
+                    },
+                };
+                if best.id == v.id {
+                    return Err(format!("{} is the {what} version itself: press c to compare it with another", v.id));
+                }
+                Ok((best.id.clone(), format!("{} ({what})", best.id)))
+            }
+            Against::Version(id) => {
+                if self.versions.iter().any(|w| &w.id == id) {
+                    Ok((id.clone(), id.clone()))
+                } else {
+                    Err(format!("{id} is no longer in the workspace: press c to choose another"))
+                }
+            }
+        }
+    }
+
+    /// Brings the assembly pane's diff in line with the selection, the comparison and the files
+    /// on disk. Only while the pane is on screen: a hidden pane costs nothing.
+    pub fn sync_asm(&mut self) {
+        let visible = super::view::panes(self, super::view::body(self.area)).iter().any(|(p, _)| *p == Pane::Assembly);
+        if !visible {
+            return;
+        }
+        let wanted = self.asm_key();
+        if let Need::Compute(key) = self.asm.want(wanted) {
+            match &self.events {
+                Some(tx) => {
+                    let tx = tx.clone();
+                    std::thread::spawn(move || {
+                        let _ = tx.send(Event::AsmDiff(Arc::new(super::asm_view::compute(key))));
+                    });
+                }
+                None => self.asm.arrived(Arc::new(super::asm_view::compute(key))),
+            }
+        }
+    }
+
+    fn asm_key(&self) -> Result<DiffKey, String> {
+        let v = self.selected_version().ok_or("no version selected")?;
+        let kind = self.asm.kind;
+        if let Some(b) = v.results.get(&Stage::Build).filter(|b| b.verdict != Verdict::Pass) {
+            return Err(format!(
+                "{} does not build ({}), so it has no {}: its compile errors are in the compile errors pane",
+                v.id,
+                b.summary,
+                kind_name(kind)
+            ));
+        }
+        let Some(right) = Listing::stat(&self.state_dir, &v.id, kind) else {
+            let when = if self.running.contains_key(&v.id) {
+                "it is being built"
+            } else if kind == rung::asm::AsmKind::Sass && v.path.extension().is_some_and(|e| e == "py") {
+                "a Triton version's SASS comes from its build with the CUDA toolchain (`rung setup`), or from its run on a GPU"
+            } else {
+                "it gets one when it builds: save it, or run `rung check` on it"
+            };
+            return Err(format!("{} has no {} yet: {when}", v.id, kind_name(kind)));
+        };
+        let left = match self.against_version(&self.asm.against) {
+            Ok((id, _)) => Listing::stat(&self.state_dir, &id, kind),
+            Err(_) => None,
+        };
+        Ok(DiffKey { kind, registers: self.asm.registers, left, right })
     }
 
     fn key(&mut self, key: KeyEvent) -> bool {
@@ -417,6 +588,30 @@ impl App {
                 }
                 true
             }
+            Mode::Compare { selected } => {
+                let selected = *selected;
+                let choices = self.compare_choices();
+                match key.code {
+                    KeyCode::Esc => self.mode = Mode::Normal,
+                    KeyCode::Up | KeyCode::Char('k') => {
+                        self.mode = Mode::Compare { selected: selected.saturating_sub(1) };
+                    }
+                    KeyCode::Down | KeyCode::Char('j') => {
+                        self.mode = Mode::Compare { selected: (selected + 1).min(choices.len().saturating_sub(1)) };
+                    }
+                    KeyCode::Enter => {
+                        let chosen = choices.get(selected).cloned();
+                        self.mode = Mode::Normal;
+                        if let Some(a) = chosen {
+                            self.message = Some(format!("comparing with {}", a.name()));
+                            self.asm.against = a;
+                            self.focus(Pane::Assembly);
+                        }
+                    }
+                    _ => return false,
+                }
+                true
+            }
             Mode::Help => {
                 // Any key closes help; the one that quits also quits.
                 self.mode = Mode::Normal;
@@ -461,6 +656,8 @@ impl App {
                             self.diagnostic_selected = step(self.diagnostic_selected, n, down);
                         }
                     }
+                    // Its rows outnumber a u16, and both sides scroll as one.
+                    Pane::Assembly => self.asm.scroll_by(down, by),
                     pane => {
                         // The log counts back from its end, so down (newer) is towards zero.
                         let back = pane == Pane::Log;
@@ -474,6 +671,47 @@ impl App {
                 }
             }
             Action::Zoom => self.zoomed = !self.zoomed,
+            Action::AsmKind => {
+                self.asm.kind = match self.asm.kind {
+                    rung::asm::AsmKind::Sass => rung::asm::AsmKind::Ptx,
+                    rung::asm::AsmKind::Ptx => rung::asm::AsmKind::Sass,
+                };
+                self.focus(Pane::Assembly);
+            }
+            Action::Compare => {
+                let current = self.compare_choices().iter().position(|a| *a == self.asm.against).unwrap_or(0);
+                self.focus(Pane::Assembly);
+                self.mode = Mode::Compare { selected: current };
+            }
+            Action::NextHunk | Action::PrevHunk => {
+                self.focus(Pane::Assembly);
+                if !self.asm.hunk(action == Action::NextHunk) {
+                    self.message = Some(if self.asm.hunks.is_empty() {
+                        "no changes to jump to".into()
+                    } else if action == Action::NextHunk {
+                        "no change below: this is the last".into()
+                    } else {
+                        "no change above: this is the first".into()
+                    });
+                }
+            }
+            Action::NextKernel => {
+                self.focus(Pane::Assembly);
+                self.asm.next_kernel();
+                self.message = Some(match &self.asm.kernel {
+                    Some(k) => format!("kernel {k} only"),
+                    None => "every kernel".into(),
+                });
+            }
+            Action::Registers => {
+                self.focus(Pane::Assembly);
+                self.asm.registers = !self.asm.registers;
+                self.message = Some(if self.asm.registers {
+                    "registers renamed by first use before comparing".into()
+                } else {
+                    "registers compared as allocated".into()
+                });
+            }
             Action::Palette => self.mode = Mode::Palette { input: String::new(), selected: 0 },
             Action::Suspend => self.suspend = true,
             Action::Baseline => match self.selected_version().map(|v| v.id.clone()) {
@@ -646,6 +884,7 @@ fn version_view(ws: &Workspace, store: &Store, v: &VersionFile) -> Result<Versio
         name: display_name(v),
         path: v.path.clone(),
         status: row.as_ref().map(|r| r.status),
+        parent: row.as_ref().and_then(|r| r.parent.clone()),
         reason: row.and_then(|r| r.reason),
         verdicts: BTreeMap::new(),
         median_us: None,

@@ -21,6 +21,8 @@ pub enum Event {
     Watch(Box<WatchEvent>),
     /// The scheduler stopped with this error; results on screen no longer update.
     WatchFailed(String),
+    /// A diff for the assembly pane, computed on a thread of its own.
+    AsmDiff(std::sync::Arc<super::asm_view::LoadedDiff>),
 }
 
 /// How often the input thread looks at its stop and pause flags.

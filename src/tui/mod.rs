@@ -4,6 +4,7 @@
 
 pub mod action;
 pub mod app;
+pub mod asm_view;
 pub mod config;
 pub mod editor;
 pub mod event;
@@ -40,7 +41,7 @@ pub fn run(root: &Path, opts: &Options) -> anyhow::Result<i32> {
     let (config, problem) = config::Config::load(config::user_path().as_deref(), opts.theme.as_deref());
     app.keymap = config.keymap;
     app.theme = config.theme.plain(!opts.color);
-    app.syntax_theme = config.syntax_theme;
+    app.set_syntax_theme(&config.syntax_theme);
     app.mouse = config.mouse;
     let from = config.path.as_ref().map_or_else(|| "the defaults".to_string(), |p| p.display().to_string());
     app.log(rung::store::now_ms(), Role::Dim, format!("settings from {from}; theme {}", app.theme.name));
@@ -58,6 +59,7 @@ pub fn run(root: &Path, opts: &Options) -> anyhow::Result<i32> {
     let watch =
         WatchOptions { initial: opts.check, no_bench: opts.no_bench, focus: focus.clone(), ..Default::default() };
     let (tx, rx) = mpsc::channel();
+    app.events = Some(tx.clone());
     let (mut term, _session) = terminal::enter(&app.state_dir.join("logs").join("tui.log"))?;
     let sources = event::spawn(&tx, app.root.clone(), watch, config.tick);
     let size = term.size()?;

@@ -76,6 +76,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     match &app.mode {
         Mode::Help => help(app, area, buf),
         Mode::Palette { input, selected } => palette(app, input, *selected, body, buf),
+        Mode::Compare { selected } => compare(app, *selected, body, buf),
         _ => {}
     }
 }
@@ -110,6 +111,12 @@ fn bottom_line(app: &App) -> Line<'_> {
                 Span::raw(reason.as_str()),
                 cursor,
                 Span::raw("  (Enter confirms, Esc cancels)"),
+            ]);
+        }
+        Mode::Compare { .. } => {
+            return Line::from(vec![
+                Span::styled("compare with", bold),
+                Span::raw("  (↑↓ choose, Enter compares, Esc cancels)"),
             ]);
         }
         Mode::Palette { input, .. } => {
@@ -159,20 +166,61 @@ fn palette(app: &App, input: &str, selected: usize, body: Rect, buf: &mut Buffer
     Paragraph::new(lines).block(Block::bordered().title(" run an action ")).render(popup, buf);
 }
 
+/// What the assembly pane can compare the selected version with, over the body's top right.
+fn compare(app: &App, selected: usize, body: Rect, buf: &mut Buffer) {
+    let choices = app.compare_choices();
+    let lines: Vec<Line> = choices
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let what = match app.against_version(a) {
+                Ok((_, label)) => label,
+                Err(why) => why,
+            };
+            let line = Line::from(format!("{:<8} {what}", a.name()));
+            if i == selected { line.style(super::panes::highlight(app)) } else { line }
+        })
+        .collect();
+    let height = (lines.len() as u16 + 2).min(body.height);
+    let width = body.width.min(72);
+    // Keep the selected choice on screen when there are more than fit.
+    let inner = height.saturating_sub(2) as usize;
+    let skip = (selected + 1).saturating_sub(inner);
+    let popup = Rect::new(body.right().saturating_sub(width), body.y, width, height);
+    Clear.render(popup, buf);
+    Paragraph::new(lines.into_iter().skip(skip).collect::<Vec<_>>())
+        .block(Block::bordered().title(" compare the selected version with "))
+        .render(popup, buf);
+}
+
 /// Every bound key, from the live keymap, and what the glyphs mean.
 fn help(app: &App, area: Rect, buf: &mut Buffer) {
     let bindings = app.keymap.by_action();
-    let width = area.width.saturating_sub(4).min(76);
-    let height = (bindings.len() as u16 + 6).min(area.height);
+    let width = area.width.saturating_sub(4).min(96);
     let [_, column, _] =
         Layout::horizontal([Constraint::Min(0), Constraint::Length(width), Constraint::Min(0)]).areas(area);
+    let keys_width = bindings.iter().map(|(_, k)| k.join(", ").chars().count()).max().unwrap_or(0);
+    let mut lines: Vec<Line> = if bindings.len() as u16 + 6 <= area.height {
+        bindings
+            .iter()
+            .map(|(a, keys)| Line::from(format!("{:<keys_width$}  {:<10} {}", keys.join(", "), a.name(), a.describe())))
+            .collect()
+    } else {
+        // Too short for a line each: keys and names in columns, the descriptions in the palette.
+        let entries: Vec<String> =
+            bindings.iter().map(|(a, keys)| format!("{} {}", keys.join(", "), a.name())).collect();
+        let col = entries.iter().map(|e| e.chars().count()).max().unwrap_or(0) + 2;
+        let per_row = (usize::from(width.saturating_sub(2)) / col.max(1)).max(1);
+        let mut lines: Vec<Line> = entries
+            .chunks(per_row)
+            .map(|row| Line::from(row.iter().map(|e| format!("{e:<col$}")).collect::<String>()))
+            .collect();
+        lines.push(Line::from(": palette describes every action"));
+        lines
+    };
+    let height = (lines.len() as u16 + 5).min(area.height);
     let [_, popup, _] =
         Layout::vertical([Constraint::Min(0), Constraint::Length(height), Constraint::Min(0)]).areas(column);
-    let keys_width = bindings.iter().map(|(_, k)| k.join(", ").chars().count()).max().unwrap_or(0);
-    let mut lines: Vec<Line> = bindings
-        .iter()
-        .map(|(a, keys)| Line::from(format!("{:<keys_width$}  {:<10} {}", keys.join(", "), a.name(), a.describe())))
-        .collect();
     lines.push(Line::from(""));
     lines.push(Line::from("✓ pass  ✗ fail  ! error  · skipped  (blank) not run  ⚑ baseline"));
     lines.push(Line::from("mouse: click a pane or a version, wheel scrolls"));

@@ -2,6 +2,7 @@
 //! A new pane is a variant, its place in `ALL`, its title and its `draw`; the layout (`view.rs`)
 //! places it by [`Pane::is_detail`].
 
+mod assembly;
 mod correctness;
 mod diagnostics;
 mod log;
@@ -24,13 +25,14 @@ pub enum Pane {
     Diagnostics,
     Correctness,
     Timing,
+    Assembly,
     Profile,
     Log,
 }
 
 impl Pane {
-    pub const ALL: [Pane; 6] =
-        [Pane::Versions, Pane::Diagnostics, Pane::Correctness, Pane::Timing, Pane::Profile, Pane::Log];
+    pub const ALL: [Pane; 7] =
+        [Pane::Versions, Pane::Diagnostics, Pane::Correctness, Pane::Timing, Pane::Assembly, Pane::Profile, Pane::Log];
 
     pub fn title(self) -> &'static str {
         match self {
@@ -38,6 +40,7 @@ impl Pane {
             Pane::Diagnostics => "compile errors",
             Pane::Correctness => "correctness",
             Pane::Timing => "timing",
+            Pane::Assembly => "assembly",
             Pane::Profile => "profile",
             Pane::Log => "log",
         }
@@ -70,6 +73,7 @@ impl Pane {
             Pane::Diagnostics => diagnostics::draw(app, block, area, buf),
             Pane::Correctness => correctness::draw(app, block, area, buf),
             Pane::Timing => timing::draw(app, block, area, buf),
+            Pane::Assembly => assembly::draw(app, block, area, buf),
             Pane::Profile => profile::draw(app, block, area, buf),
             Pane::Log => log::draw(app, block, area, buf),
         }
