@@ -3,45 +3,14 @@
 //! of the instructions differ). Also prints the edit-script size next to
 //! `git diff --no-index --minimal` on the same normalised text, and git's own time.
 
-use std::path::{Path, PathBuf};
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::process::Command;
 use std::time::Instant;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use rung::asm::{self, AsmKind, Normalize};
-
-/// Builds (once; cached under target/bench-data) and returns the two SASS listings.
-fn listings() -> Option<(String, String)> {
-    let tc = rung::toolchain::Toolchain::discover();
-    let (Some(nvcc), Some(nvdisasm)) = (tc.nvcc, tc.nvdisasm) else {
-        eprintln!("SKIPPED: no nvcc/nvdisasm (run `rung setup`)");
-        return None;
-    };
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/data/big.cu");
-    let text = std::fs::read(&src).ok()?;
-    let key = rung::store::sha256_hex(&text);
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data").join(&key[..12]);
-    std::fs::create_dir_all(&dir).ok()?;
-    let mut out = Vec::new();
-    for v in [0, 1] {
-        let sass = dir.join(format!("big{v}.sass"));
-        if !sass.is_file() {
-            let cubin = dir.join(format!("big{v}.cubin"));
-            let ok = Command::new(&nvcc.path)
-                .args(["-arch=sm_90", "-cubin", "-O3", &format!("-DVARIANT={v}"), "-o"])
-                .arg(&cubin)
-                .arg(&src)
-                .status()
-                .ok()?
-                .success();
-            assert!(ok, "nvcc failed on {}", src.display());
-            let dis = Command::new(&nvdisasm.path).arg("-c").arg(&cubin).output().ok()?;
-            std::fs::write(&sass, dis.stdout).ok()?;
-        }
-        out.push(std::fs::read_to_string(&sass).ok()?);
-    }
-    Some((out.remove(0), out.remove(0)))
-}
 
 /// The text that is diffed, one kernel after another, for git to diff too.
 fn normalised_text(kinds: &[asm::KernelListing]) -> String {
@@ -57,7 +26,7 @@ fn normalised_text(kinds: &[asm::KernelListing]) -> String {
 }
 
 fn bench(c: &mut Criterion) {
-    let Some((a, b)) = listings() else { return };
+    let Some((a, b)) = common::big_sass_pair() else { return };
     let la = asm::parse(AsmKind::Sass, &a);
     let lb = asm::parse(AsmKind::Sass, &b);
     let lines = |ks: &[asm::KernelListing]| ks.iter().map(|k| k.lines.len()).sum::<usize>();

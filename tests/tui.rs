@@ -7,6 +7,8 @@
 #[allow(dead_code)] // `run` and the terminal's setup are the binary's, not these tests'
 mod tui;
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -1260,4 +1262,82 @@ fn assembly_diffs_are_made_off_the_ui_thread_and_remade_when_a_listing_changes()
     app.update(rx.recv_timeout(std::time::Duration::from_secs(20)).unwrap());
     let text = pane_text(&app, Pane::Assembly, 200, 60);
     assert!(text.contains("━━ vadd  -0 +0"), "the same code as v001 now: {text}");
+}
+
+// ---- performance (figures for the README, not run by `cargo test`) ----
+
+/// The p-th percentile of sorted durations, in ms.
+fn percentile_ms(sorted: &[std::time::Duration], p: f64) -> f64 {
+    let i = ((sorted.len() - 1) as f64 * p / 100.0).round() as usize;
+    sorted[i].as_secs_f64() * 1e3
+}
+
+/// Key press to frame with two 100,000-line SASS listings diffed in the assembly pane at 200x60,
+/// while nvcc builds in the background: each key is applied (`App::update`) and the whole screen
+/// drawn (`view::draw` into ratatui's buffer, diffed against the previous frame as the terminal
+/// backend does). Run with `cargo test --release --test tui perf_ -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn perf_key_to_frame_with_a_100k_line_sass_diff_while_a_build_runs() {
+    let Some((a, b)) = common::big_sass_pair() else { return };
+    let (_tmp, ws) = assembly_workspace();
+    std::fs::write(ws.join(".rung/dumps/v001/v001.sass"), &a).unwrap();
+    std::fs::write(ws.join(".rung/dumps/v002/v002.sass"), &b).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut app = App::open(&ws, true).unwrap();
+    app.events = Some(tx);
+    app.area = ratatui::layout::Rect::new(0, 0, 200, 60);
+    app.select(1);
+    app.focus(Pane::Assembly);
+    app.sync_asm();
+    let Event::AsmDiff(d) = rx.recv_timeout(std::time::Duration::from_secs(120)).unwrap() else { panic!() };
+    let lines: usize = d.diff.kernels.iter().map(|k| k.rows.len()).sum();
+    eprintln!("diff: {lines} rows, {} changed lines, made in {} ms off the UI thread", d.diff.edit_size(), d.took.as_millis());
+    assert!(lines >= 100_000, "{lines}");
+    app.update(Event::AsmDiff(d));
+    // A build runs meanwhile: nvcc compiling the same 100,000-instruction file, again and again.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let nvcc = rung::toolchain::Toolchain::discover().nvcc.unwrap().path;
+    let builder = {
+        let stop = stop.clone();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/data/big.cu");
+        let out = ws.join("big.cubin");
+        std::thread::spawn(move || {
+            let mut builds = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let ok = Command::new(&nvcc).args(["-arch=sm_90", "-cubin", "-O3", "-o"]).arg(&out).arg(&src).status();
+                builds += usize::from(ok.is_ok_and(|s| s.success()));
+            }
+            builds
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let mut term = Terminal::new(TestBackend::new(200, 60)).unwrap();
+    term.draw(|f| tui::view::draw(&app, f)).unwrap();
+    let script: Vec<KeyCode> = [
+        std::iter::repeat_n(KeyCode::Char('j'), 200).collect::<Vec<_>>(),
+        std::iter::repeat_n(KeyCode::PageDown, 100).collect(),
+        std::iter::repeat_n(KeyCode::Char('n'), 100).collect(),
+        std::iter::repeat_n(KeyCode::Char('N'), 50).collect(),
+        std::iter::repeat_n(KeyCode::PageUp, 100).collect(),
+        std::iter::repeat_n(KeyCode::Char('k'), 200).collect(),
+        vec![KeyCode::Char('f'), KeyCode::Char('f'), KeyCode::Char('z'), KeyCode::Char('z')],
+    ]
+    .concat();
+    let mut times = Vec::with_capacity(script.len());
+    for code in &script {
+        let t = std::time::Instant::now();
+        app.update(key(*code));
+        term.draw(|f| tui::view::draw(&app, f)).unwrap();
+        times.push(t.elapsed());
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let builds = builder.join().unwrap();
+    times.sort();
+    let (p50, p99, max) = (percentile_ms(&times, 50.0), percentile_ms(&times, 99.0), percentile_ms(&times, 100.0));
+    eprintln!(
+        "key to frame, {} keys at 200x60 with a {lines}-row SASS diff, {builds} nvcc builds alongside: p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms",
+        times.len()
+    );
+    assert!(p99 < 16.0, "p99 {p99:.2} ms");
 }

@@ -230,3 +230,104 @@ fn a_save_a_compile_error_and_reviews_in_the_real_tui() {
     let dead = t.pane("#{pane_dead}:#{pane_dead_status}:#{pane_dead_signal}");
     assert!(dead == "1:0:" || dead == "1::", "dead, exit status 0 and no signal: {dead}");
 }
+
+/// Start to first frame and resident memory of the real TUI on a workspace whose history holds
+/// 200 versions, each with every rung recorded. The clock starts when the shell is about to exec
+/// rung (it writes the time first) and stops when tmux's screen first shows the versions; the
+/// memory is the process's VmRSS once the scheduler has settled, and its peak (VmHWM). Not run
+/// by `cargo test`: `cargo test --release --test tui_tmux perf_ -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn perf_start_to_first_frame_and_memory_with_200_versions() {
+    if !can_run() {
+        return;
+    }
+    let (_tmp, ws) = common::new_workspace("vector-add");
+    let template = std::fs::read_to_string(ws.join("versions/v001-naive.cu")).unwrap();
+    for f in std::fs::read_dir(ws.join("versions")).unwrap() {
+        std::fs::remove_file(f.unwrap().path()).unwrap();
+    }
+    let w = {
+        for i in 1..=200 {
+            // Each its own source, so each has its own hash and its own results.
+            std::fs::write(ws.join(format!("versions/v{i:03}-try.cu")), format!("{template}\n// try {i}\n")).unwrap();
+        }
+        rung::workspace::Workspace::open(&ws).unwrap()
+    };
+    let mut store = Store::open(&w.state_dir()).unwrap();
+    let stages = ["prepare", "build", "run", "check", "bench", "roofline"];
+    for v in &w.versions {
+        let hash = w.source_hash(v).unwrap();
+        store.sync_version(v, &hash, Status::Draft).unwrap();
+        for stage in stages {
+            use rung::report::{StageDetail, StageResult, Verdict};
+            use rung::stages::bench::{BenchDetail, SizeBench};
+            // The bench as recorded, with a summary of 400 samples.
+            let samples: Vec<f64> = (0..400).map(|i| 0.0123 + f64::from(i) * 1e-7).collect();
+            let headline = rung::stats::summarize(&samples);
+            let detail = if stage == "bench" {
+                StageDetail::Bench(BenchDetail {
+                    gpu: "NVIDIA H200".into(),
+                    sizes: vec![SizeBench { headline, basis: "events".into(), ..Default::default() }],
+                    ..Default::default()
+                })
+            } else {
+                StageDetail::None
+            };
+            let result = StageResult {
+                stage: serde_json::from_value(serde_json::json!(stage)).unwrap(),
+                verdict: Verdict::Pass,
+                summary: format!("recorded {stage}"),
+                started_at: "2026-12-02T00:00:00.000Z".into(),
+                duration_ms: 1.0,
+                diagnostics: vec![],
+                tools: Default::default(),
+                result_id: None,
+                reason: None,
+                detail,
+            };
+            let payload = serde_json::to_string(&result).unwrap();
+            store
+                .record(&rung::store::NewResult {
+                    version: &v.id,
+                    stage,
+                    verdict: "pass",
+                    source_hash: &hash,
+                    seed: Some(1),
+                    payload: &payload,
+                    tools: "{}",
+                    started_at_ms: 1,
+                    finished_at_ms: 2,
+                })
+                .unwrap();
+        }
+    }
+    drop(store);
+    let t = Tmux::start(&[], 200, 60);
+    let t0 = ws.join("t0");
+    t.type_text(&format!("cd '{}' && date +%s%N > '{}' && exec '{RUNG}' tui", ws.display(), t0.display()));
+    t.keys(&["Enter"]);
+    // Polled as fast as tmux answers.
+    let seen = loop {
+        let screen = t.screen();
+        if screen.contains("versions") && screen.contains(" v001 ") {
+            break std::time::SystemTime::now();
+        }
+    };
+    let started: u128 = std::fs::read_to_string(&t0).unwrap().trim().parse().unwrap();
+    let seen = seen.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let first_frame_ms = (seen - started) as f64 / 1e6;
+    t.wait_for("the scheduler", |s| s.contains("watching"));
+    std::thread::sleep(Duration::from_secs(2));
+    let pid = t.pane("#{pane_pid}");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb = |key: &str| -> u64 {
+        status.lines().find(|l| l.starts_with(key)).and_then(|l| l.split_whitespace().nth(1)).unwrap().parse().unwrap()
+    };
+    let (rss, hwm) = (kb("VmRSS:") as f64 / 1024.0, kb("VmHWM:") as f64 / 1024.0);
+    eprintln!(
+        "200 versions, {} results in the history: first frame after {first_frame_ms:.0} ms; VmRSS {rss:.1} MiB, peak {hwm:.1} MiB",
+        200 * stages.len()
+    );
+    assert!(hwm < 150.0, "peak resident memory {hwm:.1} MiB");
+}

@@ -4,7 +4,7 @@
 
 #![allow(dead_code)] // each test file uses some of these
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// `rung doctor --json`'s toolchain.
@@ -82,4 +82,39 @@ pub fn new_workspace(template: &str) -> (tempfile::TempDir, PathBuf) {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     (tmp, ws)
+}
+
+/// Two real 100,000-line SASS listings: benches/data/big.cu built with VARIANT 0 and 1 by the
+/// CUDA toolchain rung finds and disassembled by nvdisasm (a few percent of the instructions
+/// differ), cached under target/bench-data. `None` without nvcc and nvdisasm.
+pub fn big_sass_pair() -> Option<(String, String)> {
+    let tc = rung::toolchain::Toolchain::discover();
+    let (Some(nvcc), Some(nvdisasm)) = (tc.nvcc, tc.nvdisasm) else {
+        eprintln!("SKIPPED: no nvcc/nvdisasm (run `rung setup`)");
+        return None;
+    };
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/data/big.cu");
+    let text = std::fs::read(&src).ok()?;
+    let key = rung::store::sha256_hex(&text);
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data").join(&key[..12]);
+    std::fs::create_dir_all(&dir).ok()?;
+    let mut out = Vec::new();
+    for v in [0, 1] {
+        let sass = dir.join(format!("big{v}.sass"));
+        if !sass.is_file() {
+            let cubin = dir.join(format!("big{v}.cubin"));
+            let ok = Command::new(&nvcc.path)
+                .args(["-arch=sm_90", "-cubin", "-O3", &format!("-DVARIANT={v}"), "-o"])
+                .arg(&cubin)
+                .arg(&src)
+                .status()
+                .ok()?
+                .success();
+            assert!(ok, "nvcc failed on {}", src.display());
+            let dis = Command::new(&nvdisasm.path).arg("-c").arg(&cubin).output().ok()?;
+            std::fs::write(&sass, dis.stdout).ok()?;
+        }
+        out.push(std::fs::read_to_string(&sass).ok()?);
+    }
+    Some((out.remove(0), out.remove(0)))
 }
