@@ -869,8 +869,10 @@ fn the_embedded_defaults_bind_every_action() {
 
 #[test]
 fn a_user_file_is_laid_over_the_defaults() {
+    // The agent's `[agent]` table shares the file; it is the agent's to read.
     let (_dir, path) = config_file(
-        "[settings]\ntheme = \"light\"\ntick_ms = 50\nmouse = false\n\n[keys]\napprove = [\"A\", \"Ctrl-y\"]\nzoom = []\n",
+        "[settings]\ntheme = \"light\"\ntick_ms = 50\nmouse = false\n\n[keys]\napprove = [\"A\", \"Ctrl-y\"]\nzoom = []\n\n\
+         [agent]\nprovider = \"local\"\n",
     );
     let (c, problem) = Config::load(Some(&path), None);
     assert!(problem.is_none(), "{problem:?}");

@@ -38,6 +38,10 @@ struct File {
     settings: SettingsFile,
     #[serde(default)]
     keys: BTreeMap<Spanned<String>, Vec<Spanned<String>>>,
+    /// `[agent]` is the agent's own (`rung::agent::config` reads it when the chat opens): a
+    /// mistake there must not cost the user their keys and theme.
+    #[serde(default, rename = "agent")]
+    _agent: Option<toml::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
