@@ -72,7 +72,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     for (pane, area) in panes(app, body) {
         pane.draw(app, area, buf);
     }
-    bottom_line(app).render(bottom, buf);
+    bottom_line(app, bottom.width).render(bottom, buf);
     match &app.mode {
         Mode::Help => help(app, area, buf),
         Mode::Palette { input, selected } => palette(app, input, *selected, body, buf),
@@ -100,7 +100,7 @@ fn title_line(app: &App) -> Line<'_> {
     Line::from(spans)
 }
 
-fn bottom_line(app: &App) -> Line<'_> {
+fn bottom_line(app: &App, width: u16) -> Line<'_> {
     let bold = paint(app, Style::new().add_modifier(Modifier::BOLD));
     let cursor = Span::styled("▏", paint(app, Style::new().add_modifier(Modifier::SLOW_BLINK)));
     match &app.mode {
@@ -125,14 +125,17 @@ fn bottom_line(app: &App) -> Line<'_> {
     if let Some(m) = &app.message {
         return Line::from(m.as_str());
     }
-    // The first key of each action, the most used first: what does not fit is in help.
+    // The first key of each action, the most used first: what does not fit whole is left to help.
     let bound = app.keymap.by_action();
-    let keys: Vec<String> = KEY_BAR
-        .iter()
-        .filter_map(|a| bound.iter().find(|(b, _)| b == a))
-        .map(|(a, keys)| format!("{} {}", keys[0], a.name()))
-        .collect();
-    Line::from(keys.join("  "))
+    let mut bar = String::new();
+    for (a, keys) in KEY_BAR.iter().filter_map(|a| bound.iter().find(|(b, _)| b == a)) {
+        let item = format!("{}{} {}", if bar.is_empty() { "" } else { "  " }, keys[0], a.name());
+        if bar.chars().count() + item.chars().count() > usize::from(width) {
+            break;
+        }
+        bar.push_str(&item);
+    }
+    Line::from(bar)
 }
 
 /// The actions matching what was typed, above the bottom line.
