@@ -32,10 +32,12 @@ pub enum Action {
     /// Gives the terminal back to the shell (Ctrl-Z); `fg` resumes.
     Suspend,
     Quit,
+    /// Opens the chat side panel and gives it the keys (Tab gives them back, Esc closes it).
+    Chat,
 }
 
 impl Action {
-    pub const ALL: [Action; 16] = [
+    pub const ALL: [Action; 17] = [
         Action::Up,
         Action::Down,
         Action::PageUp,
@@ -52,6 +54,7 @@ impl Action {
         Action::Help,
         Action::Suspend,
         Action::Quit,
+        Action::Chat,
     ];
 
     pub fn name(self) -> &'static str {
@@ -72,6 +75,7 @@ impl Action {
             Action::Help => "help",
             Action::Suspend => "suspend",
             Action::Quit => "quit",
+            Action::Chat => "chat",
         }
     }
 
@@ -93,6 +97,7 @@ impl Action {
             Action::Help => "this help",
             Action::Suspend => "suspend to the shell (fg resumes)",
             Action::Quit => "quit",
+            Action::Chat => "talk to the agent in the chat side panel",
         }
     }
 }

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use crossterm::event::{KeyCode, KeyEvent, MouseButton, MouseEventKind};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEventKind};
 use ratatui::layout::{Position, Rect};
 use rung::diag::Diagnostic;
 use rung::report::{Stage, StageDetail, StageResult, Verdict};
@@ -15,6 +15,8 @@ use rung::watch::{EventKind, JobKind, JobState, WatchEvent};
 use rung::workspace::{VersionFile, Workspace};
 
 use super::action::{Action, Keymap};
+use super::chat::ChatOutcome;
+use super::chat_session::ChatSession;
 use super::event::Event;
 use super::panes::Pane;
 use super::theme::{Role, Theme};
@@ -186,6 +188,10 @@ pub struct App {
     /// Advanced by ticks; picks the spinner's frame.
     pub frame: usize,
     pub quit: bool,
+    /// The chat side panel and its agent.
+    pub chat: ChatSession,
+    /// The pane Tab goes back to from the chat.
+    pub before_chat: Pane,
 }
 
 impl App {
@@ -224,6 +230,8 @@ impl App {
             message: None,
             frame: 0,
             quit: false,
+            chat: ChatSession::new(&ws.root, color),
+            before_chat: Pane::ALL[0],
         };
         app.baseline = std::fs::read_to_string(app.state_dir.join(BASELINE_FILE))
             .ok()
@@ -353,6 +361,14 @@ impl App {
                 self.say(Role::Fail, format!("the scheduler stopped: {e}"));
                 true
             }
+            Event::Agent(e) => {
+                self.chat.apply(&e);
+                true
+            }
+            Event::AgentDone(end) => {
+                self.chat.finish(*end);
+                true
+            }
         }
     }
 
@@ -425,6 +441,27 @@ impl App {
                 }
                 true
             }
+            // The chat's keys are its own (letters are text), except Ctrl keys the keymap binds
+            // (Ctrl-C, Ctrl-Z); Tab gives the keys back, Esc closes the chat.
+            Mode::Normal
+                if self.pane == Pane::Chat
+                    && !(key.modifiers.contains(KeyModifiers::CONTROL) && self.keymap.action(&key).is_some()) =>
+            {
+                match self.chat.panel.handle_key(key) {
+                    ChatOutcome::Consumed => {}
+                    ChatOutcome::Send(text) => self.chat.send(text),
+                    ChatOutcome::Command(c) => self.chat.command(c),
+                    ChatOutcome::Ignored => match key.code {
+                        KeyCode::Esc => {
+                            self.chat.shown = false;
+                            self.focus(self.before_chat);
+                        }
+                        KeyCode::Tab | KeyCode::BackTab => self.focus(self.before_chat),
+                        _ => return false,
+                    },
+                }
+                true
+            }
             Mode::Normal => {
                 let Some(a) = self.keymap.action(&key) else { return false };
                 self.message = None;
@@ -438,6 +475,9 @@ impl App {
         match action {
             Action::Quit => self.quit = true,
             Action::Help => self.mode = Mode::Help,
+            Action::Chat if self.pane == Pane::Chat => self.focus(self.before_chat),
+            Action::Chat => self.focus(Pane::Chat),
+            Action::NextPane | Action::PrevPane if self.pane == Pane::Chat => self.focus(self.before_chat),
             Action::NextPane | Action::PrevPane => {
                 let i = Pane::ALL.iter().position(|p| *p == self.pane).unwrap_or(0);
                 let n = Pane::ALL.len();
@@ -460,6 +500,10 @@ impl App {
                         for _ in 0..by {
                             self.diagnostic_selected = step(self.diagnostic_selected, n, down);
                         }
+                    }
+                    Pane::Chat => {
+                        let code = if down { KeyCode::PageDown } else { KeyCode::PageUp };
+                        self.chat.panel.handle_key(KeyEvent::new(code, KeyModifiers::NONE));
                     }
                     pane => {
                         // The log counts back from its end, so down (newer) is towards zero.
@@ -534,10 +578,16 @@ impl App {
         }
     }
 
-    /// Focuses a pane; the layout keeps showing the last focused ones.
+    /// Focuses a pane; the layout keeps showing the last focused ones. The chat opens when it
+    /// is focused (the first time, reading the agent's configuration and the last conversation).
     pub fn focus(&mut self, pane: Pane) {
+        if pane == Pane::Chat && self.pane != Pane::Chat {
+            self.before_chat = self.pane;
+            self.chat.open(self.theme.color);
+        }
+        self.chat.panel.focused = pane == Pane::Chat;
         self.pane = pane;
-        if pane != Pane::Versions {
+        if pane != Pane::Versions && pane != Pane::Chat {
             self.lower = pane;
         }
         if pane.is_detail() {

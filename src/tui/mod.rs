@@ -1,9 +1,12 @@
 //! The terminal UI: `rung` in a workspace on a terminal, or `rung tui`. A shell over the core:
 //! the scheduler `rung watch` runs, run in this process, feeds one event loop; the panes read the
-//! history. Nothing in the core knows of this module.
+//! history; the chat side panel streams the agent's turns into the same loop. Nothing in the core
+//! knows of this module.
 
 pub mod action;
 pub mod app;
+pub mod chat;
+pub mod chat_session;
 pub mod config;
 pub mod editor;
 pub mod event;
@@ -58,6 +61,9 @@ pub fn run(root: &Path, opts: &Options) -> anyhow::Result<i32> {
     let watch =
         WatchOptions { initial: opts.check, no_bench: opts.no_bench, focus: focus.clone(), ..Default::default() };
     let (tx, rx) = mpsc::channel();
+    // The chat reads `[agent]` from the file `rung chat` reads, when it first opens.
+    app.chat.config_path = rung::agent::config::default_path();
+    app.chat.events = Some(tx.clone());
     let (mut term, _session) = terminal::enter(&app.state_dir.join("logs").join("tui.log"))?;
     let sources = event::spawn(&tx, app.root.clone(), watch, config.tick);
     let size = term.size()?;

@@ -3,8 +3,10 @@
 //!
 //! Layouts: on a narrow screen the versions on top and the last focused other pane below, large;
 //! from [`WIDE`] columns the versions and compile errors on the left and the last focused detail
-//! pane on the right; `z` gives the focused pane the whole body. [`panes`] is the one place that
-//! decides where each pane is, for drawing and for mouse hits alike.
+//! pane on the right; `z` gives the focused pane the whole body. The chat side panel, once open,
+//! is a column on the right of a wide screen (the rest laid out by the same rules in what is
+//! left); on a narrow one it takes the lower pane's place while it has the keys. [`panes`] is the
+//! one place that decides where each pane is, for drawing and for mouse hits alike.
 
 use ratatui::Frame;
 use ratatui::buffer::Buffer;
@@ -22,7 +24,7 @@ use super::theme::Role;
 pub const WIDE: u16 = 140;
 
 /// The key bar's actions, in the order they are dropped from the end on a narrow screen.
-const KEY_BAR: [Action; 10] = [
+const KEY_BAR: [Action; 11] = [
     Action::Help,
     Action::Approve,
     Action::Reject,
@@ -31,6 +33,7 @@ const KEY_BAR: [Action; 10] = [
     Action::Palette,
     Action::Edit,
     Action::Quit,
+    Action::Chat,
     Action::NextPane,
     Action::Jump,
 ];
@@ -45,11 +48,30 @@ pub fn body(area: Rect) -> Rect {
     body
 }
 
+/// The chat column's width on a wide screen.
+pub fn chat_width(body: u16) -> u16 {
+    (body * 2 / 5).clamp(48, 96)
+}
+
 /// Where each visible pane goes in `body`.
 pub fn panes(app: &App, body: Rect) -> Vec<(Pane, Rect)> {
     if app.zoomed {
         return vec![(app.pane, body)];
     }
+    if app.chat.shown && body.width >= WIDE {
+        let [rest, chat] =
+            Layout::horizontal([Constraint::Min(0), Constraint::Length(chat_width(body.width))]).areas(body);
+        let mut out = workbench(app, rest, app.lower);
+        out.push((Pane::Chat, chat));
+        return out;
+    }
+    // Narrow: the chat has the lower pane's place while it has the keys.
+    workbench(app, body, if app.pane == Pane::Chat { Pane::Chat } else { app.lower })
+}
+
+/// The versions, the compile errors and the detail panes in `body`, `lower` below the versions
+/// when it is narrow.
+fn workbench(app: &App, body: Rect, lower: Pane) -> Vec<(Pane, Rect)> {
     // The versions pane is as tall as its rows, up to half (narrow: a third) of its column.
     let wanted = app.versions.len().max(1) as u16 + 3;
     if body.width >= WIDE {
@@ -58,10 +80,15 @@ pub fn panes(app: &App, body: Rect) -> Vec<(Pane, Rect)> {
             Layout::vertical([Constraint::Length(wanted.min(left.height / 2).max(3)), Constraint::Min(0)]).areas(left);
         vec![(Pane::Versions, top), (Pane::Diagnostics, rest), (app.right, right)]
     } else {
-        let cap = if app.lower == Pane::Diagnostics { body.height / 2 } else { body.height / 3 };
+        let cap = match lower {
+            Pane::Diagnostics => body.height / 2,
+            // The chat's how-to and replies need the rows more than the versions do.
+            Pane::Chat => body.height / 4,
+            _ => body.height / 3,
+        };
         let [top, rest] =
             Layout::vertical([Constraint::Length(wanted.min(cap).max(3)), Constraint::Min(0)]).areas(body);
-        vec![(Pane::Versions, top), (app.lower, rest)]
+        vec![(Pane::Versions, top), (lower, rest)]
     }
 }
 
@@ -96,6 +123,9 @@ fn title_line(app: &App) -> Line<'_> {
     }
     if app.zoomed {
         spans.push(Span::styled("  [zoom]", app.theme.fg(Role::Accent)));
+    }
+    if app.chat.busy() {
+        spans.push(Span::styled("  agent replying", app.theme.fg(Role::Accent)));
     }
     Line::from(spans)
 }
@@ -179,6 +209,7 @@ fn help(app: &App, area: Rect, buf: &mut Buffer) {
     lines.push(Line::from(""));
     lines.push(Line::from("✓ pass  ✗ fail  ! error  · skipped  (blank) not run  ⚑ baseline"));
     lines.push(Line::from("mouse: click a pane or a version, wheel scrolls"));
+    lines.push(Line::from("chat: Enter sends, Alt-Enter a new line; /model /context /clear /stop"));
     Clear.render(popup, buf);
     Paragraph::new(lines).block(Block::bordered().title(" keys (any key closes) ")).render(popup, buf);
 }
