@@ -1346,3 +1346,43 @@ fn a_message_sent_from_the_tui_gets_a_real_reply_in_the_panel_and_the_chat_file(
     let saved = chat_files(&ws);
     assert!(saved.contains("\"clear\"") && saved.contains("It needs"), "{saved}");
 }
+
+#[test]
+fn a_provider_error_is_a_notice_in_the_panel_without_the_key() {
+    use common::loopback::{Reply, Server};
+    const KEY: &str = "sk-rung-tui-DO-NOT-LEAK-5678";
+    let (_tmp, ws) = checked_workspace();
+    // A 401 whose body echoes the key, as some servers do.
+    let echo = format!(r#"{{"error":{{"message":"Incorrect API key provided: {KEY}"}}}}"#);
+    let server = Server::start(vec![Reply::status(401, &echo)]);
+    // The key comes from a keyring command (a file read back here).
+    let keyring = ws.parent().unwrap().join("keyring");
+    std::fs::write(&keyring, KEY).unwrap();
+    let mut app = App::open(&ws, false).unwrap();
+    agent_config(
+        &mut app,
+        &ws,
+        &format!(
+            "[agent]\nprovider = \"local\"\n\n[agent.providers.local]\nkind = \"openai\"\nbase_url = \"{}/v1\"\n\
+             model = \"gpt-test\"\nretries = 0\napi_key_command = [\"cat\", \"{}\"]\n",
+            server.url,
+            keyring.display()
+        ),
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    app.chat.events = Some(tx);
+    press(&mut app, "i");
+    type_text(&mut app, "hello");
+    app.update(key(KeyCode::Enter));
+    until_turn_ends(&mut app, &rx);
+    let error = last_notice(&app);
+    assert!(error.starts_with("error: ") && error.contains("refused the API key (HTTP 401)"), "{error}");
+    assert!(error.contains("[redacted]") && !error.contains(KEY), "{error}");
+    let text = screen_text(&app, 200, 60);
+    assert!(text.contains("! error:") && !text.contains(KEY), "{text}");
+    assert!(!app.chat.busy() && !app.quit, "the TUI carries on");
+    let saved = chat_files(&ws);
+    assert!(saved.contains("refused the API key") && !saved.contains(KEY), "{saved}");
+    // The key went to the server, and nowhere else.
+    assert_eq!(server.requests()[0].header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+}
