@@ -14,11 +14,13 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
 use ratatui::style::Color;
+use ratatui::widgets::Block;
 use rung::agent::{AgentError, AgentEvent, Conversation, Message, Role, ToolCall, Usage};
 
 fn draw(panel: &ChatPanel, width: u16, height: u16) -> (String, Buffer) {
     let mut term = Terminal::new(TestBackend::new(width, height)).unwrap();
-    term.draw(|f| panel.draw(f.area(), f.buffer_mut())).unwrap();
+    let block = Block::bordered().title(panel.title());
+    term.draw(|f| panel.draw(block, f.area(), f.buffer_mut())).unwrap();
     (term.backend().to_string(), term.backend().buffer().clone())
 }
 
@@ -204,4 +206,25 @@ fn a_saved_conversation_shows_again() {
     // The history holds the user's messages for Up.
     p.handle_key(key(KeyCode::Up));
     assert_eq!(p.input_text(), "what does v002 spill?");
+}
+
+#[test]
+fn clear_empties_the_transcript_and_a_notice_keeps_its_lines() {
+    let mut p = panel();
+    p.push_user("old question");
+    p.apply(&AgentEvent::Text("old answer".into()));
+    p.apply(&AgentEvent::ReplyDone { usage: Usage { input_tokens: 7, output_tokens: 3 } });
+    p.finish(&Ok(()), None);
+    p.clear();
+    p.push_notice("first line\n    [agent]\nlast line", false);
+    let (text, _) = draw(&p, 60, 10);
+    assert!(!text.contains("old question") && !text.contains("old answer"), "{text}");
+    assert!(text.contains("7 in / 3 out"), "the tokens so far stay: {text}");
+    // Each line of a notice is a row of its own, indented under the first.
+    let rows: Vec<&str> = text.lines().filter(|l| l.contains("line") || l.contains("[agent]")).collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    assert!(
+        rows[0].contains("│! first line") && rows[1].contains("│      [agent]") && rows[2].contains("│  last line"),
+        "{text}"
+    );
 }

@@ -274,6 +274,7 @@ fn the_whole_screen_with_help_lists_every_bound_key() {
         let short = format!("{} {}", keys.join(", "), action.name());
         assert!(help.contains(&short), "`{short}` missing from help:\n{help}");
     }
+    assert!(help.contains("i chat") && tall.contains("/model /context /clear /stop"), "{help}");
     snapshot("screen_help_80x24", &help);
     // Any key closes help.
     app.update(key(KeyCode::Esc));
@@ -875,15 +876,18 @@ fn the_embedded_defaults_bind_every_action() {
 
 #[test]
 fn a_user_file_is_laid_over_the_defaults() {
+    // The agent's `[agent]` table shares the file; it is the agent's to read.
     let (_dir, path) = config_file(
-        "[settings]\ntheme = \"light\"\ntick_ms = 50\nmouse = false\n\n[keys]\napprove = [\"A\", \"Ctrl-y\"]\nzoom = []\n",
+        "[settings]\ntheme = \"light\"\ntick_ms = 50\nmouse = false\n\n[keys]\napprove = [\"A\", \"Ctrl-y\"]\nzoom = []\nchat = [\"c\"]\n\n\
+         [agent]\nprovider = \"local\"\n",
     );
     let (c, problem) = Config::load(Some(&path), None);
     assert!(problem.is_none(), "{problem:?}");
     assert_eq!(keys_of(&c, Action::Approve), ["A", "Ctrl-y"]);
     assert!(keys_of(&c, Action::Zoom).is_empty(), "[] unbinds");
-    // What the file does not name keeps its default.
+    // What the file does not name keeps its default, less a key the file gives another action.
     assert_eq!(keys_of(&c, Action::Reject), ["r"]);
+    assert!(keys_of(&c, Action::Compare).is_empty(), "`c` is the chat's now");
     assert_eq!(
         (c.theme.name.as_str(), c.syntax_theme.as_str(), c.tick.as_millis(), c.mouse),
         ("light", "rung-light", 50, false)
@@ -892,6 +896,7 @@ fn a_user_file_is_laid_over_the_defaults() {
     let press = |code| KeyEvent::new(code, KeyModifiers::NONE);
     assert_eq!(c.keymap.action(&press(KeyCode::Char('A'))), Some(Action::Approve));
     assert_eq!(c.keymap.action(&press(KeyCode::Char('a'))), None);
+    assert_eq!(c.keymap.action(&press(KeyCode::Char('c'))), Some(Action::Chat));
     assert_eq!(c.keymap.action(&KeyEvent::new(KeyCode::Char('y'), KeyModifiers::CONTROL)), Some(Action::Approve));
     // --theme wins over the file.
     let (c, _) = Config::load(Some(&path), Some("dark"));
@@ -1292,7 +1297,11 @@ fn perf_key_to_frame_with_a_100k_line_sass_diff_while_a_build_runs() {
     app.sync_asm();
     let Event::AsmDiff(d) = rx.recv_timeout(std::time::Duration::from_secs(120)).unwrap() else { panic!() };
     let lines: usize = d.diff.kernels.iter().map(|k| k.rows.len()).sum();
-    eprintln!("diff: {lines} rows, {} changed lines, made in {} ms off the UI thread", d.diff.edit_size(), d.took.as_millis());
+    eprintln!(
+        "diff: {lines} rows, {} changed lines, made in {} ms off the UI thread",
+        d.diff.edit_size(),
+        d.took.as_millis()
+    );
     assert!(lines >= 100_000, "{lines}");
     app.update(Event::AsmDiff(d));
     // A build runs meanwhile: nvcc compiling the same 100,000-instruction file, again and again.
@@ -1340,4 +1349,371 @@ fn perf_key_to_frame_with_a_100k_line_sass_diff_while_a_build_runs() {
         times.len()
     );
     assert!(p99 < 16.0, "p99 {p99:.2} ms");
+}
+
+// ---- the chat side panel ----
+
+use rung::agent::{AgentEvent, ChatStore, Message, Role as MessageRole, ToolCall, Usage};
+
+/// Writes `[agent]` settings to a config file beside the workspace and points the chat at it.
+fn agent_config(app: &mut App, ws: &Path, text: &str) -> PathBuf {
+    let path = ws.parent().unwrap().join("config").join("rung").join("config.toml");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, text).unwrap();
+    app.chat.config_path = Some(path.clone());
+    path
+}
+
+/// A provider that is built without a key or a connection (nothing is sent in these tests).
+const LOCAL_AGENT: &str = "[agent]\nprovider = \"local\"\n\n[agent.providers.local]\nkind = \"openai\"\n\
+base_url = \"http://127.0.0.1:9/v1\"\nmodel = \"gpt-test\"\nretries = 0\n";
+
+fn type_text(app: &mut App, text: &str) {
+    for c in text.chars() {
+        app.update(key(KeyCode::Char(c)));
+    }
+}
+
+/// Applies the events turns send until one ends (the loop's part, in a test).
+fn until_turn_ends(app: &mut App, rx: &std::sync::mpsc::Receiver<Event>) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let ev = rx.recv_timeout(left).expect("the turn ends within 30 s");
+        let done = matches!(ev, Event::AgentDone(_));
+        app.update(ev);
+        if done {
+            return;
+        }
+    }
+}
+
+/// The chat's newest notice, whole (on screen a long one wraps).
+fn last_notice(app: &App) -> String {
+    app.chat
+        .panel
+        .entries
+        .iter()
+        .rev()
+        .find_map(|e| if let tui::chat::Entry::Notice { text, .. } = e { Some(text.clone()) } else { None })
+        .unwrap_or_default()
+}
+
+fn chat_files(ws: &Path) -> String {
+    let store = ChatStore::for_workspace(ws);
+    store.list().iter().map(|id| std::fs::read_to_string(store.dir.join(format!("{id}.jsonl"))).unwrap()).collect()
+}
+
+#[test]
+fn the_chat_without_an_agent_explains_how_to_configure_one_and_the_rest_still_works() {
+    if ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"].iter().any(|k| std::env::var_os(k).is_some()) {
+        eprintln!("SKIPPED: an API key is set here, so the chat would have an agent without a file");
+        return;
+    }
+    let (_tmp, ws) = checked_workspace();
+    let mut app = App::open(&ws, false).unwrap();
+    // No file at all: the defaults, whose `openai` has no key here.
+    let path = ws.parent().unwrap().join("config").join("rung").join("config.toml");
+    app.chat.config_path = Some(path.clone());
+    press(&mut app, "i");
+    assert_eq!(app.pane, Pane::Chat);
+    for (w, h) in SIZES {
+        let text = screen_text(&app, w, h);
+        assert!(text.contains("no agent: the environment variable OPENAI_API_KEY is not set"), "{text}");
+        assert!(text.contains(&format!("Add an agent to {}:", path.display())), "{text}");
+        for line in ["[agent]", "provider = \"local\"", "[agent.providers.local]", "api_key_env = \"LOCAL_KEY\""] {
+            assert!(text.contains(line), "{line}: {text}");
+        }
+        assert!(text.contains("Or export OPENAI_API_KEY alone. Esc closes"), "{text}");
+        assert!(text.contains("v002") && text.contains("chat · no agent"), "the versions stay: {text}");
+        snapshot(&format!("chat_unconfigured_{w}x{h}"), &text.replace(&path.display().to_string(), "[CONFIG]"));
+    }
+    // Sending says there is no agent; nothing is written.
+    type_text(&mut app, "hello?");
+    app.update(key(KeyCode::Enter));
+    assert!(screen_text(&app, 200, 60).contains("no agent is configured"));
+    assert!(ChatStore::for_workspace(&ws).list().is_empty());
+    // Tab gives the keys back: `j` moves the selection again instead of being typed.
+    app.update(key(KeyCode::Tab));
+    assert_eq!(app.pane, Pane::Versions);
+    press(&mut app, "j");
+    assert_eq!(app.selected_version().unwrap().id, "v002");
+    // The chat stays beside the panes on a wide screen; Esc closes it.
+    assert!(screen_text(&app, 200, 60).contains("chat · no agent"));
+    press(&mut app, "i");
+    app.update(key(KeyCode::Esc));
+    assert!(!screen_text(&app, 200, 60).contains("chat · no agent"));
+    // A configuration written meanwhile is read when it opens again.
+    agent_config(&mut app, &ws, LOCAL_AGENT);
+    press(&mut app, "i");
+    let text = screen_text(&app, 200, 60);
+    assert!(text.contains("chat · local gpt-test") && !text.contains("no agent:"), "{text}");
+}
+
+#[test]
+fn a_bad_agent_table_is_said_in_the_chat_and_leaves_the_keys_alone() {
+    let (_tmp, ws) = checked_workspace();
+    let mut app = App::open(&ws, false).unwrap();
+    let path = agent_config(&mut app, &ws, "[keys]\nchat = [\"Ctrl-a\"]\n\n[agent]\nprovidr = \"local\"\n");
+    // The TUI's own loader leaves `[agent]` to the agent: the keys apply.
+    let (config, problem) = Config::load(Some(&path), None);
+    assert!(problem.is_none(), "{problem:?}");
+    app.keymap = config.keymap;
+    press(&mut app, "i");
+    assert_eq!(app.pane, Pane::Versions, "`i` is no longer the chat's key");
+    app.update(Event::Key(KeyEvent::new(KeyCode::Char('a'), KeyModifiers::CONTROL)));
+    assert_eq!(app.pane, Pane::Chat);
+    let text = screen_text(&app, 200, 60);
+    let error = format!("no agent: {}:5:1: unknown field `providr`", path.display());
+    assert!(
+        app.chat
+            .panel
+            .entries
+            .iter()
+            .any(|e| matches!(e, tui::chat::Entry::Notice { text, is_error: true } if text.starts_with(&error)))
+    );
+    assert!(text.contains("5:1: unknown field"), "{text}");
+    assert!(text.contains("[agent.providers.local]"), "and how to write it: {text}");
+    // The same Ctrl key gives the keys back; Ctrl-C quits from inside the chat too.
+    app.update(Event::Key(KeyEvent::new(KeyCode::Char('a'), KeyModifiers::CONTROL)));
+    assert_eq!(app.pane, Pane::Versions);
+    app.update(Event::Key(KeyEvent::new(KeyCode::Char('a'), KeyModifiers::CONTROL)));
+    type_text(&mut app, "q");
+    assert!(!app.quit, "q is text in the chat");
+    app.update(Event::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)));
+    assert!(app.quit);
+}
+
+#[test]
+fn the_chat_shows_the_last_conversation_beside_the_panes_and_streams_into_it() {
+    let (_tmp, ws) = checked_workspace();
+    // An earlier session's conversation: a question, a tool call and its answer, a reply with code.
+    let store = ChatStore::for_workspace(&ws);
+    let mut conv = store.create("local", "gpt-test").unwrap();
+    conv.push(Message::user("Why is v002 twice as fast?")).unwrap();
+    let call = ToolCall { id: "c1".into(), name: "get_results".into(), arguments: "{\"version\":\"v002\"}".into() };
+    conv.push(Message { role: MessageRole::Assistant, tool_calls: vec![call], ..Message::user("") }).unwrap();
+    conv.push(Message {
+        role: MessageRole::Tool,
+        tool_call_id: Some("c1".into()),
+        tool_name: Some("get_results".into()),
+        ..Message::user("v002: bench pass, 12.30 µs, 82% of the copy roofline")
+    })
+    .unwrap();
+    let reply = "It moves four floats per load:\n\n```cuda\nfloat4 x = a4[i];\n```\nthat halves the instructions.";
+    conv.push(Message { role: MessageRole::Assistant, ..Message::user(reply) }).unwrap();
+    conv.account(Usage { input_tokens: 1200, output_tokens: 85 });
+    drop(conv);
+
+    let mut app = App::open(&ws, false).unwrap();
+    agent_config(&mut app, &ws, LOCAL_AGENT);
+    press(&mut app, "i");
+    // A reply streaming now, through the loop's events.
+    app.chat.panel.push_user("and v003?");
+    app.update(Event::Agent(AgentEvent::Text("v003 does not build: `arange`".into())));
+    app.update(Event::Agent(AgentEvent::Text(" needs a power of two.".into())));
+    app.update(Event::Agent(AgentEvent::ToolCall { index: 0, id: "c2".into(), name: "get_results".into() }));
+    app.update(Event::Agent(AgentEvent::ToolArguments { index: 0, fragment: "{\"version\":".into() }));
+    app.update(Event::Agent(AgentEvent::ToolArguments { index: 0, fragment: "\"v003\"}".into() }));
+    for (w, h) in SIZES {
+        let text = screen_text(&app, w, h);
+        assert!(text.contains("chat · local gpt-test · 1200 in / 85 out"), "{text}");
+        if h > 24 {
+            // 80×24 has room for the newest rows only.
+            assert!(text.contains("Why is v002 twice as fast?"), "{text}");
+            assert!(text.contains("⚙ get_results({\"version\":\"v002\"}) ✓ v002: bench pass, 12.30 µs"), "{text}");
+        }
+        assert!(text.contains("│ float4 x = a4[i];"), "the code block: {text}");
+        assert!(text.contains("v003 does not build: `arange` needs a power of two."), "streamed: {text}");
+        assert!(text.contains("⚙ get_results({\"version\":\"v003\"}) ⋯"), "the call streaming: {text}");
+        assert!(text.contains("streaming · /stop cancels"), "{text}");
+        assert!(text.contains("v001") && text.contains("naive"), "the versions stay: {text}");
+        snapshot(&format!("chat_conversation_{w}x{h}"), &text);
+    }
+    // Wide: a column right of the panes, which keep their layout in what is left.
+    let wide = screen_text(&app, 200, 60);
+    let top = wide.lines().nth(1).unwrap();
+    assert!(top.contains("versions") && top.find("chat ·") > top.find("versions"), "{top}");
+    // Tab gives the keys back and the column stays; a click on it takes them again.
+    app.update(key(KeyCode::Tab));
+    assert_eq!(app.pane, Pane::Versions);
+    app.update(Event::Resize(200, 60));
+    let click = crossterm::event::MouseEvent {
+        kind: crossterm::event::MouseEventKind::Down(crossterm::event::MouseButton::Left),
+        column: 190,
+        row: 30,
+        modifiers: KeyModifiers::NONE,
+    };
+    app.update(Event::Mouse(click));
+    assert_eq!(app.pane, Pane::Chat);
+    // Up recalls the restored conversation's question.
+    app.update(key(KeyCode::Up));
+    assert_eq!(app.chat.panel.input_text(), "Why is v002 twice as fast?");
+}
+
+#[test]
+fn agent_events_fill_the_panel_one_turn_at_a_time_and_stop_cancels_it() {
+    let (_tmp, ws) = checked_workspace();
+    let mut app = App::open(&ws, false).unwrap();
+    // A CLI agent that reads the prompt and then says nothing until it is killed.
+    agent_config(
+        &mut app,
+        &ws,
+        "[agent]\nprovider = \"quiet\"\n\n[agent.providers.quiet]\nkind = \"command\"\n\
+         command = [\"sh\", \"-c\", \"cat >/dev/null; exec sleep 60\"]\nmodel = \"cli\"\n",
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    app.chat.events = Some(tx);
+    press(&mut app, "i");
+    type_text(&mut app, "why is v002 faster?");
+    app.update(key(KeyCode::Enter));
+    assert!(app.chat.busy() && app.chat.panel.busy(), "busy before the first token");
+    assert!(screen_text(&app, 80, 24).contains("agent replying"), "the title line says so");
+    // The provider's events, as the loop applies them.
+    app.update(Event::Agent(AgentEvent::Text("The loads are ".into())));
+    app.update(Event::Agent(AgentEvent::Text("coalesced.".into())));
+    let text = screen_text(&app, 200, 60);
+    assert!(text.contains("you") && text.contains("why is v002 faster?"), "{text}");
+    assert!(text.contains("agent …") && text.contains("The loads are coalesced."), "{text}");
+    // A second message waits: it stays in the box and no second turn starts.
+    let first = app.chat.turn.as_ref().unwrap().cancel.clone();
+    type_text(&mut app, "and v003?");
+    app.update(key(KeyCode::Enter));
+    assert!(screen_text(&app, 200, 60).contains("a reply is still streaming: /stop cancels it"));
+    assert_eq!(app.chat.panel.input_text(), "and v003?");
+    // /clear and /model wait too.
+    for _ in 0.."and v003?".len() {
+        app.update(key(KeyCode::Backspace));
+    }
+    type_text(&mut app, "/clear");
+    app.update(key(KeyCode::Enter));
+    assert!(screen_text(&app, 200, 60).contains("/stop it first"));
+    // /stop sets the running turn's flag; the turn ends cancelled, what arrived kept.
+    type_text(&mut app, "/stop");
+    app.update(key(KeyCode::Enter));
+    assert!(first.is_cancelled(), "/stop cancels the turn");
+    until_turn_ends(&mut app, &rx);
+    assert!(!app.chat.busy() && !app.chat.panel.busy());
+    let text = screen_text(&app, 200, 60);
+    assert!(text.contains("! reply cancelled") && text.contains("agent (cut short)"), "{text}");
+    assert!(!text.contains("agent replying"), "{text}");
+    // The question and the cancellation are in the conversation's file.
+    let saved = chat_files(&ws);
+    assert!(saved.contains("why is v002 faster?") && saved.contains("reply cancelled"), "{saved}");
+    // /stop with nothing running says so.
+    type_text(&mut app, "/stop");
+    app.update(key(KeyCode::Enter));
+    assert!(screen_text(&app, 200, 60).contains("no reply is streaming"));
+}
+
+#[test]
+fn a_message_sent_from_the_tui_gets_a_real_reply_in_the_panel_and_the_chat_file() {
+    use common::loopback::{Reply, Server, fixture, inside};
+    let (_tmp, ws) = checked_workspace();
+    let body = fixture("openai-code-block.sse");
+    // Cut inside the em dash and inside the fence, as a network would.
+    let server =
+        Server::start(vec![Reply::stream(&body, &[inside(&body, "\u{2014}", 1), inside(&body, "```cuda", 2)])]);
+    let config = format!(
+        "[agent]\nprovider = \"local\"\n\n[agent.providers.local]\nkind = \"openai\"\nbase_url = \"{}/v1\"\n\
+         model = \"gpt-test\"\nretries = 0\nprice_input_per_mtok = 2.0\nprice_output_per_mtok = 8.0\n",
+        server.url
+    );
+    let mut app = App::open(&ws, false).unwrap();
+    agent_config(&mut app, &ws, &config);
+    let (tx, rx) = std::sync::mpsc::channel();
+    app.chat.events = Some(tx);
+    press(&mut app, "i");
+    type_text(&mut app, "a kernel?");
+    app.update(key(KeyCode::Enter));
+    until_turn_ends(&mut app, &rx);
+    let text = screen_text(&app, 200, 60);
+    assert!(text.contains("Here is a vectorised kernel \u{2014} each thread adds four floats (2.3 µs"), "{text}");
+    assert!(text.contains("│ __global__ void add4(const float4* a, float4* out, int n) {"), "{text}");
+    assert!(text.contains("chat · local gpt-test · 52 in / 61 out · $0.0006"), "{text}");
+    assert!(!app.chat.busy() && !text.contains("streaming"), "{text}");
+    // What was sent: the system prompt, the question, and the workspace's tools.
+    let req = &server.requests()[0];
+    assert_eq!(req.body["messages"][0]["role"], "system");
+    assert_eq!(req.body["messages"][1], serde_json::json!({"role": "user", "content": "a kernel?"}));
+    let tools: Vec<&str> =
+        req.body["tools"].as_array().unwrap().iter().filter_map(|t| t["function"]["name"].as_str()).collect();
+    assert!(tools.contains(&"read_file") && tools.contains(&"get_results"), "{tools:?}");
+    // The conversation's file has the question and the whole reply.
+    let saved = chat_files(&ws);
+    assert!(saved.contains("\"a kernel?\"") && saved.contains("It needs `n % 4 == 0`."), "{saved}");
+
+    // /context says what the next request holds.
+    type_text(&mut app, "/context");
+    app.update(key(KeyCode::Enter));
+    let context = last_notice(&app);
+    assert!(context.starts_with(&format!("context for openai-compatible gpt-test ({}/v1)", server.url)), "{context}");
+    let system = rung::agent::SYSTEM_PROMPT.chars().count();
+    let tools = "6 tools (search_context, read_file, get_results, get_asm, diff_asm, get_profile)";
+    assert!(context.contains(&format!("the system prompt ({system} characters), 2 messages, {tools}")), "{context}");
+    assert!(context.ends_with("tokens so far: 52 in / 61 out, $0.0006"), "{context}");
+    assert!(screen_text(&app, 200, 60).contains("! context for openai-compatible gpt-test"));
+    // /model switches the model, recorded in the file.
+    type_text(&mut app, "/model gpt-other");
+    app.update(key(KeyCode::Enter));
+    assert!(screen_text(&app, 200, 60).contains("chat · local gpt-other"));
+    assert!(chat_files(&ws).contains("{\"model\":{\"provider\":\"local\",\"model\":\"gpt-other\"}}"));
+
+    // A new TUI shows the conversation again, on the configuration's model (a /model lasts for
+    // the session), and records the switch back.
+    let mut again = App::open(&ws, false).unwrap();
+    again.chat.config_path = app.chat.config_path.clone();
+    press(&mut again, "i");
+    let text = screen_text(&again, 200, 60);
+    assert!(text.contains("a kernel?") && text.contains("Here is a vectorised kernel"), "{text}");
+    assert!(text.contains("chat · local gpt-test · 52 in / 61 out"), "{text}");
+    let saved = chat_files(&ws);
+    assert!(saved.ends_with("{\"model\":{\"provider\":\"local\",\"model\":\"gpt-test\"}}\n"), "{saved}");
+    // /clear empties it; the file keeps the old messages behind a mark.
+    type_text(&mut again, "/clear");
+    again.update(key(KeyCode::Enter));
+    let text = screen_text(&again, 200, 60);
+    assert!(!text.contains("Here is a vectorised kernel") && text.contains("cleared"), "{text}");
+    let saved = chat_files(&ws);
+    assert!(saved.contains("\"clear\"") && saved.contains("It needs"), "{saved}");
+}
+
+#[test]
+fn a_provider_error_is_a_notice_in_the_panel_without_the_key() {
+    use common::loopback::{Reply, Server};
+    const KEY: &str = "sk-rung-tui-DO-NOT-LEAK-5678";
+    let (_tmp, ws) = checked_workspace();
+    // A 401 whose body echoes the key, as some servers do.
+    let echo = format!(r#"{{"error":{{"message":"Incorrect API key provided: {KEY}"}}}}"#);
+    let server = Server::start(vec![Reply::status(401, &echo)]);
+    // The key comes from a keyring command (a file read back here).
+    let keyring = ws.parent().unwrap().join("keyring");
+    std::fs::write(&keyring, KEY).unwrap();
+    let mut app = App::open(&ws, false).unwrap();
+    agent_config(
+        &mut app,
+        &ws,
+        &format!(
+            "[agent]\nprovider = \"local\"\n\n[agent.providers.local]\nkind = \"openai\"\nbase_url = \"{}/v1\"\n\
+             model = \"gpt-test\"\nretries = 0\napi_key_command = [\"cat\", \"{}\"]\n",
+            server.url,
+            keyring.display()
+        ),
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    app.chat.events = Some(tx);
+    press(&mut app, "i");
+    type_text(&mut app, "hello");
+    app.update(key(KeyCode::Enter));
+    until_turn_ends(&mut app, &rx);
+    let error = last_notice(&app);
+    assert!(error.starts_with("error: ") && error.contains("refused the API key (HTTP 401)"), "{error}");
+    assert!(error.contains("[redacted]") && !error.contains(KEY), "{error}");
+    let text = screen_text(&app, 200, 60);
+    assert!(text.contains("! error:") && !text.contains(KEY), "{text}");
+    assert!(!app.chat.busy() && !app.quit, "the TUI carries on");
+    let saved = chat_files(&ws);
+    assert!(saved.contains("refused the API key") && !saved.contains(KEY), "{saved}");
+    // The key went to the server, and nowhere else.
+    assert_eq!(server.requests()[0].header("authorization"), Some(format!("Bearer {KEY}").as_str()));
 }

@@ -3,9 +3,11 @@
 //! screen from building to the new verdict; a compile error shows at its line in the errors
 //! pane; approve and reject by key survive a restart of the TUI; quitting, Ctrl-Z and SIGTERM
 //! give the terminal back (and `fg` takes it again). The screen is polled with a deadline, never read after a fixed sleep.
+//! And the chat: a message typed in the side panel gets a real provider's reply (the loopback
+//! server replaying a recorded OpenAI stream) streamed on screen and saved in `.rung/chat/`.
 //!
 //! Needs tmux and a CUDA compiler (nvcc or NVRTC, for the build rung); no GPU: without one the
-//! run rung is skipped, which is a verdict like any other.
+//! run rung is skipped, which is a verdict like any other. The chat's test needs tmux only.
 
 mod common;
 
@@ -330,4 +332,63 @@ fn perf_start_to_first_frame_and_memory_with_200_versions() {
         200 * stages.len()
     );
     assert!(hwm < 150.0, "peak resident memory {hwm:.1} MiB");
+}
+
+/// Whether tmux is here; says why not otherwise.
+fn tmux_here() -> bool {
+    if Command::new("tmux").arg("-V").output().is_ok() {
+        return true;
+    }
+    assert!(std::env::var_os("RUNG_REQUIRE_TOOLCHAIN").is_none(), "RUNG_REQUIRE_TOOLCHAIN is set but tmux is missing");
+    eprintln!("SKIPPED: tmux is not installed (apt-get install tmux): the chat's end-to-end test needs a terminal");
+    false
+}
+
+#[test]
+fn a_message_typed_in_the_chat_streams_the_reply_on_screen() {
+    use common::loopback::{Reply, Server, fixture, inside};
+    if !tmux_here() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    let out = Command::new(RUNG).args(["new", ws.to_str().unwrap(), "--template", "vector-add"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The recorded OpenAI stream, served in pieces cut inside a character and inside the fence.
+    let body = fixture("openai-code-block.sse");
+    let server =
+        Server::start(vec![Reply::stream(&body, &[inside(&body, "\u{2014}", 1), inside(&body, "```cuda", 2)])]);
+    let config = tmp.path().join("config");
+    std::fs::create_dir_all(config.join("rung")).unwrap();
+    std::fs::write(
+        config.join("rung/config.toml"),
+        format!(
+            "[keys]\nchat = [\"c\"]\n\n[agent]\nprovider = \"local\"\n\n[agent.providers.local]\nkind = \"openai\"\n\
+             base_url = \"{}/v1\"\nmodel = \"gpt-test\"\nretries = 0\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let t = Tmux::start(&[("XDG_CONFIG_HOME", &config)], 200, 50);
+    t.type_text(&format!("cd '{}' && '{RUNG}' tui; echo TUI-EXITED=$?", ws.display()));
+    t.keys(&["Enter"]);
+    // The file's [keys] apply beside its [agent]: the chat is on `c` here.
+    let s = t.wait_for("the TUI", |s| s.contains("compile errors") && s.contains("c chat"));
+    assert!(!s.contains("using the default settings"), "{s}");
+    t.keys(&["c"]);
+    t.wait_for("the chat", |s| s.contains("chat · local gpt-test · 0 in / 0 out"));
+    t.type_text("a kernel?");
+    t.keys(&["Enter"]);
+    let s = t.wait_for("the reply", |s| s.contains("It needs `n % 4 == 0`.") && s.contains("52 in / 61 out"));
+    assert!(s.contains("Here is a vectorised kernel \u{2014} each thread adds four floats"), "{s}");
+    assert!(s.contains("│ __global__ void add4(const float4* a, float4* out, int n) {"), "{s}");
+    assert!(s.contains("you") && s.contains("a kernel?"), "{s}");
+    // Tab gives the keys back: `q` quits instead of being typed.
+    t.keys(&["Tab"]);
+    t.keys(&["q"]);
+    t.wait_for("the shell", |s| s.contains("TUI-EXITED=0"));
+    let chat = ws.join(".rung/chat");
+    let saved: String =
+        std::fs::read_dir(&chat).unwrap().map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap()).collect();
+    assert!(saved.contains("a kernel?") && saved.contains("It needs `n % 4 == 0`."), "{saved}");
 }

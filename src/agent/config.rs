@@ -129,6 +129,11 @@ impl AgentConfig {
         }
     }
 
+    /// [`AgentConfig::load`] of `path`; no path is the default configuration.
+    pub fn load_or_default(path: Option<&Path>) -> Result<AgentConfig, AgentError> {
+        path.map_or_else(|| Ok(AgentConfig::default()), AgentConfig::load)
+    }
+
     /// Parses a whole configuration file's text; errors name the file, the line and column.
     pub fn parse(text: &str, path: &Path) -> Result<AgentConfig, AgentError> {
         let file: File = toml::from_str(text).map_err(|e| {

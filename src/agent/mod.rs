@@ -413,6 +413,92 @@ pub fn run_turn(
     Ok(())
 }
 
+/// The configured agent: the provider `[agent]` names (built, its key read), its prices, the
+/// system prompt and the round limit. `rung chat` and the chat panel both start from it.
+pub struct Agent {
+    config: config::AgentConfig,
+    /// The provider's name in the configuration (`openai`, `local`...).
+    pub name: String,
+    pub provider: Arc<dyn Provider>,
+    pub prices: Option<Prices>,
+}
+
+/// How a turn run by [`Agent::spawn`] ended: the conversation, back from the turn's thread, and
+/// the turn's result.
+#[derive(Debug)]
+pub struct TurnEnd {
+    pub conversation: Conversation,
+    pub result: Result<(), AgentError>,
+}
+
+impl Agent {
+    /// Builds the named provider (`None`: the configured one), `model` overriding its model.
+    pub fn new(config: config::AgentConfig, provider: Option<&str>, model: Option<&str>) -> Result<Agent, AgentError> {
+        let name = config.provider_name(provider);
+        let (provider, prices) = config.build(&name, model)?;
+        Ok(Agent { config, name, provider: Arc::from(provider), prices })
+    }
+
+    /// The same provider with another model (`/model NAME`); its key is read again.
+    pub fn with_model(&self, model: &str) -> Result<Agent, AgentError> {
+        Agent::new(self.config.clone(), Some(&self.name), Some(model))
+    }
+
+    /// `openai gpt-4.1`: the provider's name and model.
+    pub fn label(&self) -> String {
+        format!("{} {}", self.name, self.provider.model())
+    }
+
+    pub fn system_prompt(&self) -> &str {
+        self.config.system_prompt.as_deref().unwrap_or(SYSTEM_PROMPT)
+    }
+
+    pub fn max_rounds(&self) -> u32 {
+        self.config.max_tool_rounds()
+    }
+
+    /// A new conversation with this provider and model, priced as configured: saved in `store`,
+    /// or only in memory without one.
+    pub fn conversation(&self, store: Option<&ChatStore>) -> Result<Conversation, AgentError> {
+        let mut conv = match store {
+            Some(s) => s.create(&self.name, self.provider.model())?,
+            None => Conversation::in_memory(&self.name, self.provider.model()),
+        };
+        conv.prices = self.prices;
+        Ok(conv)
+    }
+
+    /// One user turn ([`run_turn`]) with this agent's provider, system prompt and round limit.
+    pub fn turn(
+        &self,
+        conv: &mut Conversation,
+        tools: &dyn ToolBox,
+        cancel: &Cancel,
+        sink: &mut dyn FnMut(AgentEvent),
+    ) -> Result<(), AgentError> {
+        run_turn(self.provider.as_ref(), conv, tools, self.system_prompt(), self.max_rounds(), cancel, sink)
+    }
+
+    /// The same turn on a thread of its own, for a shell whose thread must keep drawing: `sink`
+    /// gets every event as it comes, then `done` the conversation back with the result.
+    pub fn spawn(
+        &self,
+        mut conv: Conversation,
+        tools: Arc<dyn ToolBox + Send + Sync>,
+        cancel: Cancel,
+        mut sink: impl FnMut(AgentEvent) + Send + 'static,
+        done: impl FnOnce(TurnEnd) + Send + 'static,
+    ) -> std::thread::JoinHandle<()> {
+        let provider = self.provider.clone();
+        let system = self.system_prompt().to_string();
+        let rounds = self.max_rounds();
+        std::thread::spawn(move || {
+            let result = run_turn(provider.as_ref(), &mut conv, tools.as_ref(), &system, rounds, &cancel, &mut sink);
+            done(TurnEnd { conversation: conv, result });
+        })
+    }
+}
+
 /// Decodes UTF-8 that arrives in pieces: returns the longest complete prefix and keeps an
 /// incomplete character for the next piece. Invalid bytes become U+FFFD.
 #[derive(Debug, Default)]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use rung::agent::config::{self, AgentConfig};
 use rung::agent::tools::WorkspaceTools;
-use rung::agent::{self, AgentEvent, Cancel, ChatStore, Conversation, Message, NoTools, ToolBox};
+use rung::agent::{self, Agent, AgentEvent, Cancel, ChatStore, Message, NoTools, ToolBox};
 use rung::exit;
 
 #[derive(Args, Debug)]
@@ -42,45 +42,29 @@ pub fn chat_cmd(dir: &Path, args: &ChatArgs) -> i32 {
 }
 
 fn chat(dir: &Path, args: &ChatArgs) -> Result<i32, agent::AgentError> {
-    let cfg = match args.config.clone().or_else(config::default_path) {
-        Some(path) => AgentConfig::load(&path)?,
-        None => AgentConfig::default(),
-    };
-    let name = cfg.provider_name(args.provider.as_deref());
-    let (provider, prices) = cfg.build(&name, args.model.as_deref())?;
-    let mut conv = if args.no_save {
-        Conversation::in_memory(&name, provider.model())
-    } else {
-        ChatStore::for_workspace(dir).create(&name, provider.model())?
-    };
-    conv.prices = prices;
+    let cfg = AgentConfig::load_or_default(args.config.clone().or_else(config::default_path).as_deref())?;
+    let agent = Agent::new(cfg, args.provider.as_deref(), args.model.as_deref())?;
+    let store = ChatStore::for_workspace(dir);
+    let mut conv = agent.conversation((!args.no_save).then_some(&store))?;
     conv.push(Message::user(args.message.clone()))?;
     let tools: Box<dyn ToolBox> =
         if args.no_tools { Box::new(NoTools) } else { Box::new(WorkspaceTools::new(dir.to_path_buf())) };
-    let system = cfg.system_prompt.clone().unwrap_or_else(|| agent::SYSTEM_PROMPT.to_string());
+    let provider = agent.provider.as_ref();
     let mut out = std::io::stdout();
-    let result = agent::run_turn(
-        provider.as_ref(),
-        &mut conv,
-        tools.as_ref(),
-        &system,
-        cfg.max_tool_rounds(),
-        &Cancel::new(),
-        &mut |ev| match ev {
-            AgentEvent::Text(t) => {
-                let _ = out.write_all(t.as_bytes());
-                let _ = out.flush();
-            }
-            AgentEvent::ToolResult { name, is_error, text, .. } => {
-                let first = text.lines().next().unwrap_or("");
-                eprintln!("\n[{} {name}: {first}]", if is_error { "✗" } else { "✓" });
-            }
-            AgentEvent::Retrying { attempt, wait, reason } => {
-                eprintln!("[retry {attempt} in {}: {reason}]", humantime::format_duration(round(wait)));
-            }
-            _ => {}
-        },
-    );
+    let result = agent.turn(&mut conv, tools.as_ref(), &Cancel::new(), &mut |ev| match ev {
+        AgentEvent::Text(t) => {
+            let _ = out.write_all(t.as_bytes());
+            let _ = out.flush();
+        }
+        AgentEvent::ToolResult { name, is_error, text, .. } => {
+            let first = text.lines().next().unwrap_or("");
+            eprintln!("\n[{} {name}: {first}]", if is_error { "✗" } else { "✓" });
+        }
+        AgentEvent::Retrying { attempt, wait, reason } => {
+            eprintln!("[retry {attempt} in {}: {reason}]", humantime::format_duration(round(wait)));
+        }
+        _ => {}
+    });
     println!();
     let cost = conv.cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default();
     eprintln!("[{}: {} in, {} out{cost}]", provider.describe(), conv.usage.input_tokens, conv.usage.output_tokens);

@@ -43,10 +43,12 @@ pub enum Action {
     /// Gives the terminal back to the shell (Ctrl-Z); `fg` resumes.
     Suspend,
     Quit,
+    /// Opens the chat side panel and gives it the keys (Tab gives them back, Esc closes it).
+    Chat,
 }
 
 impl Action {
-    pub const ALL: [Action; 22] = [
+    pub const ALL: [Action; 23] = [
         Action::Up,
         Action::Down,
         Action::PageUp,
@@ -69,6 +71,7 @@ impl Action {
         Action::Help,
         Action::Suspend,
         Action::Quit,
+        Action::Chat,
     ];
 
     pub fn name(self) -> &'static str {
@@ -95,6 +98,7 @@ impl Action {
             Action::Help => "help",
             Action::Suspend => "suspend",
             Action::Quit => "quit",
+            Action::Chat => "chat",
         }
     }
 
@@ -122,6 +126,7 @@ impl Action {
             Action::Help => "this help",
             Action::Suspend => "suspend to the shell (fg resumes)",
             Action::Quit => "quit",
+            Action::Chat => "talk to the agent in the chat side panel",
         }
     }
 }
@@ -198,7 +203,7 @@ impl Keymap {
 }
 
 /// Terminals differ in whether a shifted character (`?`) carries SHIFT; the character says it.
-fn normalise(key: &KeyEvent) -> (KeyCode, KeyModifiers) {
+pub fn normalise(key: &KeyEvent) -> (KeyCode, KeyModifiers) {
     match key.code {
         KeyCode::Char(c) => (KeyCode::Char(c), key.modifiers - KeyModifiers::SHIFT),
         KeyCode::BackTab => (KeyCode::BackTab, KeyModifiers::NONE),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::mpsc::Sender;
 
 use anyhow::{Context, Result};
-use crossterm::event::{KeyCode, KeyEvent, MouseButton, MouseEventKind};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEventKind};
 use ratatui::layout::{Position, Rect};
 use rung::diag::Diagnostic;
 use rung::report::{Stage, StageDetail, StageResult, Verdict};
@@ -18,6 +18,8 @@ use rung::workspace::{VersionFile, Workspace};
 
 use super::action::{Action, Keymap};
 use super::asm_view::{Against, AsmView, DiffKey, Listing, Need, kind_name};
+use super::chat::ChatOutcome;
+use super::chat_session::ChatSession;
 use super::event::Event;
 use super::panes::Pane;
 use super::theme::{Role, Theme};
@@ -203,6 +205,10 @@ pub struct App {
     /// Advanced by ticks; picks the spinner's frame.
     pub frame: usize,
     pub quit: bool,
+    /// The chat side panel and its agent.
+    pub chat: ChatSession,
+    /// The pane Tab goes back to from the chat.
+    pub before_chat: Pane,
 }
 
 impl App {
@@ -244,6 +250,8 @@ impl App {
             message: None,
             frame: 0,
             quit: false,
+            chat: ChatSession::new(&ws.root, color),
+            before_chat: Pane::ALL[0],
         };
         app.baseline = std::fs::read_to_string(app.state_dir.join(BASELINE_FILE))
             .ok()
@@ -412,6 +420,14 @@ impl App {
                     }
                 }
                 self.asm.arrived(d);
+                true
+            }
+            Event::Agent(e) => {
+                self.chat.apply(&e);
+                true
+            }
+            Event::AgentDone(end) => {
+                self.chat.finish(*end);
                 true
             }
         }
@@ -620,6 +636,27 @@ impl App {
                 }
                 true
             }
+            // The chat's keys are its own (letters are text), except Ctrl keys the keymap binds
+            // (Ctrl-C, Ctrl-Z); Tab gives the keys back, Esc closes the chat.
+            Mode::Normal
+                if self.pane == Pane::Chat
+                    && !(key.modifiers.contains(KeyModifiers::CONTROL) && self.keymap.action(&key).is_some()) =>
+            {
+                match self.chat.panel.handle_key(key) {
+                    ChatOutcome::Consumed => {}
+                    ChatOutcome::Send(text) => self.chat.send(text),
+                    ChatOutcome::Command(c) => self.chat.command(c),
+                    ChatOutcome::Ignored => match key.code {
+                        KeyCode::Esc => {
+                            self.chat.shown = false;
+                            self.focus(self.before_chat);
+                        }
+                        KeyCode::Tab | KeyCode::BackTab => self.focus(self.before_chat),
+                        _ => return false,
+                    },
+                }
+                true
+            }
             Mode::Normal => {
                 let Some(a) = self.keymap.action(&key) else { return false };
                 self.message = None;
@@ -633,6 +670,9 @@ impl App {
         match action {
             Action::Quit => self.quit = true,
             Action::Help => self.mode = Mode::Help,
+            Action::Chat if self.pane == Pane::Chat => self.focus(self.before_chat),
+            Action::Chat => self.focus(Pane::Chat),
+            Action::NextPane | Action::PrevPane if self.pane == Pane::Chat => self.focus(self.before_chat),
             Action::NextPane | Action::PrevPane => {
                 let i = Pane::ALL.iter().position(|p| *p == self.pane).unwrap_or(0);
                 let n = Pane::ALL.len();
@@ -658,6 +698,10 @@ impl App {
                     }
                     // Its rows outnumber a u16, and both sides scroll as one.
                     Pane::Assembly => self.asm.scroll_by(down, by),
+                    Pane::Chat => {
+                        let code = if down { KeyCode::PageDown } else { KeyCode::PageUp };
+                        self.chat.panel.handle_key(KeyEvent::new(code, KeyModifiers::NONE));
+                    }
                     pane => {
                         // The log counts back from its end, so down (newer) is towards zero.
                         let back = pane == Pane::Log;
@@ -772,10 +816,16 @@ impl App {
         }
     }
 
-    /// Focuses a pane; the layout keeps showing the last focused ones.
+    /// Focuses a pane; the layout keeps showing the last focused ones. The chat opens when it
+    /// is focused (the first time, reading the agent's configuration and the last conversation).
     pub fn focus(&mut self, pane: Pane) {
+        if pane == Pane::Chat && self.pane != Pane::Chat {
+            self.before_chat = self.pane;
+            self.chat.open(self.theme.color);
+        }
+        self.chat.panel.focused = pane == Pane::Chat;
         self.pane = pane;
-        if pane != Pane::Versions {
+        if pane != Pane::Versions && pane != Pane::Chat {
             self.lower = pane;
         }
         if pane.is_detail() {

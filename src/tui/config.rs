@@ -38,6 +38,10 @@ struct File {
     settings: SettingsFile,
     #[serde(default)]
     keys: BTreeMap<Spanned<String>, Vec<Spanned<String>>>,
+    /// `[agent]` is the agent's own (`rung::agent::config` reads it when the chat opens): a
+    /// mistake there must not cost the user their keys and theme.
+    #[serde(default, rename = "agent")]
+    _agent: Option<toml::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -152,6 +156,7 @@ fn apply(mut config: Config, file: &File, text: &str, path: &Path) -> Result<Con
         config.mouse = m;
     }
     let mut bound: BTreeMap<Action, Vec<KeyEvent>> = config.keymap.by_action_keys().into_iter().collect();
+    let mut named = Vec::new();
     for (name, keys) in &file.keys {
         let key_path = format!("keys.{}", name.get_ref());
         let action: Action = name.get_ref().parse().map_err(|e: super::action::UnknownAction| {
@@ -171,6 +176,13 @@ fn apply(mut config: Config, file: &File, text: &str, path: &Path) -> Result<Con
             })
             .collect::<Result<Vec<_>, _>>()?;
         bound.insert(action, keys);
+        named.push(action);
+    }
+    // A key the file gives to one action is taken from the defaults of the others: the user's
+    // binding wins, rather than whichever action happens to be listed first.
+    let taken: Vec<_> = named.iter().flat_map(|a| bound[a].iter().map(super::action::normalise)).collect();
+    for (_, keys) in bound.iter_mut().filter(|(a, _)| !named.contains(a)) {
+        keys.retain(|k| !taken.contains(&super::action::normalise(k)));
     }
     config.keymap = Keymap::from_bindings(Action::ALL.iter().filter_map(|a| Some((*a, bound.get(a)?.clone()))));
     Ok(config)

@@ -1,5 +1,6 @@
 //! The one event type the loop reads, and the threads that feed it: terminal input, a tick, and
-//! the scheduler (the same pipeline as `rung watch`, run in this process).
+//! the scheduler (the same pipeline as `rung watch`, run in this process). The chat's turns run on
+//! threads of their own (`chat_session.rs`) and send their events here too.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,9 +9,11 @@ use std::sync::mpsc::Sender;
 use std::time::Duration;
 
 use crossterm::event::{KeyEvent, KeyEventKind, MouseEvent};
+use rung::agent::{AgentEvent, TurnEnd};
 use rung::watch::{WatchEvent, WatchOptions};
 
-#[derive(Debug, Clone)]
+// Not `Clone`: a turn's end carries its conversation (and the conversation its open file).
+#[derive(Debug)]
 pub enum Event {
     Key(KeyEvent),
     Mouse(MouseEvent),
@@ -23,6 +26,10 @@ pub enum Event {
     WatchFailed(String),
     /// A diff for the assembly pane, computed on a thread of its own.
     AsmDiff(std::sync::Arc<super::asm_view::LoadedDiff>),
+    /// An event of the chat's running turn, in the order the provider streamed it.
+    Agent(AgentEvent),
+    /// The chat's turn ended: its conversation back, and how it ended.
+    AgentDone(Box<TurnEnd>),
 }
 
 /// How often the input thread looks at its stop and pause flags.

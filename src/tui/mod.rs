@@ -1,10 +1,13 @@
 //! The terminal UI: `rung` in a workspace on a terminal, or `rung tui`. A shell over the core:
 //! the scheduler `rung watch` runs, run in this process, feeds one event loop; the panes read the
-//! history. Nothing in the core knows of this module.
+//! history; the chat side panel streams the agent's turns into the same loop. Nothing in the core
+//! knows of this module.
 
 pub mod action;
 pub mod app;
 pub mod asm_view;
+pub mod chat;
+pub mod chat_session;
 pub mod config;
 pub mod editor;
 pub mod event;
@@ -60,6 +63,9 @@ pub fn run(root: &Path, opts: &Options) -> anyhow::Result<i32> {
         WatchOptions { initial: opts.check, no_bench: opts.no_bench, focus: focus.clone(), ..Default::default() };
     let (tx, rx) = mpsc::channel();
     app.events = Some(tx.clone());
+    // The chat reads `[agent]` from the file `rung chat` reads, when it first opens.
+    app.chat.config_path = rung::agent::config::default_path();
+    app.chat.events = Some(tx.clone());
     let (mut term, _session) = terminal::enter(&app.state_dir.join("logs").join("tui.log"))?;
     let sources = event::spawn(&tx, app.root.clone(), watch, config.tick);
     let size = term.size()?;

@@ -3,8 +3,10 @@
 //!
 //! Layouts: on a narrow screen the versions on top and the last focused other pane below, large;
 //! from [`WIDE`] columns the versions and compile errors on the left and the last focused detail
-//! pane on the right; `z` gives the focused pane the whole body. [`panes`] is the one place that
-//! decides where each pane is, for drawing and for mouse hits alike.
+//! pane on the right; `z` gives the focused pane the whole body. The chat side panel, once open,
+//! is a column on the right of a wide screen (the rest laid out by the same rules in what is
+//! left); on a narrow one it takes the lower pane's place while it has the keys. [`panes`] is the
+//! one place that decides where each pane is, for drawing and for mouse hits alike.
 
 use ratatui::Frame;
 use ratatui::buffer::Buffer;
@@ -22,7 +24,7 @@ use super::theme::Role;
 pub const WIDE: u16 = 140;
 
 /// The key bar's actions, in the order they are dropped from the end on a narrow screen.
-const KEY_BAR: [Action; 10] = [
+const KEY_BAR: [Action; 11] = [
     Action::Help,
     Action::Approve,
     Action::Reject,
@@ -31,6 +33,7 @@ const KEY_BAR: [Action; 10] = [
     Action::Palette,
     Action::Edit,
     Action::Quit,
+    Action::Chat,
     Action::NextPane,
     Action::Jump,
 ];
@@ -45,11 +48,30 @@ pub fn body(area: Rect) -> Rect {
     body
 }
 
+/// The chat column's width on a wide screen.
+pub fn chat_width(body: u16) -> u16 {
+    (body * 2 / 5).clamp(48, 96)
+}
+
 /// Where each visible pane goes in `body`.
 pub fn panes(app: &App, body: Rect) -> Vec<(Pane, Rect)> {
     if app.zoomed {
         return vec![(app.pane, body)];
     }
+    if app.chat.shown && body.width >= WIDE {
+        let [rest, chat] =
+            Layout::horizontal([Constraint::Min(0), Constraint::Length(chat_width(body.width))]).areas(body);
+        let mut out = workbench(app, rest, app.lower);
+        out.push((Pane::Chat, chat));
+        return out;
+    }
+    // Narrow: the chat has the lower pane's place while it has the keys.
+    workbench(app, body, if app.pane == Pane::Chat { Pane::Chat } else { app.lower })
+}
+
+/// The versions, the compile errors and the detail panes in `body`, `lower` below the versions
+/// when it is narrow.
+fn workbench(app: &App, body: Rect, lower: Pane) -> Vec<(Pane, Rect)> {
     // The versions pane is as tall as its rows, up to half (narrow: a third) of its column.
     let wanted = app.versions.len().max(1) as u16 + 3;
     if body.width >= WIDE {
@@ -58,10 +80,15 @@ pub fn panes(app: &App, body: Rect) -> Vec<(Pane, Rect)> {
             Layout::vertical([Constraint::Length(wanted.min(left.height / 2).max(3)), Constraint::Min(0)]).areas(left);
         vec![(Pane::Versions, top), (Pane::Diagnostics, rest), (app.right, right)]
     } else {
-        let cap = if app.lower == Pane::Diagnostics { body.height / 2 } else { body.height / 3 };
+        let cap = match lower {
+            Pane::Diagnostics => body.height / 2,
+            // The chat's how-to and replies need the rows more than the versions do.
+            Pane::Chat => body.height / 4,
+            _ => body.height / 3,
+        };
         let [top, rest] =
             Layout::vertical([Constraint::Length(wanted.min(cap).max(3)), Constraint::Min(0)]).areas(body);
-        vec![(Pane::Versions, top), (app.lower, rest)]
+        vec![(Pane::Versions, top), (lower, rest)]
     }
 }
 
@@ -72,7 +99,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     for (pane, area) in panes(app, body) {
         pane.draw(app, area, buf);
     }
-    bottom_line(app).render(bottom, buf);
+    bottom_line(app, bottom.width).render(bottom, buf);
     match &app.mode {
         Mode::Help => help(app, area, buf),
         Mode::Palette { input, selected } => palette(app, input, *selected, body, buf),
@@ -98,10 +125,13 @@ fn title_line(app: &App) -> Line<'_> {
     if app.zoomed {
         spans.push(Span::styled("  [zoom]", app.theme.fg(Role::Accent)));
     }
+    if app.chat.busy() {
+        spans.push(Span::styled("  agent replying", app.theme.fg(Role::Accent)));
+    }
     Line::from(spans)
 }
 
-fn bottom_line(app: &App) -> Line<'_> {
+fn bottom_line(app: &App, width: u16) -> Line<'_> {
     let bold = paint(app, Style::new().add_modifier(Modifier::BOLD));
     let cursor = Span::styled("▏", paint(app, Style::new().add_modifier(Modifier::SLOW_BLINK)));
     match &app.mode {
@@ -132,14 +162,17 @@ fn bottom_line(app: &App) -> Line<'_> {
     if let Some(m) = &app.message {
         return Line::from(m.as_str());
     }
-    // The first key of each action, the most used first: what does not fit is in help.
+    // The first key of each action, the most used first: what does not fit whole is left to help.
     let bound = app.keymap.by_action();
-    let keys: Vec<String> = KEY_BAR
-        .iter()
-        .filter_map(|a| bound.iter().find(|(b, _)| b == a))
-        .map(|(a, keys)| format!("{} {}", keys[0], a.name()))
-        .collect();
-    Line::from(keys.join("  "))
+    let mut bar = String::new();
+    for (a, keys) in KEY_BAR.iter().filter_map(|a| bound.iter().find(|(b, _)| b == a)) {
+        let item = format!("{}{} {}", if bar.is_empty() { "" } else { "  " }, keys[0], a.name());
+        if bar.chars().count() + item.chars().count() > usize::from(width) {
+            break;
+        }
+        bar.push_str(&item);
+    }
+    Line::from(bar)
 }
 
 /// The actions matching what was typed, above the bottom line.
@@ -200,7 +233,9 @@ fn help(app: &App, area: Rect, buf: &mut Buffer) {
     let [_, column, _] =
         Layout::horizontal([Constraint::Min(0), Constraint::Length(width), Constraint::Min(0)]).areas(area);
     let keys_width = bindings.iter().map(|(_, k)| k.join(", ").chars().count()).max().unwrap_or(0);
-    let mut lines: Vec<Line> = if bindings.len() as u16 + 6 <= area.height {
+    // The keys, then a blank line and three lines of legend, inside a border.
+    const AROUND: u16 = 6;
+    let mut lines: Vec<Line> = if bindings.len() as u16 + AROUND <= area.height {
         bindings
             .iter()
             .map(|(a, keys)| Line::from(format!("{:<keys_width$}  {:<10} {}", keys.join(", "), a.name(), a.describe())))
@@ -218,12 +253,13 @@ fn help(app: &App, area: Rect, buf: &mut Buffer) {
         lines.push(Line::from(": palette describes every action"));
         lines
     };
-    let height = (lines.len() as u16 + 5).min(area.height);
+    let height = (lines.len() as u16 + AROUND).min(area.height);
     let [_, popup, _] =
         Layout::vertical([Constraint::Min(0), Constraint::Length(height), Constraint::Min(0)]).areas(column);
     lines.push(Line::from(""));
     lines.push(Line::from("✓ pass  ✗ fail  ! error  · skipped  (blank) not run  ⚑ baseline"));
     lines.push(Line::from("mouse: click a pane or a version, wheel scrolls"));
+    lines.push(Line::from("chat: Enter sends, Alt-Enter a new line; /model /context /clear /stop"));
     Clear.render(popup, buf);
     Paragraph::new(lines).block(Block::bordered().title(" keys (any key closes) ")).render(popup, buf);
 }

@@ -1,11 +1,14 @@
-//! What the test files share: whether this machine has the toolchain a test needs. A test that
+//! What the test files share: whether this machine has the toolchain a test needs (a test that
 //! needs a missing tool is skipped with a message, unless RUNG_REQUIRE_TOOLCHAIN is set (CI sets
-//! it after `rung setup`), in which case the missing tool fails the test.
+//! it after `rung setup`), in which case the missing tool fails the test), and the loopback
+//! server that replays recorded model streams (`loopback`).
 
 #![allow(dead_code)] // each test file uses some of these
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+pub mod loopback;
 
 /// `rung doctor --json`'s toolchain.
 pub fn doctor_toolchain() -> serde_json::Value {

@@ -178,6 +178,14 @@ impl ChatPanel {
         self.entries.push(Entry::Notice { text: text.into(), is_error });
     }
 
+    /// `/clear`: the transcript empties (the tokens and cost so far stay in the title).
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.streaming.clear();
+        self.pending_tools.clear();
+        self.scroll = 0;
+    }
+
     /// An event of the running turn.
     pub fn apply(&mut self, ev: &AgentEvent) {
         match ev {
@@ -355,7 +363,12 @@ impl ChatPanel {
                 }
                 Entry::Notice { text, is_error } => {
                     gap(&mut out);
-                    out.push(Line::from(Span::styled(format!("! {text}"), if *is_error { red } else { dim })));
+                    // Lines after the first are indented under it.
+                    let style = if *is_error { red } else { dim };
+                    for (i, l) in text.lines().enumerate() {
+                        let mark = if i == 0 { "! " } else { "  " };
+                        out.push(Line::from(Span::styled(format!("{mark}{l}"), style)));
+                    }
                 }
             }
         }
@@ -370,14 +383,14 @@ impl ChatPanel {
         out
     }
 
-    pub fn draw(&self, area: Rect, buf: &mut Buffer) {
+    /// ` chat · openai gpt-4.1 · 120 in / 40 out · $0.0004 `
+    pub fn title(&self) -> String {
         let cost = self.cost_usd.map(|c| format!(" · ${c:.4}")).unwrap_or_default();
-        let title = format!(
-            " chat · {} · {} in / {} out{cost} ",
-            self.model, self.usage.input_tokens, self.usage.output_tokens
-        );
-        let border = self.paint(if self.focused { Style::new().fg(Color::Cyan) } else { Style::new() });
-        let block = Block::bordered().border_style(border).title(title);
+        format!(" chat · {} · {} in / {} out{cost} ", self.model, self.usage.input_tokens, self.usage.output_tokens)
+    }
+
+    /// Draws inside `block`, the host's border with [`ChatPanel::title`] (the TUI's, in its theme).
+    pub fn draw(&self, block: Block, area: Rect, buf: &mut Buffer) {
         let inner = block.inner(area);
         block.render(area, buf);
         let input_rows = (self.input.lines().len() as u16).clamp(1, 5) + 1;
@@ -398,6 +411,10 @@ impl ChatPanel {
         Paragraph::new(Line::from(Span::styled(status_text, dim))).render(status, buf);
         let mut boxed = self.input.clone();
         boxed.set_block(Block::new().borders(Borders::TOP).border_style(dim));
+        if !self.focused {
+            // Keys go elsewhere: no cursor invites typing here.
+            boxed.set_cursor_style(Style::new());
+        }
         (&boxed).render(input, buf);
     }
 }

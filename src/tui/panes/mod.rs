@@ -1,6 +1,8 @@
 //! The panes: one enum, one registry ([`Pane::ALL`], the Tab order), each drawn from `&App`.
 //! A new pane is a variant, its place in `ALL`, its title and its `draw`; the layout (`view.rs`)
-//! places it by [`Pane::is_detail`].
+//! places it by [`Pane::is_detail`]. [`Pane::Chat`], the chat side panel, is the one pane outside
+//! `ALL`: it takes the keys it is given (letters are text there), so Tab never lands in it by
+//! accident; its own key (or a click) focuses it, and Tab leaves it.
 
 mod assembly;
 mod correctness;
@@ -28,6 +30,8 @@ pub enum Pane {
     Assembly,
     Profile,
     Log,
+    /// The chat side panel (`app.chat`): not in `ALL`, see above.
+    Chat,
 }
 
 impl Pane {
@@ -43,13 +47,14 @@ impl Pane {
             Pane::Assembly => "assembly",
             Pane::Profile => "profile",
             Pane::Log => "log",
+            Pane::Chat => "chat",
         }
     }
 
     /// A detail pane of the selected version or of the whole history: on a wide screen they take
     /// turns right of the versions and the compile errors.
     pub fn is_detail(self) -> bool {
-        !matches!(self, Pane::Versions | Pane::Diagnostics)
+        !matches!(self, Pane::Versions | Pane::Diagnostics | Pane::Chat)
     }
 
     pub fn draw(self, app: &App, area: Rect, buf: &mut Buffer) {
@@ -58,7 +63,7 @@ impl Pane {
         let mut block = Block::bordered()
             .border_type(if focused { BorderType::Thick } else { BorderType::Plain })
             .border_style(if focused { theme.fg(Role::Focus) } else { Style::new() })
-            .title(format!(" {} ", self.title()));
+            .title(if self == Pane::Chat { app.chat.panel.title() } else { format!(" {} ", self.title()) });
         if self.is_detail() {
             // The other detail panes, so the user knows Tab reaches them.
             let others: Vec<Span> = Pane::ALL
@@ -76,6 +81,7 @@ impl Pane {
             Pane::Assembly => assembly::draw(app, block, area, buf),
             Pane::Profile => profile::draw(app, block, area, buf),
             Pane::Log => log::draw(app, block, area, buf),
+            Pane::Chat => app.chat.panel.draw(block, area, buf),
         }
     }
 }

@@ -1,0 +1,300 @@
+//! The chat side panel wired to the agent: the [`ChatPanel`] (what is shown, the input box), the
+//! agent built from the `[agent]` table when the panel first opens, the conversation in
+//! `.rung/chat/` (the newest one is shown again), and the turn running on a thread of its own,
+//! whose events reach the loop as [`Event::Agent`] and [`Event::AgentDone`]. One turn at a time:
+//! the turn's thread owns the conversation until it hands it back.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::Sender;
+
+use rung::agent::config::AgentConfig;
+use rung::agent::tools::WorkspaceTools;
+use rung::agent::{Agent, AgentError, AgentEvent, Cancel, ChatStore, Conversation, Message, ToolBox, TurnEnd};
+
+use super::chat::{Activity, ChatPanel, SlashCommand};
+use super::event::Event;
+
+/// The agent, once the panel has opened.
+enum Setup {
+    /// The panel has not been opened yet: nothing is read before it is.
+    NotOpened,
+    Ready {
+        agent: Agent,
+        tools: Arc<dyn ToolBox + Send + Sync>,
+    },
+    /// No agent: why, already shown on the panel with how to configure one. Opening the panel
+    /// again reads the configuration again.
+    Unconfigured,
+}
+
+/// The turn in flight.
+pub struct Turn {
+    /// What `/stop` sets.
+    pub cancel: Cancel,
+    /// Messages in the conversation when it started (for `/context` while the thread has it).
+    pub messages: usize,
+}
+
+pub struct ChatSession {
+    pub panel: ChatPanel,
+    /// Shown beside the other panes on a wide screen (on a narrow one only while focused).
+    pub shown: bool,
+    /// The file whose `[agent]` table configures the agent (`None`: no file, the defaults).
+    pub config_path: Option<PathBuf>,
+    /// Where turns send their events: the loop's channel (set before the first turn).
+    pub events: Option<Sender<Event>>,
+    root: PathBuf,
+    setup: Setup,
+    /// `None` until the first message (no empty files), and while a turn's thread has it.
+    conversation: Option<Conversation>,
+    pub turn: Option<Turn>,
+}
+
+impl ChatSession {
+    pub fn new(root: &Path, color: bool) -> ChatSession {
+        let mut panel = ChatPanel::new("no agent yet", color);
+        panel.focused = false;
+        ChatSession {
+            panel,
+            shown: false,
+            config_path: None,
+            events: None,
+            root: root.to_path_buf(),
+            setup: Setup::NotOpened,
+            conversation: None,
+            turn: None,
+        }
+    }
+
+    /// Whether a turn is running (its thread has the conversation).
+    pub fn busy(&self) -> bool {
+        self.turn.is_some()
+    }
+
+    /// The panel opens: the first time, the newest conversation comes back and the agent is
+    /// built; while there is no agent, each opening tries the configuration again.
+    pub fn open(&mut self, color: bool) {
+        self.shown = true;
+        self.panel.color = color;
+        match self.setup {
+            Setup::NotOpened => {
+                self.restore();
+                self.configure();
+            }
+            Setup::Unconfigured => {
+                self.panel.clear();
+                if let Some(c) = &self.conversation {
+                    self.panel.show(c);
+                }
+                self.configure();
+            }
+            Setup::Ready { .. } => {}
+        }
+    }
+
+    /// Shows the newest conversation of `.rung/chat/`, to be continued.
+    fn restore(&mut self) {
+        let store = ChatStore::for_workspace(&self.root);
+        let Some(id) = store.list().pop() else { return };
+        match store.load(&id) {
+            Ok(c) => {
+                self.panel.show(&c);
+                self.conversation = Some(c);
+            }
+            Err(e) => self.panel.push_notice(format!("the last conversation cannot be shown: {e}"), true),
+        }
+    }
+
+    /// Builds the agent from the configuration, which wins over the model a restored
+    /// conversation was left on (a `/model` lasts for the session); the switch is recorded in it.
+    fn configure(&mut self) {
+        let built =
+            AgentConfig::load_or_default(self.config_path.as_deref()).and_then(|cfg| Agent::new(cfg, None, None));
+        match built {
+            Ok(agent) => {
+                self.panel.model = agent.label();
+                if let Some(c) = &mut self.conversation {
+                    c.prices = agent.prices;
+                    if (c.provider.as_str(), c.model.as_str()) != (agent.name.as_str(), agent.provider.model())
+                        && let Err(e) = c.set_model(&agent.name, agent.provider.model())
+                    {
+                        self.panel.push_notice(format!("error: {e}"), true);
+                    }
+                }
+                let tools = Arc::new(WorkspaceTools::new(self.root.clone()));
+                self.setup = Setup::Ready { agent, tools };
+            }
+            Err(e) => {
+                self.panel.model = "no agent".into();
+                self.panel.push_notice(why_not(&e), true);
+                self.panel.push_notice(how_to(self.config_path.as_deref()), false);
+                self.setup = Setup::Unconfigured;
+            }
+        }
+    }
+
+    /// Sends a message the panel has already shown: the turn starts on its own thread.
+    pub fn send(&mut self, text: String) {
+        let Setup::Ready { agent, tools } = &self.setup else {
+            self.panel.push_notice("no agent is configured: see above, then close and open the chat again", true);
+            return;
+        };
+        if self.turn.is_some() {
+            self.panel.push_notice("a reply is still streaming: /stop cancels it", true);
+            return;
+        }
+        let Some(events) = self.events.clone() else {
+            self.panel.push_notice("the chat is not connected to the event loop", true);
+            return;
+        };
+        let started = match self.conversation.take() {
+            Some(c) => Ok(c),
+            None => agent.conversation(Some(&ChatStore::for_workspace(&self.root))),
+        };
+        let mut conv = match started.and_then(|mut c| c.push(Message::user(text)).map(|()| c)) {
+            Ok(c) => c,
+            Err(e) => {
+                self.panel.push_notice(format!("error: {e}"), true);
+                return;
+            }
+        };
+        conv.prices = agent.prices;
+        let cancel = Cancel::new();
+        self.turn = Some(Turn { cancel: cancel.clone(), messages: conv.messages.len() });
+        // Busy from now on, before the first token: a second message waits its turn.
+        self.panel.activity = Activity::Streaming;
+        let done = events.clone();
+        agent.spawn(
+            conv,
+            tools.clone(),
+            cancel,
+            move |ev| {
+                let _ = events.send(Event::Agent(ev));
+            },
+            move |end| {
+                let _ = done.send(Event::AgentDone(Box::new(end)));
+            },
+        );
+    }
+
+    /// An event of the running turn.
+    pub fn apply(&mut self, ev: &AgentEvent) {
+        self.panel.apply(ev);
+    }
+
+    /// The turn ended: the conversation is back.
+    pub fn finish(&mut self, end: TurnEnd) {
+        self.panel.finish(&end.result, Some(&end.conversation));
+        self.conversation = Some(end.conversation);
+        self.turn = None;
+    }
+
+    pub fn command(&mut self, cmd: SlashCommand) {
+        match cmd {
+            SlashCommand::Stop => match &self.turn {
+                Some(t) => t.cancel.cancel(),
+                None => self.panel.push_notice("no reply is streaming", false),
+            },
+            SlashCommand::Clear if self.turn.is_some() => {
+                self.panel.push_notice("a reply is still streaming: /stop it first", true)
+            }
+            SlashCommand::Clear => {
+                let cleared = self.conversation.as_mut().map_or(Ok(()), Conversation::clear);
+                self.panel.clear();
+                match cleared {
+                    Ok(()) => self.panel.push_notice("cleared: the next message starts afresh", false),
+                    Err(e) => self.panel.push_notice(format!("error: {e}"), true),
+                }
+            }
+            SlashCommand::Model(None) => {
+                let text = match &self.setup {
+                    Setup::Ready { agent, .. } => format!("model: {}", agent.provider.describe()),
+                    _ => "no agent is configured".to_string(),
+                };
+                self.panel.push_notice(text, false);
+            }
+            SlashCommand::Model(Some(_)) if self.turn.is_some() => {
+                self.panel.push_notice("a reply is still streaming: /stop it first", true)
+            }
+            SlashCommand::Model(Some(model)) => self.switch_model(&model),
+            SlashCommand::Context => {
+                let text = self.context();
+                self.panel.push_notice(text, false);
+            }
+        }
+    }
+
+    /// `/model NAME`: the provider built again with that model, recorded in the conversation.
+    fn switch_model(&mut self, model: &str) {
+        let Setup::Ready { agent, .. } = &mut self.setup else {
+            self.panel.push_notice("no agent is configured", true);
+            return;
+        };
+        match agent.with_model(model) {
+            Ok(next) => {
+                *agent = next;
+                self.panel.model = agent.label();
+                let recorded =
+                    self.conversation.as_mut().map_or(Ok(()), |c| c.set_model(&agent.name, agent.provider.model()));
+                match recorded {
+                    Ok(()) => self.panel.push_notice(format!("model: {}", agent.provider.describe()), false),
+                    Err(e) => self.panel.push_notice(format!("error: {e}"), true),
+                }
+            }
+            Err(e) => self.panel.push_notice(format!("model not changed: {e}"), true),
+        }
+    }
+
+    /// `/context`: what the next request holds.
+    fn context(&self) -> String {
+        let Setup::Ready { agent, tools } = &self.setup else {
+            return "no agent is configured: nothing is sent".into();
+        };
+        let messages = match (&self.turn, &self.conversation) {
+            (Some(t), _) => format!("{} messages and the reply streaming", t.messages),
+            (None, Some(c)) => format!("{} messages", c.messages.len()),
+            (None, None) => "no messages yet".into(),
+        };
+        let specs = if agent.provider.supports_tools() { tools.specs() } else { Vec::new() };
+        let offered = if specs.is_empty() {
+            "no tools".to_string()
+        } else {
+            format!("{} tools ({})", specs.len(), specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "))
+        };
+        let u = self.panel.usage;
+        let cost = self.panel.cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default();
+        format!(
+            "context for {}:\nthe system prompt ({} characters), {messages}, {offered}\ntokens so far: {} in / {} out{cost}",
+            agent.provider.describe(),
+            agent.system_prompt().chars().count(),
+            u.input_tokens,
+            u.output_tokens,
+        )
+    }
+}
+
+/// How to configure an agent, for the panel when there is none: short enough for an 80×24
+/// terminal, where the panel has a dozen rows.
+pub fn how_to(config: Option<&Path>) -> String {
+    let file = config.map_or_else(|| "~/.config/rung/config.toml".to_string(), |p| p.display().to_string());
+    format!(
+        "Add an agent to {file}:\n\
+         \x20   [agent]\n\
+         \x20   provider = \"local\"\n\
+         \x20   [agent.providers.local]\n\
+         \x20   kind = \"openai\"  # or \"anthropic\"; \"command\" runs a CLI agent\n\
+         \x20   base_url = \"http://127.0.0.1:8080/v1\"\n\
+         \x20   model = \"qwen2.5-coder\"\n\
+         \x20   api_key_env = \"LOCAL_KEY\"  # the variable that holds the key\n\
+         Or export OPENAI_API_KEY alone. Esc closes; opening again rereads the file."
+    )
+}
+
+/// Why there is no agent, in one or two rows: a missing key says only what to do.
+fn why_not(e: &AgentError) -> String {
+    match e {
+        AgentError::MissingKey { detail, .. } => format!("no agent: {detail}"),
+        other => format!("no agent: {other}"),
+    }
+}
