@@ -19,6 +19,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod nvrtc;
 pub mod parsers;
+pub mod profile;
 pub mod protocol;
 pub mod report;
 pub mod runners;
