@@ -312,7 +312,7 @@ pub fn run_phase(
 }
 
 /// A stage's result, timed from `started` (wall clock) / `t0` (monotonic) to now.
-fn stage_result(
+pub(crate) fn stage_result(
     stage: Stage,
     (started, t0): (SystemTime, Instant),
     outcome: StageOutcome,
@@ -500,7 +500,7 @@ pub fn runners_for<'r>(
     Ok(slot.as_mut().expect("just set"))
 }
 
-fn record(
+pub(crate) fn record(
     store: &mut Store,
     v: &VersionFile,
     source_hash: &str,

@@ -287,6 +287,12 @@ pub struct Bench {
     pub graph_calls: u32,
     #[serde(default)]
     pub graph_replays: u32,
+    /// For `rung profile`: one call on set 0 made between `cuProfilerStart` and `cuProfilerStop`
+    /// (after one call outside them, so a JIT compile or lazy module load is not what is
+    /// profiled), nothing timed. Nsight Compute started with `--profile-from-start off` then
+    /// profiles exactly that call's kernels.
+    #[serde(default)]
+    pub profile: bool,
 }
 
 /// One timed call, in milliseconds.

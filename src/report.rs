@@ -35,13 +35,28 @@ pub enum Stage {
     Bench,
     /// Achieved bandwidth or FLOP/s against the GPU's measured ceilings.
     Roofline,
-    /// Nsight Compute and the sanitizers (not built yet).
+    /// Nsight Compute, on demand (`rung profile`): what limits each kernel.
     Profile,
+    /// compute-sanitizer's memcheck, on demand (`rung profile --memcheck`): bad accesses at
+    /// their source lines.
+    Memcheck,
+    /// compute-sanitizer's racecheck, on demand (`rung profile --racecheck`): shared-memory
+    /// races at their source lines.
+    Racecheck,
 }
 
 impl Stage {
-    pub const ALL: [Stage; 7] =
-        [Stage::Prepare, Stage::Build, Stage::Run, Stage::Check, Stage::Bench, Stage::Roofline, Stage::Profile];
+    pub const ALL: [Stage; 9] = [
+        Stage::Prepare,
+        Stage::Build,
+        Stage::Run,
+        Stage::Check,
+        Stage::Bench,
+        Stage::Roofline,
+        Stage::Profile,
+        Stage::Memcheck,
+        Stage::Racecheck,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -52,6 +67,8 @@ impl Stage {
             Stage::Bench => "bench",
             Stage::Roofline => "roofline",
             Stage::Profile => "profile",
+            Stage::Memcheck => "memcheck",
+            Stage::Racecheck => "racecheck",
         }
     }
 }
@@ -232,6 +249,8 @@ pub enum StageDetail {
     Check(crate::stages::run::CheckDetail),
     Bench(crate::stages::bench::BenchDetail),
     Roofline(crate::stages::bench::RooflineDetail),
+    Profile(crate::stages::profile::ProfileDetail),
+    Sanitizer(crate::stages::profile::SanitizerDetail),
     /// Nothing beyond the summary (a stage that failed before producing anything).
     None,
 }

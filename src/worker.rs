@@ -557,6 +557,23 @@ mod bench {
         Ok(())
     }
 
+    /// A call on set 0 outside the profiler, then one inside `cuProfilerStart`/`cuProfilerStop`.
+    fn profiled_call(state: &mut State) -> Result<(), WorkerError> {
+        let mut args: Vec<*mut c_void> = state.sets[0].0.iter_mut().map(|b| b.as_mut_ptr() as *mut c_void).collect();
+        // SAFETY: the argument bytes live in `state` for the launches, which are synchronised.
+        unsafe {
+            state.callee.call(&state.launch, &mut args, std::ptr::null_mut())?;
+            result::ctx::synchronize().map_err(cuda_error)?;
+            sys::cuProfilerStart().result().map_err(cuda_error)?;
+            let called = state.callee.call(&state.launch, &mut args, std::ptr::null_mut());
+            let synced = result::ctx::synchronize().map_err(cuda_error);
+            sys::cuProfilerStop().result().map_err(cuda_error)?;
+            called?;
+            synced?;
+        }
+        Ok(())
+    }
+
     /// The median wall time of an empty call measured like a timed one (flush queued, then
     /// waiting for the device): the fixed cost in `wall_ms`.
     fn fixed_cost(state: &State) -> Result<f64, WorkerError> {
@@ -602,6 +619,10 @@ mod bench {
         let state = series.get_mut(&req.series).ok_or_else(|| {
             WorkerError::new("BadRequest", format!("bench: series {} has no launch set up", req.series))
         })?;
+        if req.profile {
+            profiled_call(state)?;
+            return Ok(Response { ok: true, ..Default::default() });
+        }
         let mut samples = Vec::with_capacity(req.samples as usize);
         for _ in 0..req.samples {
             samples.push(timed(state)?);

@@ -406,3 +406,29 @@ fn approve_and_reject_set_the_review_status_in_the_history() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no version `v042`") && err.contains("v001, v002, v003"), "{err}");
 }
+
+#[test]
+fn profile_without_a_gpu_says_so_and_records_it() {
+    if rung::gpu::probe().first().is_some() {
+        eprintln!("SKIPPED: a GPU is here; `rung selftest --gpu` profiles on it");
+        return;
+    }
+    let (_tmp, ws) = new_workspace("vector-add");
+    let out = rung(&ws, &["profile", "v001"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("v001 profile: no GPU: the profile rung runs the version, so it needs one"), "{text}");
+    // Recorded, in the JSON the check's schema describes.
+    let out = rung(&ws, &["profile", "v001", "--memcheck", "--json"]);
+    let doc = json(&out);
+    assert_eq!(doc["result"]["stage"], "memcheck");
+    assert_eq!(doc["result"]["verdict"], "skipped");
+    let history = json(&rung(&ws, &["history", "v001", "--json"]));
+    let stages: Vec<&str> = history["results"].as_array().unwrap().iter().filter_map(|r| r["stage"].as_str()).collect();
+    assert!(stages.contains(&"profile") && stages.contains(&"memcheck"), "{stages:?}");
+    // One tool at a time; an unknown version names the ones there are.
+    assert_eq!(rung(&ws, &["profile", "v001", "--memcheck", "--racecheck"]).status.code(), Some(2));
+    let out = rung(&ws, &["profile", "v009"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("versions here: v001, v002, v003"));
+}

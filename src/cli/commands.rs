@@ -16,7 +16,7 @@ use rung::toolchain::Toolchain;
 use rung::workspace::{OpenError, Workspace};
 
 use super::render;
-use super::{CheckArgs, Cli, Command, DiffArgs, DiffLayout, SelftestArgs, TuiArgs, WatchArgs};
+use super::{CheckArgs, Cli, Command, DiffArgs, DiffLayout, ProfileArgs, SelftestArgs, TuiArgs, WatchArgs};
 
 pub fn run(cli: Cli) -> Result<i32> {
     let ws_dir = cli.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
@@ -37,6 +37,8 @@ pub fn run(cli: Cli) -> Result<i32> {
         Some(Command::Demo { dir }) => demo(dir.unwrap_or_else(|| PathBuf::from("rung-demo"))),
         Some(Command::InternalNvrtc { source, out, options }) => internal_nvrtc(&source, &out, &options),
         Some(Command::Worker) => Ok(rung::worker::serve()),
+        Some(Command::Profile(args)) => profile_cmd(&ws_dir, &args),
+        Some(Command::InternalProfileCall { version, at, seed }) => internal_profile_call(&ws_dir, &version, &at, seed),
         Some(Command::Selftest(args)) => selftest(&args),
         Some(Command::Watch(args)) => watch_cmd(&ws_dir, &args),
         Some(Command::Mcp) => mcp_cmd(&ws_dir),
@@ -218,6 +220,66 @@ fn review(dir: &Path, id: &str, status: Status, reason: Option<&str>) -> Result<
     store.review(&v, &hash, status, reason)?;
     println!("{} ({}) {}", v.id, v.path.display(), status.as_str());
     Ok(exit::OK)
+}
+
+fn profile_cmd(dir: &Path, args: &ProfileArgs) -> Result<i32> {
+    use rung::stages::profile::{self, Tool};
+    let ws = match open(dir) {
+        Ok(ws) => ws,
+        Err(code) => return Ok(code),
+    };
+    let Some(v) = ws.version(&args.version).cloned() else {
+        eprintln!(
+            "rung profile: no version `{}`\n  help: versions here: {}",
+            args.version,
+            ws.versions.iter().map(|v| v.id.as_str()).collect::<Vec<_>>().join(", ")
+        );
+        return Ok(exit::USAGE);
+    };
+    let tool = if args.memcheck {
+        Tool::Sanitizer(rung::profile::Sanitizer::Memcheck)
+    } else if args.racecheck {
+        Tool::Sanitizer(rung::profile::Sanitizer::Racecheck)
+    } else {
+        Tool::Ncu
+    };
+    let mut store = open_store(&ws)?;
+    let exe = std::env::current_exe().context("finding rung's own binary")?;
+    let machine = rung::check::Machine::discover();
+    let result = profile::profile(&ws, &mut store, &v, &machine, tool, &exe)?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "schema": SCHEMA, "version": v.id, "result": result }))?
+        );
+    } else {
+        print!("{}", render::profile(&v.id, &result, color()));
+    }
+    Ok(match result.verdict {
+        rung::report::Verdict::Pass | rung::report::Verdict::Skipped => exit::OK,
+        rung::report::Verdict::Fail => exit::CHECK_FAILED,
+        rung::report::Verdict::Error => exit::INTERNAL,
+    })
+}
+
+fn internal_profile_call(dir: &Path, version: &str, at: &str, seed: Option<u64>) -> Result<i32> {
+    use rung::stages::profile::{self, At};
+    let ws = match open(dir) {
+        Ok(ws) => ws,
+        Err(code) => return Ok(code),
+    };
+    let v = ws.version(version).with_context(|| format!("no version `{version}`"))?.clone();
+    let at = if at == "test" { At::Test } else { At::Bench };
+    match profile::call_once(&ws, &v, at, seed.unwrap_or_else(rung::check::draw_seed)) {
+        Ok(sizes) => {
+            println!("{}", profile::sizes_line(&sizes));
+            Ok(exit::OK)
+        }
+        Err(e) => {
+            eprintln!("rung internal-profile-call: {e}");
+            Ok(exit::INTERNAL)
+        }
+    }
 }
 
 fn diff(dir: &Path, args: &DiffArgs) -> Result<i32> {
@@ -431,7 +493,11 @@ fn selftest(args: &SelftestArgs) -> Result<i32> {
         return Ok(exit::USAGE);
     }
     let parts: Vec<String> = if args.only.is_empty() {
-        if args.gpu { vec!["faults".into(), "workspaces".into(), "warm".into()] } else { vec!["faults".into()] }
+        if args.gpu {
+            vec!["faults".into(), "workspaces".into(), "warm".into(), "profile".into()]
+        } else {
+            vec!["faults".into()]
+        }
     } else {
         args.only.clone()
     };
@@ -440,8 +506,8 @@ fn selftest(args: &SelftestArgs) -> Result<i32> {
         parts.push("bench".into());
     }
     for p in &parts {
-        if !["faults", "workspaces", "warm", "bench"].contains(&p.as_str()) {
-            eprintln!("rung selftest: unknown part `{p}` (faults, workspaces, warm, bench)");
+        if !["faults", "workspaces", "warm", "bench", "profile"].contains(&p.as_str()) {
+            eprintln!("rung selftest: unknown part `{p}` (faults, workspaces, warm, bench, profile)");
             return Ok(exit::USAGE);
         }
     }
@@ -536,6 +602,39 @@ fn selftest(args: &SelftestArgs) -> Result<i32> {
         }
         all_ok &= runs.iter().all(|r| r.verdict == rung::report::Verdict::Pass);
         doc.insert("warm".into(), serde_json::to_value(&runs)?);
+    }
+    if parts.iter().any(|p| p == "profile") {
+        let exe = std::env::current_exe().context("finding rung's own binary")?;
+        if !args.json {
+            println!(
+                "\nprofile (ncu's DRAM bytes over its duration against rung's achieved GB/s; the sanitizers' findings)"
+            );
+        }
+        let runs = st::run_profile(&dir.join("profile"), &exe, |r| {
+            if args.json {
+                return;
+            }
+            let figures = match (r.ncu_dram_gbs, r.rung_gbs, r.delta_percent) {
+                (Some(n), Some(g), Some(d)) => format!(
+                    "ncu {:.1} µs, {n:.0} GB/s; rung {:.1} µs, {g:.0} GB/s; Δ {d:+.1}%",
+                    r.ncu_us.unwrap_or(0.0),
+                    r.rung_us.unwrap_or(0.0)
+                ),
+                _ => r.at.clone().unwrap_or_default(),
+            };
+            println!(
+                "{} {:<5} {:<9} {:<7} {:<70} expected {}",
+                if r.ok { "✓" } else { "✗" },
+                r.version,
+                r.tool,
+                r.verdict.name(),
+                figures,
+                r.expected
+            );
+            println!("    {}", r.summary.chars().take(400).collect::<String>());
+        })?;
+        all_ok &= runs.iter().all(|r| r.ok);
+        doc.insert("profile".into(), serde_json::to_value(&runs)?);
     }
     if parts.iter().any(|p| p == "bench") {
         let (runs, reports) =

@@ -97,6 +97,21 @@ pub enum Command {
     /// Check rung itself on this machine: the fault cases, and with --gpu the demo, GPU MODE and
     /// KernelBench problems and the warm path. Prints one table.
     Selftest(SelftestArgs),
+    /// Profile a version on the GPU: Nsight Compute on one call at the first benchmark size,
+    /// summarised per kernel (what bounds it and the numbers behind that), or compute-sanitizer's
+    /// memcheck or racecheck on one call at the first test size, findings at their source lines.
+    /// The result is recorded in the history; the report stays in .rung/objects/.
+    Profile(ProfileArgs),
+    /// One profiled call of a version (run by `rung profile` under ncu or compute-sanitizer).
+    #[command(hide = true)]
+    InternalProfileCall {
+        version: String,
+        /// `bench`: the first benchmark size; `test`: the first test size.
+        #[arg(long, default_value = "bench")]
+        at: String,
+        #[arg(long)]
+        seed: Option<u64>,
+    },
     /// Serve kernel launches on stdin/stdout (started by rung itself; JSON lines).
     #[command(hide = true)]
     Worker,
@@ -112,6 +127,21 @@ pub enum Command {
         #[arg(last = true)]
         options: Vec<String>,
     },
+}
+
+#[derive(Args, Debug)]
+pub struct ProfileArgs {
+    pub version: String,
+    /// compute-sanitizer's memcheck instead of Nsight Compute: out-of-bounds and misaligned
+    /// accesses, at their source lines.
+    #[arg(long, conflicts_with = "racecheck")]
+    pub memcheck: bool,
+    /// compute-sanitizer's racecheck: shared-memory races, at their source lines.
+    #[arg(long)]
+    pub racecheck: bool,
+    /// Print the recorded result as JSON (the `rung check --json` stage result).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

@@ -444,3 +444,81 @@ pub fn asm_diff(d: &rung::asm::diff::AsmDiff, a: &str, b: &str, side_by_side: bo
     }
     out
 }
+
+/// A percentage, or `-` when the tool did not report it.
+fn pct(x: Option<f64>) -> String {
+    x.map_or("-".into(), |x| format!("{x:.1}%"))
+}
+
+/// `rung profile`'s result: per kernel, what bounds it and the figures behind that, the stall
+/// reasons and the SASS hot spots; or the sanitizer's findings at their lines.
+pub fn profile(version: &str, r: &rung::report::StageResult, on: bool) -> String {
+    use rung::report::StageDetail;
+    let mut out = String::new();
+    let _ = writeln!(out, "{} {} {}: {}", verdict_cell(Some(r.verdict), on), version, r.stage, r.summary);
+    match &r.detail {
+        StageDetail::Profile(p) => {
+            let at = p.sizes.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ");
+            for k in &p.kernels {
+                let _ = writeln!(out, "\n{}  grid {} block {}  at {at}", paint("1", &k.kernel, on), k.grid, k.block);
+                let _ = writeln!(out, "  duration            {:.2} µs", k.duration_us);
+                let _ = writeln!(out, "  bound               {:?}: {}", k.bound, k.why);
+                let _ = writeln!(
+                    out,
+                    "  throughput          SM {}  memory {}  DRAM {}",
+                    pct(k.sm_percent),
+                    pct(k.memory_percent),
+                    pct(k.dram_percent)
+                );
+                if let (Some(rd), Some(wr)) = (k.dram_read_bytes, k.dram_write_bytes) {
+                    let gbs = k.dram_gbs.map(|g| format!("  ({g:.0} GB/s)")).unwrap_or_default();
+                    let _ =
+                        writeln!(out, "  DRAM bytes          {:.1} MB read, {:.1} MB written{gbs}", rd / 1e6, wr / 1e6);
+                }
+                let _ = writeln!(
+                    out,
+                    "  occupancy           {} achieved, {} theoretical{}",
+                    pct(k.achieved_occupancy_percent),
+                    pct(k.theoretical_occupancy_percent),
+                    k.occupancy_limiter.as_deref().map(|l| format!(", limited by {l}")).unwrap_or_default()
+                );
+                let _ = writeln!(
+                    out,
+                    "  per thread / block  {} registers, {} B shared",
+                    k.registers_per_thread.map_or("-".into(), |x| format!("{x:.0}")),
+                    k.shared_bytes_per_block.map_or("-".into(), |x| format!("{x:.0}"))
+                );
+                let _ = writeln!(
+                    out,
+                    "  hit rates           L1 {}  L2 {}   tensor pipe {}",
+                    pct(k.l1_hit_percent),
+                    pct(k.l2_hit_percent),
+                    pct(k.tensor_percent)
+                );
+                if !k.stalls.is_empty() {
+                    let stalls: Vec<String> = k.stalls.iter().map(|(s, c)| format!("{s} {c:.1}")).collect();
+                    let _ = writeln!(out, "  stalls (cycles per issued instruction)  {}", stalls.join(", "));
+                }
+                for h in k.hot_spots.iter().take(5) {
+                    let _ = writeln!(out, "  hot  {:5.1}%  {}", h.percent, h.sass);
+                }
+            }
+            if let Some(hash) = &p.report {
+                let _ = writeln!(out, "\nreport: .rung/objects/{}/{} (ncu-ui opens it)", &hash[..2], &hash[2..]);
+            }
+        }
+        StageDetail::Sanitizer(s) => {
+            for d in &r.diagnostics {
+                let _ = writeln!(out, "  {}: {}", d.location(), d.message);
+                if let Some(h) = &d.help {
+                    let _ = writeln!(out, "      {h}");
+                }
+            }
+            if let Some(sum) = &s.summary {
+                let _ = writeln!(out, "  {sum}");
+            }
+        }
+        _ => {}
+    }
+    out
+}

@@ -444,6 +444,38 @@ fn first_request(
     Ok(first)
 }
 
+/// One call of `target` at `sizes` on freshly drawn inputs, inside the profiler's window
+/// (`protocol::Bench::profile`): what `rung profile` runs under Nsight Compute or
+/// compute-sanitizer. Nothing is flushed or timed; buffers are exactly their size (no guard
+/// zones), so a sanitizer sees an access past the end as one. The GPU's bench lock is held, so
+/// no bench is timed beside the profiler's replays.
+pub fn profile_call(
+    spec: &Spec,
+    runners: &mut Runners,
+    gpu: &GpuInfo,
+    target: &Target,
+    sizes: &SizeSet,
+    seed: u64,
+    dir: &std::path::Path,
+) -> Result<(), String> {
+    let _lock = crate::gpulock::lock(&gpu.uuid).map_err(|e| format!("cannot take the GPU's bench lock: {e}"))?;
+    let sets = draw_sets(spec, sizes, seed, dir).map_err(|f| f.summary)?;
+    fork_for(runners, &[target]).map_err(|f| f.summary)?;
+    let first = protocol::Bench {
+        samples: 0,
+        warmup_seconds: 0.0,
+        flush_bytes: 0,
+        profile: true,
+        ..first_request(spec, target, sizes, &sets.files, &[], 0).map_err(|f| f.summary)?
+    };
+    let limit = spec.limits.run * 4;
+    let answer = send(runners, target, first, limit).map(|_| ()).map_err(|f| f.summary);
+    if target.is_python() {
+        runners.end_children();
+    }
+    answer
+}
+
 /// A fresh CUDA child of the Python zygote for Python targets (the re-check's reference runs
 /// in a child of its own, which ends the one before).
 fn fork_for(runners: &mut Runners, targets: &[&Target]) -> Result<(), Box<StageOutcome>> {

@@ -146,7 +146,8 @@ fn local_includes(dir: &Path, source: &str, seen: &mut BTreeMap<PathBuf, String>
     }
 }
 
-fn quote(cmd: &Command) -> String {
+/// The command as a shell would take it, for the record.
+pub(crate) fn quote(cmd: &Command) -> String {
     std::iter::once(cmd.get_program())
         .chain(cmd.get_args())
         .map(|a| {
@@ -181,7 +182,12 @@ fn cancelled() -> bool {
 }
 
 /// Runs a tool with a time limit; a tool that cannot start, overruns or is cancelled is an `Err`.
-fn run_tool(mut cmd: Command, timeout: Duration) -> Result<Output, String> {
+fn run_tool(cmd: Command, timeout: Duration) -> Result<Output, String> {
+    run_limited(cmd, timeout, "limits.build in rung.toml")
+}
+
+/// [`run_tool`] with the name of the limit that `timeout` comes from, for the message.
+pub(crate) fn run_limited(mut cmd: Command, timeout: Duration, limit: &str) -> Result<Output, String> {
     use std::io::Read;
     use std::os::unix::process::CommandExt;
     // Its own process group, so a time-out or a cancel stops the tool's children too (a Python
@@ -226,7 +232,7 @@ fn run_tool(mut cmd: Command, timeout: Duration) -> Result<Output, String> {
         if start.elapsed() > timeout {
             kill_group(&mut child);
             return Err(format!(
-                "{} did not finish within {:.0} s (limits.build in rung.toml)",
+                "{} did not finish within {:.0} s ({limit})",
                 cmd.get_program().to_string_lossy(),
                 timeout.as_secs_f64()
             ));

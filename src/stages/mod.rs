@@ -4,4 +4,5 @@
 pub mod bench;
 pub mod build;
 pub mod prepare;
+pub mod profile;
 pub mod run;

@@ -1,0 +1,429 @@
+//! The profile rung, on demand (`rung profile VERSION`, `P` in the TUI, the MCP's get_profile):
+//! Nsight Compute on one call of the version at the first benchmark size, summarised per kernel
+//! ([`crate::profile`]); and compute-sanitizer's memcheck and racecheck on one call at the first
+//! test size, their findings as diagnostics at source lines.
+//!
+//! The tool runs `rung internal-profile-call`, a child that builds nothing: it draws the inputs
+//! as the bench does and asks the version's worker for one call inside `cuProfilerStart` and
+//! `cuProfilerStop` (after one call outside them), so `ncu --profile-from-start off` profiles
+//! exactly the version's kernels and none of the warm-up, the flush or the reference.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::check::{self, Machine};
+use crate::profile::{self, Finding, KernelProfile, Sanitizer};
+use crate::report::{Stage, StageDetail, StageResult, Verdict};
+use crate::spec::SizeSet;
+use crate::stages::run::StageOutcome;
+use crate::stages::{bench, build, run};
+use crate::store::{Objects, Store, StoreError};
+use crate::workspace::{VersionFile, Workspace};
+
+/// How long a profile may take: Nsight Compute replays each kernel some 40 times with every
+/// section, and the child starts the workers.
+const TOOL_LIMIT: Duration = Duration::from_secs(600);
+/// SASS hot spots kept per kernel.
+const HOT_SPOTS: usize = 8;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProfileDetail {
+    /// The sizes of the profiled call.
+    pub sizes: SizeSet,
+    /// Each kernel the call launched, as Nsight Compute measured it.
+    pub kernels: Vec<KernelProfile>,
+    /// The Nsight Compute report (`.ncu-rep`, for `ncu-ui`) and its raw page as CSV: SHA-256s of
+    /// objects in `.rung/objects/`.
+    pub report: Option<String>,
+    pub csv: Option<String>,
+    /// The command, as run in the workspace's root.
+    pub command: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SanitizerDetail {
+    pub tool: Sanitizer,
+    pub sizes: SizeSet,
+    pub findings: Vec<Finding>,
+    /// The tool's closing line (`ERROR SUMMARY: 2 errors`).
+    pub summary: Option<String>,
+    /// The tool's whole output, an object in `.rung/objects/`.
+    pub log: Option<String>,
+    pub command: String,
+}
+
+/// Which tool `rung profile` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tool {
+    Ncu,
+    Sanitizer(Sanitizer),
+}
+
+impl Tool {
+    pub fn stage(self) -> Stage {
+        match self {
+            Tool::Ncu => Stage::Profile,
+            Tool::Sanitizer(Sanitizer::Memcheck) => Stage::Memcheck,
+            Tool::Sanitizer(Sanitizer::Racecheck) => Stage::Racecheck,
+        }
+    }
+}
+
+/// The size of the profiled call: the first benchmark size (what the bench times), or the
+/// first test size (small: the sanitizers slow every access down a hundredfold).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum At {
+    Bench,
+    Test,
+}
+
+impl At {
+    pub fn name(self) -> &'static str {
+        match self {
+            At::Bench => "bench",
+            At::Test => "test",
+        }
+    }
+}
+
+/// In the child the tool runs: the version's one profiled call. Returns the sizes it ran at.
+pub fn call_once(ws: &Workspace, v: &VersionFile, at: At, seed: u64) -> Result<SizeSet, String> {
+    let spec = ws.spec.as_ref().ok_or("profiling GPU MODE and KernelBench problems is not built yet")?;
+    let machine = Machine::discover();
+    let gpu = machine.gpu.first().ok_or("no GPU here")?;
+    let source = ws.read_source(v).map_err(|e| format!("{}: {e}", v.path.display()))?;
+    let sizes = match at {
+        At::Bench => spec.bench_sizes.first().or(spec.test_sizes.last()),
+        At::Test => spec.test_sizes.first(),
+    }
+    .cloned()
+    .ok_or("rung.toml has no sizes")?;
+    let mut slot = None;
+    let runners = check::runners_for(ws, &machine, &mut slot).map_err(|e| format!("cannot start the workers: {e}"))?;
+    let plan = if v.kind.is_native() {
+        Some(run::NativePlan::new(ws, spec, v, &source, Some(gpu.sm_count)).map_err(|d| d.to_string())?)
+    } else {
+        None
+    };
+    let launch_at = plan.as_ref().map(|p| p.launcher(spec));
+    let target = match &launch_at {
+        Some(f) => bench::Target::Native(f),
+        None if v.kind.is_python() => bench::Target::python(v.path.clone(), &source),
+        None => return Err(format!("{} versions cannot be profiled yet", v.kind)),
+    };
+    let dir = runners.scratch(&format!("{}-profile", v.id));
+    let out = bench::profile_call(spec, runners, gpu, &target, &sizes, seed, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    out.map(|()| sizes)
+}
+
+/// What went wrong before a result: the stage's verdict and why.
+fn outcome(verdict: Verdict, summary: impl Into<String>) -> StageOutcome {
+    StageOutcome { verdict, summary: summary.into(), diagnostics: vec![], detail: StageDetail::None, reason: None }
+}
+
+/// Builds the version when needed, runs the tool on its one call, and records the result.
+/// `exe` is rung's own binary (the tool starts it as the child).
+pub fn profile(
+    ws: &Workspace,
+    store: &mut Store,
+    v: &VersionFile,
+    machine: &Machine,
+    tool: Tool,
+    exe: &Path,
+) -> Result<StageResult, StoreError> {
+    let seed = store.next_seed(check::draw_seed)?;
+    let started = SystemTime::now();
+    let t0 = Instant::now();
+    // What rules the rung out is said before anything is built.
+    let (out, source_hash) = match unavailable(ws, machine, tool) {
+        Some(why) => (outcome(Verdict::Skipped, why), ws.source_hash(v).unwrap_or_default()),
+        None => {
+            let built = check::build_phase(ws, store, v, seed, machine, None)?;
+            let out = match &built {
+                None => outcome(Verdict::Error, "the build was cancelled"),
+                Some(b) if !b.runnable => {
+                    let failed = b.stages.iter().find(|s| s.verdict != Verdict::Pass);
+                    let why = failed.map(|s| format!("{}: {}", s.stage, s.summary)).unwrap_or_default();
+                    outcome(Verdict::Skipped, format!("not profiled: it does not build ({why})"))
+                }
+                Some(_) => run_tool(ws, v, machine, tool, exe, seed),
+            };
+            (out, built.map(|b| b.source_hash).unwrap_or_default())
+        }
+    };
+    let result = check::stage_result(tool.stage(), (started, t0), out, Default::default());
+    check::record(store, v, &source_hash, seed, started, result)
+}
+
+/// Why the tool cannot run here at all, if it cannot: no rung.toml problem, no GPU, no tool.
+fn unavailable(ws: &Workspace, machine: &Machine, tool: Tool) -> Option<String> {
+    if ws.spec.is_none() {
+        return Some("profiling GPU MODE and KernelBench problems is not built yet".into());
+    }
+    if machine.gpu.first().is_none() {
+        return Some("no GPU: the profile rung runs the version, so it needs one".into());
+    }
+    let (found, install) = tool_of(machine, tool);
+    if found.is_none() { Some(install.into()) } else { None }
+}
+
+fn tool_of(machine: &Machine, tool: Tool) -> (Option<&crate::toolchain::Tool>, &'static str) {
+    match tool {
+        Tool::Ncu => (
+            machine.toolchain.ncu.as_ref(),
+            "Nsight Compute (ncu) is not found: it comes with the CUDA toolkit (/usr/local/cuda/bin), or install the \
+             nsight-compute package; put it on PATH or set CUDA_HOME",
+        ),
+        Tool::Sanitizer(_) => (
+            machine.toolchain.compute_sanitizer.as_ref(),
+            "compute-sanitizer is not found: it comes with the CUDA toolkit (/usr/local/cuda/bin); put it on PATH \
+             or set CUDA_HOME",
+        ),
+    }
+}
+
+fn run_tool(ws: &Workspace, v: &VersionFile, machine: &Machine, tool: Tool, exe: &Path, seed: u64) -> StageOutcome {
+    let (Some(found), _) = tool_of(machine, tool) else {
+        return outcome(Verdict::Error, "the tool went missing between the check and the run");
+    };
+    let dir = ws.state_dir().join("tmp").join(format!("profile-{}-{}", v.id, std::process::id()));
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        return outcome(Verdict::Error, format!("{}: {e}", dir.display()));
+    }
+    let child = |at: At| -> Vec<String> {
+        vec![
+            exe.display().to_string(),
+            "internal-profile-call".into(),
+            "--workspace".into(),
+            ws.root.display().to_string(),
+            v.id.clone(),
+            "--at".into(),
+            at.name().into(),
+            "--seed".into(),
+            seed.to_string(),
+        ]
+    };
+    let out = match tool {
+        Tool::Ncu => ncu(ws, &found.path, &child(At::Bench), &dir),
+        Tool::Sanitizer(s) => sanitizer(ws, v, &found.path, s, &child(At::Test)),
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
+fn command(program: &Path, args: &[String], root: &Path) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.args(args).current_dir(root);
+    cmd
+}
+
+/// The last lines of a tool's output, for a verdict.
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// The child reports the sizes it ran at on its last line (`sizes: rows=16384, cols=8192`).
+fn sizes_from(text: &str) -> SizeSet {
+    text.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("rung-profile-sizes: "))
+        .and_then(|j| serde_json::from_str(j).ok())
+        .unwrap_or_default()
+}
+
+fn ncu(ws: &Workspace, ncu: &Path, child: &[String], dir: &Path) -> StageOutcome {
+    let report = dir.join("report");
+    let mut args: Vec<String> = [
+        "--target-processes",
+        "all",
+        "--profile-from-start",
+        "off",
+        "--set",
+        "full",
+        "--import-source",
+        "yes",
+        // The clocks as they are, as the bench sees them (Nsight Compute locks them to base
+        // otherwise).
+        "--clock-control",
+        "none",
+        "-f",
+        "-o",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.push(report.display().to_string());
+    args.extend(child.iter().cloned());
+    let cmd = command(ncu, &args, &ws.root);
+    let command_line = build::quote(&cmd);
+    let ran = match build::run_limited(cmd, TOOL_LIMIT, "rung profile's limit") {
+        Ok(o) => o,
+        Err(e) => return outcome(Verdict::Error, e),
+    };
+    let text = format!("{}{}", String::from_utf8_lossy(&ran.stdout), String::from_utf8_lossy(&ran.stderr));
+    if text.contains("ERR_NVGPUCTRPERM") {
+        return StageOutcome {
+            reason: None,
+            ..outcome(
+                Verdict::Error,
+                "Nsight Compute may not read the GPU's performance counters here (ERR_NVGPUCTRPERM): run as root, \
+                 or load the driver with NVreg_RestrictProfilingToAdminUsers=0 (see NVIDIA's ERR_NVGPUCTRPERM page); \
+                 every other rung works without them",
+            )
+        };
+    }
+    let rep = report.with_extension("ncu-rep");
+    if !ran.status.success() || !rep.is_file() {
+        return StageOutcome {
+            reason: None,
+            ..outcome(Verdict::Error, format!("ncu failed ({}):\n{}", ran.status, tail(&text, 12)))
+        };
+    }
+    let export = |page: &[&str]| -> Result<String, String> {
+        let mut args = vec!["--import".to_string(), rep.display().to_string(), "--csv".into()];
+        args.extend(page.iter().map(|s| s.to_string()));
+        let o = build::run_limited(command(ncu, &args, &ws.root), TOOL_LIMIT, "rung profile's limit")?;
+        if !o.status.success() {
+            return Err(format!("ncu --import failed: {}", tail(&String::from_utf8_lossy(&o.stderr), 6)));
+        }
+        Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    let raw = match export(&["--page", "raw"]) {
+        Ok(t) => t,
+        Err(e) => return outcome(Verdict::Error, e),
+    };
+    let mut kernels = match profile::parse_raw(&raw) {
+        Ok(k) => k,
+        Err(e) => {
+            return StageOutcome {
+                reason: None,
+                ..outcome(Verdict::Error, format!("Nsight Compute's table: {e}\n{}", tail(&text, 8)))
+            };
+        }
+    };
+    // Hot spots are a bonus: a source page that does not export leaves them out.
+    if let Ok(src) = export(&["--page", "source", "--print-source", "sass"]) {
+        let mut spots = profile::parse_source(&src, HOT_SPOTS);
+        for k in &mut kernels {
+            k.hot_spots = spots.remove(&k.kernel).unwrap_or_default();
+        }
+    }
+    let objects = Objects::new(&ws.state_dir());
+    let report_hash = std::fs::read(&rep).ok().and_then(|b| objects.put(&b).ok());
+    let csv_hash = objects.put(raw.as_bytes()).ok();
+    let summary = kernels
+        .iter()
+        .map(|k| {
+            let dram = k.dram_gbs.map(|g| format!(", DRAM {g:.0} GB/s")).unwrap_or_default();
+            let occ = k
+                .achieved_occupancy_percent
+                .map(|o| {
+                    let limit = k.occupancy_limiter.as_deref().map(|l| format!(", limit: {l}")).unwrap_or_default();
+                    format!(", occupancy {o:.0}%{limit}")
+                })
+                .unwrap_or_default();
+            format!("{}: {:.1} µs, {:?}-bound ({}){dram}{occ}", k.kernel, k.duration_us, k.bound, k.why)
+                .replace("Memory-bound", "memory-bound")
+                .replace("Compute-bound", "compute-bound")
+                .replace("Latency-bound", "latency-bound")
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    StageOutcome {
+        verdict: Verdict::Pass,
+        summary,
+        diagnostics: vec![],
+        detail: StageDetail::Profile(ProfileDetail {
+            sizes: sizes_from(&text),
+            kernels,
+            report: report_hash,
+            csv: csv_hash,
+            command: command_line,
+        }),
+        reason: None,
+    }
+}
+
+fn sanitizer(ws: &Workspace, v: &VersionFile, program: &Path, tool: Sanitizer, child: &[String]) -> StageOutcome {
+    let mut args: Vec<String> =
+        ["--tool", tool.name(), "--target-processes", "all", "--print-limit", "50"].map(String::from).to_vec();
+    args.extend(child.iter().cloned());
+    let cmd = command(program, &args, &ws.root);
+    let command_line = build::quote(&cmd);
+    let ran = match build::run_limited(cmd, TOOL_LIMIT, "rung profile's limit") {
+        Ok(o) => o,
+        Err(e) => return outcome(Verdict::Error, e),
+    };
+    let text = format!("{}{}", String::from_utf8_lossy(&ran.stdout), String::from_utf8_lossy(&ran.stderr));
+    let (findings, summary) = profile::parse_sanitizer(&text);
+    let log = Objects::new(&ws.state_dir()).put(text.as_bytes()).ok();
+    let diagnostics = profile::diagnostics(&findings, tool, &ws.root, &v.path);
+    let sizes = sizes_from(&text);
+    let detail = StageDetail::Sanitizer(SanitizerDetail {
+        tool,
+        sizes,
+        findings: findings.clone(),
+        summary: summary.clone(),
+        log,
+        command: command_line,
+    });
+    if summary.is_none() {
+        // No closing summary: the tool itself did not finish.
+        return StageOutcome {
+            verdict: Verdict::Error,
+            summary: format!("{} did not finish:\n{}", tool.name(), tail(&text, 12)),
+            diagnostics,
+            detail,
+            reason: None,
+        };
+    }
+    if findings.is_empty() {
+        // A child that failed without a finding (it could not run the version) is no pass.
+        if !text.contains("rung-profile-sizes: ") {
+            return StageOutcome {
+                verdict: Verdict::Error,
+                summary: format!("the version did not run under {}:\n{}", tool.name(), tail(&text, 12)),
+                diagnostics,
+                detail,
+                reason: None,
+            };
+        }
+        return StageOutcome {
+            verdict: Verdict::Pass,
+            summary: format!("{}: no errors ({})", tool.name(), summary.unwrap_or_default()),
+            diagnostics,
+            detail,
+            reason: None,
+        };
+    }
+    let first = &diagnostics[0];
+    StageOutcome {
+        verdict: Verdict::Fail,
+        summary: format!(
+            "{}: {} finding{}, first at {}: {}",
+            tool.name(),
+            findings.len(),
+            if findings.len() == 1 { "" } else { "s" },
+            first.location(),
+            first.message
+        ),
+        diagnostics,
+        detail,
+        reason: None,
+    }
+}
+
+/// The line the child prints last, which the parent reads back from the tool's output.
+pub fn sizes_line(sizes: &SizeSet) -> String {
+    format!("rung-profile-sizes: {}", serde_json::to_string(sizes).unwrap_or_default())
+}
+
+/// Where a tool's report object lives, for `ncu-ui`.
+pub fn object_path(ws: &Workspace, hash: &str) -> PathBuf {
+    Objects::new(&ws.state_dir()).path_of(hash)
+}
