@@ -702,31 +702,71 @@ fn profile_pane_in_every_state() {
     let mut app = App::open(&ws, false).unwrap();
     for (w, h) in SIZES {
         let text = pane_text(&app, Pane::Profile, w, h);
-        assert!(text.contains("no profile of v001 in the history"), "{text}");
-        assert!(text.contains("The profile rung is not built yet"), "{text}");
+        assert!(text.contains("no profile of v001 yet"), "{text}");
+        assert!(text.contains("P profiles it with Nsight Compute"), "{text}");
         snapshot(&format!("profile_empty_{w}x{h}"), &text);
     }
-    running(&mut app, "v001", JobKind::Gpu);
+    // A profile running (P): the pane says which and with what.
+    app.profiling = Some(("v001".into(), "profile".into()));
     let text = pane_text(&app, Pane::Profile, 80, 24);
-    assert!(text.contains("no profile of v001"), "a running check makes no profile: {text}");
+    assert!(text.contains("profile of v001 running…"), "{text}");
     snapshot("profile_running_80x24", &text);
-    // A recorded profile result (the stage exists in the history's types) is shown as it is.
-    let mut pass = result(Stage::Profile, Verdict::Pass, vec![], StageDetail::None);
-    pass.summary = "dram 81% of peak, 2 stall reasons".into();
-    let mut fail = result(Stage::Profile, Verdict::Fail, vec![], StageDetail::None);
-    fail.summary = "memcheck: 4 invalid global reads".into();
-    record(&ws, "v001", &[pass]);
-    record(&ws, "v002", &[fail]);
+    app.profiling = None;
+    // Nsight Compute's real tables (the demo's naive kernel for v001, the float4 one for v002,
+    // made from it), and a memcheck finding at its line.
+    let kernels = |v: &str| {
+        rung::profile::parse_raw(
+            &std::fs::read_to_string(format!("{}/tests/fixtures/profile/ncu-raw-{v}.csv", env!("CARGO_MANIFEST_DIR")))
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    let profiled = |v: &str| {
+        let mut r = result(
+            Stage::Profile,
+            Verdict::Pass,
+            vec![],
+            StageDetail::Profile(rung::stages::profile::ProfileDetail {
+                sizes: sizes(16384),
+                kernels: kernels(v),
+                report: None,
+                csv: None,
+                command: "ncu ...".into(),
+                formula_bytes: Some(1.0738e9),
+                traffic_ratio: Some(if v == "v001" { 1.54 } else { 0.98 }),
+            }),
+        );
+        r.summary = format!("profiled {v}");
+        r
+    };
+    record(&ws, "v001", &[profiled("v001")]);
+    let finding = Diagnostic::error(
+        "versions/v002-float4.cu",
+        Pos::new(14, 0),
+        "memcheck: Invalid __global__ write of size 4 bytes in vadd",
+    )
+    .with_help("by thread (0,0,0) in block (3,0,0)");
+    let mut mem = result(Stage::Memcheck, Verdict::Fail, vec![finding], StageDetail::None);
+    mem.summary = "memcheck: 1 finding".into();
+    record(&ws, "v002", &[profiled("v005"), mem]);
+    let mut store = Store::open(&ws.join(".rung")).unwrap();
+    store.set_parent("v002", Some("v001")).unwrap();
     app.refresh();
     for (w, h) in SIZES {
         let text = pane_text(&app, Pane::Profile, w, h);
-        assert!(text.contains("profile pass  dram 81% of peak"), "{text}");
+        assert!(text.contains("profile pass  profiled v001"), "{text}");
+        assert!(text.contains("latency-bound") && text.contains("3909 µs"), "{text}");
+        assert!(text.contains("DRAM traffic 1.54x the bytes"), "{text}");
         snapshot(&format!("profile_passed_{w}x{h}"), &text);
     }
-    press(&mut app, "j");
+    app.select(1);
     for (w, h) in SIZES {
         let text = pane_text(&app, Pane::Profile, w, h);
-        assert!(text.contains("profile fail  memcheck: 4 invalid global reads"), "{text}");
+        // Beside its parent's: 250.9 µs against 3908.5, 93.6% less.
+        let row = text.lines().find(|l| l.contains("duration")).unwrap_or_else(|| panic!("{text}"));
+        assert!(row.contains("251 µs") && row.contains("3909 µs") && row.contains("-93.6%"), "{row}");
+        assert!(text.contains("memory-bound") && text.contains("beside v001 (parent)"), "{text}");
+        assert!(text.contains("memcheck fail") && text.contains("versions/v002-float4.cu:14"), "{text}");
         snapshot(&format!("profile_failed_{w}x{h}"), &text);
     }
 }

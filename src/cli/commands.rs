@@ -616,14 +616,15 @@ fn selftest(args: &SelftestArgs) -> Result<i32> {
             }
             let figures = match (r.ncu_dram_gbs, r.rung_gbs, r.delta_percent) {
                 (Some(n), Some(g), Some(d)) => format!(
-                    "ncu {:.1} µs, {n:.0} GB/s; rung {:.1} µs, {g:.0} GB/s; Δ {d:+.1}%",
+                    "ncu {:.1} µs, {n:.0} GB/s; rung {:.1} µs, {g:.0} GB/s; Δ {d:+.1}%; traffic {}",
                     r.ncu_us.unwrap_or(0.0),
-                    r.rung_us.unwrap_or(0.0)
+                    r.rung_us.unwrap_or(0.0),
+                    r.traffic_ratio.map_or("?".into(), |t| format!("{t:.2}x the formula's"))
                 ),
                 _ => r.at.clone().unwrap_or_default(),
             };
             println!(
-                "{} {:<5} {:<9} {:<7} {:<70} expected {}",
+                "{} {:<5} {:<9} {:<7} {:<100} expected {}",
                 if r.ok { "✓" } else { "✗" },
                 r.version,
                 r.tool,

@@ -1339,8 +1339,9 @@ pub fn get_profile(ctx: &Context, args: &VersionArgs) -> Result<Reply, ToolError
             version: v.id.clone(),
             available: false,
             message: format!(
-                "not available yet: no profile has been recorded for {} (rung has no profile rung yet; nothing is invented)",
-                v.id
+                "not available yet: no profile has been recorded for {id}; `rung profile {id}` (or P in the TUI) \
+                 records one on a machine with a GPU and Nsight Compute; nothing is invented",
+                id = v.id
             ),
             profile: None,
         },
@@ -1348,6 +1349,10 @@ pub fn get_profile(ctx: &Context, args: &VersionArgs) -> Result<Reply, ToolError
     let mut text = format!("{}\n", out.message);
     if let Some(p) = &out.profile {
         result_line(&mut text, p);
+    }
+    // The sanitizers' latest findings, when there are any, in the text the model reads.
+    for r in store.latest_results(&v.id)?.iter().filter(|r| r.stage == "memcheck" || r.stage == "racecheck") {
+        result_line(&mut text, &result_entry(r, hash.as_deref(), false));
     }
     Reply::new(text, &out)
 }

@@ -42,6 +42,13 @@ pub struct ProfileDetail {
     pub csv: Option<String>,
     /// The command, as run in the workspace's root.
     pub command: String,
+    /// The bytes rung.toml's roofline formula counts at these sizes, from the version's newest
+    /// roofline of the same source, and the DRAM bytes Nsight Compute saw over that: above 1,
+    /// the kernel moves more than it needs (it re-reads what did not stay in L2).
+    #[serde(default)]
+    pub formula_bytes: Option<f64>,
+    #[serde(default)]
+    pub traffic_ratio: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -151,13 +158,52 @@ pub fn profile(
                     let why = failed.map(|s| format!("{}: {}", s.stage, s.summary)).unwrap_or_default();
                     outcome(Verdict::Skipped, format!("not profiled: it does not build ({why})"))
                 }
-                Some(_) => run_tool(ws, v, machine, tool, exe, seed),
+                Some(b) => {
+                    let mut out = run_tool(ws, v, machine, tool, exe, seed);
+                    compare_traffic(store, v, &b.source_hash, &mut out)?;
+                    out
+                }
             };
             (out, built.map(|b| b.source_hash).unwrap_or_default())
         }
     };
     let result = check::stage_result(tool.stage(), (started, t0), out, Default::default());
     check::record(store, v, &source_hash, seed, started, result)
+}
+
+/// Sets a profile's DRAM traffic against the bytes the version's newest roofline (of the same
+/// source) counted, and says so in the summary when it moves more than 5% over them.
+fn compare_traffic(
+    store: &Store,
+    v: &VersionFile,
+    source_hash: &str,
+    out: &mut StageOutcome,
+) -> Result<(), StoreError> {
+    let StageDetail::Profile(p) = &mut out.detail else { return Ok(()) };
+    let roofline = store
+        .latest_results(&v.id)?
+        .into_iter()
+        .find(|r| r.stage == Stage::Roofline.name() && r.source_hash == source_hash)
+        .and_then(|r| serde_json::from_value::<StageResult>(r.payload).ok());
+    let Some(StageDetail::Roofline(r)) = roofline.map(|r| r.detail) else { return Ok(()) };
+    // The roofline counts at the first benchmark size, which is where the profile ran.
+    let (Some(bytes), true) = (r.bytes, r.sizes == p.sizes || p.sizes.is_empty()) else { return Ok(()) };
+    let dram: f64 =
+        p.kernels.iter().map(|k| k.dram_read_bytes.unwrap_or(0.0) + k.dram_write_bytes.unwrap_or(0.0)).sum();
+    if bytes <= 0.0 || dram <= 0.0 {
+        return Ok(());
+    }
+    let ratio = dram / bytes;
+    p.formula_bytes = Some(bytes);
+    p.traffic_ratio = Some(ratio);
+    if ratio > 1.05 {
+        out.summary.push_str(&format!(
+            "; DRAM traffic {:.2}x the {:.0} MB rung.toml's formula counts (data read again from DRAM)",
+            ratio,
+            bytes / 1e6
+        ));
+    }
+    Ok(())
 }
 
 /// Why the tool cannot run here at all, if it cannot: no rung.toml problem, no GPU, no tool.
@@ -344,6 +390,8 @@ fn ncu(ws: &Workspace, ncu: &Path, child: &[String], dir: &Path) -> StageOutcome
             report: report_hash,
             csv: csv_hash,
             command: command_line,
+            formula_bytes: None,
+            traffic_ratio: None,
         }),
         reason: None,
     }

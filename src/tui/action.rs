@@ -37,6 +37,10 @@ pub enum Action {
     NextKernel,
     /// Renames registers by first use before comparing listings, or stops.
     Registers,
+    /// Runs `rung profile` on the selected version: Nsight Compute, memcheck or racecheck.
+    Profile,
+    Memcheck,
+    Racecheck,
     /// Runs any action by name.
     Palette,
     Help,
@@ -48,7 +52,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 23] = [
+    pub const ALL: [Action; 26] = [
         Action::Up,
         Action::Down,
         Action::PageUp,
@@ -67,6 +71,9 @@ impl Action {
         Action::PrevHunk,
         Action::NextKernel,
         Action::Registers,
+        Action::Profile,
+        Action::Memcheck,
+        Action::Racecheck,
         Action::Palette,
         Action::Help,
         Action::Suspend,
@@ -94,6 +101,9 @@ impl Action {
             Action::PrevHunk => "prev-hunk",
             Action::NextKernel => "kernel",
             Action::Registers => "registers",
+            Action::Profile => "profile",
+            Action::Memcheck => "memcheck",
+            Action::Racecheck => "racecheck",
             Action::Palette => "palette",
             Action::Help => "help",
             Action::Suspend => "suspend",
@@ -122,6 +132,9 @@ impl Action {
             Action::PrevHunk => "assembly: previous change",
             Action::NextKernel => "assembly: one kernel at a time, then all",
             Action::Registers => "assembly: rename registers before comparing, or not",
+            Action::Profile => "profile the selected version with Nsight Compute (needs a GPU)",
+            Action::Memcheck => "run compute-sanitizer's memcheck on the selected version",
+            Action::Racecheck => "run compute-sanitizer's racecheck on the selected version",
             Action::Palette => "run any action by name",
             Action::Help => "this help",
             Action::Suspend => "suspend to the shell (fg resumes)",

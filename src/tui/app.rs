@@ -163,6 +163,8 @@ pub struct App {
     pub syntax: Option<Arc<syntect::highlighting::Theme>>,
     /// The assembly pane's listings, comparison and diffs.
     pub asm: AsmView,
+    /// The `rung profile` running in the background, if one is: (version, tool).
+    pub profiling: Option<(String, String)>,
     /// The loop's channel, for work done on other threads (the assembly diffs); without one
     /// (tests), that work is done at once on this thread.
     pub events: Option<Sender<Event>>,
@@ -226,6 +228,7 @@ impl App {
             syntax_theme: String::new(),
             syntax: None,
             asm: AsmView::default(),
+            profiling: None,
             events: None,
             mouse: true,
             versions: vec![],
@@ -403,6 +406,15 @@ impl App {
                 self.say(Role::Fail, format!("the scheduler stopped: {e}"));
                 true
             }
+            Event::ProfileDone { version, tool, outcome } => {
+                self.profiling = None;
+                match outcome {
+                    Ok(line) => self.say(Role::Pass, format!("{tool} of {version}: {line}")),
+                    Err(e) => self.say(Role::Fail, format!("{tool} of {version} did not run: {e}")),
+                }
+                self.refresh();
+                true
+            }
             Event::AsmDiff(d) => {
                 let now = rung::store::now_ms();
                 match &d.error {
@@ -431,6 +443,52 @@ impl App {
                 true
             }
         }
+    }
+
+    /// Runs `rung profile ID [FLAG]` (this binary) on a thread; its end arrives as
+    /// `Event::ProfileDone` and the pane reads the recorded result. One at a time: the GPU is
+    /// the profiler's while it replays.
+    fn start_profile(&mut self, id: &str, flag: Option<&str>) {
+        let tool = flag.map_or("profile", |f| f.trim_start_matches('-')).to_string();
+        if let Some((v, t)) = &self.profiling {
+            self.message = Some(format!("{t} of {v} is still running: one at a time"));
+            return;
+        }
+        let Some(tx) = self.events.clone() else {
+            self.message = Some("profiling runs from the TUI (or `rung profile`)".into());
+            return;
+        };
+        let exe = match std::env::current_exe() {
+            Ok(e) => e,
+            Err(e) => {
+                self.say(Role::Fail, format!("cannot find rung's own binary: {e}"));
+                return;
+            }
+        };
+        let mut cmd = std::process::Command::new(exe);
+        cmd.args(["profile", id]).args(flag).current_dir(&self.root).stdin(std::process::Stdio::null());
+        self.profiling = Some((id.to_string(), tool.clone()));
+        self.say(
+            Role::Accent,
+            format!("{tool} of {id} started (rung profile {id}{})", flag.map(|f| format!(" {f}")).unwrap_or_default()),
+        );
+        let version = id.to_string();
+        std::thread::spawn(move || {
+            let outcome = match cmd.output() {
+                Ok(o) => {
+                    let text = String::from_utf8_lossy(&o.stdout);
+                    let first = text.lines().next().unwrap_or("").trim().to_string();
+                    if o.status.success() || o.status.code() == Some(rung::exit::CHECK_FAILED) {
+                        Ok(first)
+                    } else {
+                        let err = String::from_utf8_lossy(&o.stderr);
+                        Err(if first.is_empty() { err.lines().last().unwrap_or("").to_string() } else { first })
+                    }
+                }
+                Err(e) => Err(e.to_string()),
+            };
+            let _ = tx.send(Event::ProfileDone { version, tool, outcome });
+        });
     }
 
     /// What the assembly pane compares the selected version with, in the picker's order.
@@ -670,6 +728,16 @@ impl App {
         match action {
             Action::Quit => self.quit = true,
             Action::Help => self.mode = Mode::Help,
+            Action::Profile | Action::Memcheck | Action::Racecheck => {
+                let Some(id) = self.selected_version().map(|v| v.id.clone()) else { return false };
+                self.focus(Pane::Profile);
+                let flag = match action {
+                    Action::Memcheck => Some("--memcheck"),
+                    Action::Racecheck => Some("--racecheck"),
+                    _ => None,
+                };
+                self.start_profile(&id, flag);
+            }
             Action::Chat if self.pane == Pane::Chat => self.focus(self.before_chat),
             Action::Chat => self.focus(Pane::Chat),
             Action::NextPane | Action::PrevPane if self.pane == Pane::Chat => self.focus(self.before_chat),

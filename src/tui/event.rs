@@ -24,6 +24,13 @@ pub enum Event {
     Watch(Box<WatchEvent>),
     /// The scheduler stopped with this error; results on screen no longer update.
     WatchFailed(String),
+    /// `rung profile` on a version ended: the version, the tool, and its last line or why it
+    /// could not run.
+    ProfileDone {
+        version: String,
+        tool: String,
+        outcome: Result<String, String>,
+    },
     /// A diff for the assembly pane, computed on a thread of its own.
     AsmDiff(std::sync::Arc<super::asm_view::LoadedDiff>),
     /// An event of the chat's running turn, in the order the provider streamed it.
