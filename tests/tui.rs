@@ -708,9 +708,11 @@ fn profile_pane_in_every_state() {
     }
     // A profile running (P): the pane says which and with what.
     app.profiling = Some(("v001".into(), "profile".into()));
-    let text = pane_text(&app, Pane::Profile, 80, 24);
-    assert!(text.contains("profile of v001 running…"), "{text}");
-    snapshot("profile_running_80x24", &text);
+    for (w, h) in SIZES {
+        let text = pane_text(&app, Pane::Profile, w, h);
+        assert!(text.contains("profile of v001 running…"), "{text}");
+        snapshot(&format!("profile_running_{w}x{h}"), &text);
+    }
     app.profiling = None;
     // Nsight Compute's real tables (the demo's naive kernel for v001, the float4 one for v002,
     // made from it), and a memcheck finding at its line.
@@ -1756,4 +1758,29 @@ fn a_provider_error_is_a_notice_in_the_panel_without_the_key() {
     assert!(saved.contains("refused the API key") && !saved.contains(KEY), "{saved}");
     // The key went to the server, and nowhere else.
     assert_eq!(server.requests()[0].header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+}
+
+#[test]
+fn versions_and_compile_errors_panes_while_a_version_runs_and_once_it_passed() {
+    let (_tmp, ws) = checked_workspace();
+    let mut app = App::open(&ws, false).unwrap();
+    // v002 passed every rung: the errors pane says so.
+    app.select(1);
+    for (w, h) in SIZES {
+        let text = pane_text(&app, Pane::Diagnostics, w, h);
+        assert!(text.contains("v002: no diagnostics"), "{text}");
+        snapshot(&format!("errors_passed_{w}x{h}"), &text);
+    }
+    // v003 is being rebuilt: a spinner on its row, and the errors pane says it is building.
+    running(&mut app, "v003", JobKind::Build);
+    app.select(2);
+    for (w, h) in SIZES {
+        let versions = pane_text(&app, Pane::Versions, w, h);
+        let row = versions.lines().find(|l| l.contains("v003")).unwrap_or_else(|| panic!("{versions}"));
+        assert!(tui::panes::SPINNER.iter().any(|s| row.contains(s)), "a spinner on the running version: {row}");
+        snapshot(&format!("versions_running_{w}x{h}"), &versions);
+        let errors = pane_text(&app, Pane::Diagnostics, w, h);
+        assert!(errors.contains(":8:39"), "the last diagnostics stay until the new build: {errors}");
+        snapshot(&format!("errors_running_{w}x{h}"), &errors);
+    }
 }
