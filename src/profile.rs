@@ -24,6 +24,16 @@ pub enum Bound {
     Latency,
 }
 
+impl Bound {
+    pub fn name(self) -> &'static str {
+        match self {
+            Bound::Memory => "memory",
+            Bound::Compute => "compute",
+            Bound::Latency => "latency",
+        }
+    }
+}
+
 /// A unit at or above this share of its peak is busy (Nsight Compute's own guidance starts to
 /// call a kernel bound by a unit from about 60%).
 pub const BUSY_PERCENT: f64 = 60.0;
@@ -48,8 +58,13 @@ pub struct KernelProfile {
     pub dram_gbs: Option<f64>,
     pub achieved_occupancy_percent: Option<f64>,
     pub theoretical_occupancy_percent: Option<f64>,
-    /// What caps the blocks per SM: `registers`, `shared memory`, `warps`, `blocks`, `barriers`.
+    /// What caps the blocks per SM below a full SM: `registers`, `shared memory`, `warps`,
+    /// `blocks`, `barriers`; `None` when the theoretical occupancy is full.
     pub occupancy_limiter: Option<String>,
+    /// Waves of blocks per SM (`launch__waves_per_multiprocessor`): under 1, the grid leaves SMs
+    /// idle.
+    #[serde(default)]
+    pub waves: Option<f64>,
     pub registers_per_thread: Option<f64>,
     /// Static plus dynamic shared memory, bytes per block.
     pub shared_bytes_per_block: Option<f64>,
@@ -142,11 +157,13 @@ pub fn parse_raw(text: &str) -> Result<Vec<KernelProfile>, ParseError> {
         ];
         // The smallest limit caps the blocks per SM; a tie names the first (registers first, as
         // the one most often changed).
+        let theoretical = value("sm__maximum_warps_per_active_cycle_pct");
         let occupancy_limiter = limits
             .iter()
             .filter_map(|(what, m)| value(m).map(|v| (*what, v)))
             .min_by(|a, b| a.1.total_cmp(&b.1))
-            .map(|(w, _)| w.to_string());
+            .map(|(w, _)| w.to_string())
+            .filter(|_| theoretical.is_none_or(|t| t < 99.5));
         let mut stalls: Vec<(String, f64)> = header
             .iter()
             .filter_map(|h| {
@@ -182,7 +199,14 @@ pub fn parse_raw(text: &str) -> Result<Vec<KernelProfile>, ParseError> {
         let sm_percent = value("sm__throughput.avg.pct_of_peak_sustained_elapsed");
         let memory_percent = value("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed");
         let achieved = value("sm__warps_active.avg.pct_of_peak_sustained_active");
-        let (bound, why) = classify(sm_percent, memory_percent, achieved);
+        let waves = value("launch__waves_per_multiprocessor");
+        let (bound, mut why) = classify(sm_percent, memory_percent, achieved);
+        if let Some(w) = waves.filter(|w| *w < 1.0) {
+            why.push_str(&format!(
+                "; the grid ({} blocks) is {w:.2} of a wave: SMs sit idle",
+                number(raw("launch__grid_size")).map_or("?".into(), |g| format!("{g:.0}"))
+            ));
+        }
         out.push(KernelProfile {
             kernel: raw("Kernel Name").to_string(),
             grid: raw("Grid Size").to_string(),
@@ -190,13 +214,15 @@ pub fn parse_raw(text: &str) -> Result<Vec<KernelProfile>, ParseError> {
             duration_us,
             sm_percent,
             memory_percent,
-            dram_percent: value("dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+            dram_percent: value("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed")
+                .or_else(|| value("dram__throughput.avg.pct_of_peak_sustained_elapsed")),
             dram_read_bytes,
             dram_write_bytes,
             dram_gbs,
             achieved_occupancy_percent: achieved,
-            theoretical_occupancy_percent: value("sm__maximum_warps_per_active_cycle_pct"),
+            theoretical_occupancy_percent: theoretical,
             occupancy_limiter,
+            waves,
             registers_per_thread: value("launch__registers_per_thread"),
             shared_bytes_per_block: shared,
             l1_hit_percent: value("l1tex__t_sector_hit_rate.pct"),

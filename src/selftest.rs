@@ -8,7 +8,9 @@
 //! - problems: the GPU MODE folders and the KernelBench file pass with honest versions and fail
 //!   with wrong ones;
 //! - warm: a changed Triton version's file, written with a recompile forced, to its check row in
-//!   the history, with the zygote warm, against a fresh worker that imports torch.
+//!   the history, with the zygote warm, against a fresh worker that imports torch;
+//! - profile: Nsight Compute on each demo version against rung's own bench, memcheck on the
+//!   out-of-bounds fault and a good version, racecheck on a reduction without its barrier.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

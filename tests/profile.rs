@@ -26,9 +26,10 @@ fn the_raw_page_summarises_each_demo_kernel() {
     assert!(k.why.contains("memory at 87% of peak, SMs at 31%"), "{}", k.why);
     assert_eq!(k.registers_per_thread, Some(32.0));
     assert_eq!(k.shared_bytes_per_block, Some(128.0));
-    // Two blocks of 1024 threads fill an SM's 64 warps: registers and warps both allow 2; the
-    // first named wins the tie.
-    assert_eq!(k.occupancy_limiter.as_deref(), Some("registers"));
+    // Two blocks of 1024 threads fill an SM's 64 warps: nothing holds occupancy below full.
+    assert_eq!(k.occupancy_limiter, None);
+    assert_eq!(k.dram_percent, Some(86.952394));
+    assert_eq!(k.waves, Some(62.06));
     assert!((k.achieved_occupancy_percent.unwrap() - 90.850656).abs() < 1e-6);
     assert_eq!(k.theoretical_occupancy_percent, Some(100.0));
     assert!((k.l2_hit_percent.unwrap() - 51.142154).abs() < 1e-6);
@@ -46,6 +47,8 @@ fn the_naive_kernel_is_latency_bound_and_milliseconds_become_microseconds() {
     assert!((k.dram_read_bytes.unwrap() - 1_101_734_000.0).abs() < 1e-3, "{:?}", k.dram_read_bytes);
     assert_eq!(k.bound, Bound::Latency, "{}", k.why);
     assert!(k.why.contains("12% achieved occupancy"), "{}", k.why);
+    // 64 blocks on 132 SMs: most SMs have nothing to run, which is what the occupancy says.
+    assert!(k.why.contains("the grid (64 blocks) is 0.06 of a wave: SMs sit idle"), "{}", k.why);
     // Every demo kernel parses; the Triton one under its own name.
     let names: Vec<String> = ["v001", "v002", "v003", "v004", "v005"]
         .iter()

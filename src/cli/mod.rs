@@ -217,8 +217,8 @@ pub struct SelftestArgs {
     /// Run everything on the GPU (fails without one).
     #[arg(long)]
     pub gpu: bool,
-    /// Parts to run: faults, workspaces, warm, bench (default: faults, plus workspaces and warm
-    /// with --gpu).
+    /// Parts to run: faults, workspaces, warm, profile, bench (default: faults, plus workspaces,
+    /// warm and profile with --gpu).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Print the results as JSON.

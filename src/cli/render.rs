@@ -462,7 +462,7 @@ pub fn profile(version: &str, r: &rung::report::StageResult, on: bool) -> String
             for k in &p.kernels {
                 let _ = writeln!(out, "\n{}  grid {} block {}  at {at}", paint("1", &k.kernel, on), k.grid, k.block);
                 let _ = writeln!(out, "  duration            {:.2} µs", k.duration_us);
-                let _ = writeln!(out, "  bound               {:?}: {}", k.bound, k.why);
+                let _ = writeln!(out, "  bound               {}-bound: {}", k.bound.name(), k.why);
                 let _ = writeln!(
                     out,
                     "  throughput          SM {}  memory {}  DRAM {}",

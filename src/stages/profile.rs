@@ -373,10 +373,7 @@ fn ncu(ws: &Workspace, ncu: &Path, child: &[String], dir: &Path) -> StageOutcome
                     format!(", occupancy {o:.0}%{limit}")
                 })
                 .unwrap_or_default();
-            format!("{}: {:.1} µs, {:?}-bound ({}){dram}{occ}", k.kernel, k.duration_us, k.bound, k.why)
-                .replace("Memory-bound", "memory-bound")
-                .replace("Compute-bound", "compute-bound")
-                .replace("Latency-bound", "latency-bound")
+            format!("{}: {:.1} µs, {}-bound ({}){dram}{occ}", k.kernel, k.duration_us, k.bound.name(), k.why)
         })
         .collect::<Vec<_>>()
         .join("; ");

@@ -111,7 +111,10 @@ fn profile_lines<'a>(
     lines.push(Line::styled(
         match &other {
             Some((_, label)) => format!("at {sizes}; beside {label}, whose profile is the second column"),
-            None => format!("at {sizes}; its parent has no profile to compare with"),
+            None => match &parent {
+                Some((_, label)) => format!("at {sizes}; {label} has no profile to compare with"),
+                None => format!("at {sizes}; no parent to compare with"),
+            },
         },
         t.fg(Role::Dim),
     ));
@@ -121,7 +124,7 @@ fn profile_lines<'a>(
         });
         lines.push(Line::from(""));
         lines.push(Line::styled(
-            format!("━━ {}  grid {} block {}  {:?}-bound", k.kernel, k.grid, k.block, k.bound).to_lowercase(),
+            format!("━━ {}  grid {} block {}  {}-bound", k.kernel, k.grid, k.block, k.bound.name()),
             t.fg(Role::Accent).add_modifier(Modifier::BOLD),
         ));
         lines.push(Line::from(format!("   {}", k.why)));
