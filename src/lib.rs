@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod asm;
 pub mod check;
+pub mod context;
 pub mod devstate;
 pub mod diag;
 pub mod dtype;

@@ -41,16 +41,7 @@ pub struct SearchArgs {
     pub max_results: Option<usize>,
 }
 
-/// A passage found by [`search_context`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct Passage {
-    /// Relative to the workspace.
-    pub path: PathBuf,
-    /// The matching line, from 1; `text` holds it with a line of context either side.
-    pub line: usize,
-    pub text: String,
-    pub score: f64,
-}
+pub use crate::context::Passage;
 
 fn schema_of<T: JsonSchema>() -> Value {
     let mut settings = schemars::generate::SchemaSettings::draft2020_12();
@@ -125,70 +116,21 @@ pub fn read_file(root: &Path, args: &ReadFileArgs) -> Result<String, ToolError> 
     Ok(out)
 }
 
-/// Query words: lower case, letters, digits and `_`, two characters or more.
-fn terms(query: &str) -> Vec<String> {
-    let mut t: Vec<String> = query
-        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .filter(|w| w.chars().count() >= 2)
-        .map(str::to_lowercase)
-        .collect();
-    t.sort();
-    t.dedup();
-    t
-}
+/// How much passage text one search returns at the most, in tokens (about four characters each).
+pub const SEARCH_BUDGET_TOKENS: usize = 2000;
 
-/// Passages of `context/` that match the query: every text file is read and each line scored
-/// by how many query words it holds (each distinct word counts one, repeats a tenth), ties by
-/// path and line. An honest first version; an index (BM25) can replace the body later, keeping
-/// this signature.
+/// Passages of `context/` (and rung's own notes) for the query, best first by BM25 over an index
+/// kept in `.rung/` and brought up to date first ([`crate::context`]).
 pub fn search_context(root: &Path, query: &str, limit: usize) -> Result<Vec<Passage>, ToolError> {
-    let words = terms(query);
-    if words.is_empty() {
+    if crate::context::terms(query).is_empty() {
         return Err(ToolError::new(
             Some("query"),
             "the query has no words",
             "give words such as `wgmma shared memory`",
         ));
     }
-    let dir = root.join("context");
-    if !dir.is_dir() {
-        return Err(ToolError::new(
-            None,
-            "this workspace has no context/ folder",
-            "put documents or a checkout (e.g. cutlass) in context/ for search_context to find",
-        ));
-    }
-    let mut found: Vec<Passage> = Vec::new();
-    for entry in ignore::WalkBuilder::new(&dir).follow_links(true).hidden(true).build().flatten() {
-        let path = entry.path();
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
-        }
-        if std::fs::metadata(path).map(|m| m.len()).unwrap_or(u64::MAX) > MAX_FILE_BYTES {
-            continue;
-        }
-        let Ok(text) = std::fs::read_to_string(path) else { continue };
-        let lines: Vec<&str> = text.lines().collect();
-        for (i, line) in lines.iter().enumerate() {
-            let lower = line.to_lowercase();
-            let mut score = 0.0;
-            for w in &words {
-                let n = lower.matches(w.as_str()).count();
-                if n > 0 {
-                    score += 1.0 + 0.1 * (n - 1) as f64;
-                }
-            }
-            if score > 0.0 {
-                let from = i.saturating_sub(1);
-                let to = (i + 2).min(lines.len());
-                let rel = path.strip_prefix(root).unwrap_or(path).to_path_buf();
-                found.push(Passage { path: rel, line: i + 1, text: lines[from..to].join("\n"), score });
-            }
-        }
-    }
-    found.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.path.cmp(&b.path)).then(a.line.cmp(&b.line)));
-    found.truncate(limit);
-    Ok(found)
+    let state = root.join(crate::workspace::STATE_DIR);
+    Ok(crate::context::search(root, &state, query, limit, SEARCH_BUDGET_TOKENS))
 }
 
 /// The tools of one workspace.
@@ -222,7 +164,7 @@ impl WorkspaceTools {
                 let a: SearchArgs = Self::parse(arguments)?;
                 let found = search_context(root, &a.query, a.max_results.unwrap_or(8))?;
                 if found.is_empty() {
-                    format!("nothing in context/ matches `{}`", a.query)
+                    format!("nothing in context/ or rung's notes matches `{}`", a.query)
                 } else {
                     found
                         .iter()
@@ -335,13 +277,14 @@ mod tests {
     }
 
     #[test]
-    fn search_context_ranks_lines_with_more_query_words_first() {
+    fn search_context_finds_the_workspace_s_passage_and_refuses_an_empty_query() {
         let (_tmp, ws, _) = workspace();
-        let found = search_context(&ws, "shared memory wgmma", 5).unwrap();
-        assert_eq!(found.len(), 2);
-        assert_eq!((found[0].line, found[1].line), (2, 4));
+        let found = search_context(&ws, "wgmma descriptors", 5).unwrap();
         assert_eq!(found[0].path, PathBuf::from("context/docs/wgmma.md"));
-        assert!(found[0].text.contains("# Notes") && found[0].text.contains("unrelated"));
+        assert_eq!(found[0].line, 1);
+        assert!(found[0].text.contains("wgmma needs shared memory descriptors"), "{}", found[0].text);
+        // The index it kept, in .rung/.
+        assert!(ws.join(".rung").join(crate::context::INDEX_FILE).is_file());
         assert!(search_context(&ws, "?!", 5).is_err());
     }
 
