@@ -655,3 +655,89 @@ fn workspace_tools_answer_a_model_through_the_mcp_functions() {
         reqs[0].body["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
     assert_eq!(offered, ["search_context", "read_file", "get_results", "get_asm", "diff_asm", "get_profile"]);
 }
+
+/// The prompt carries the workspace: `rung chat --version v002` sends rung.toml, the reference,
+/// v002's source and its results of the file as it is now, and every rejected version's reason;
+/// without `--version`, the task and the reference alone, for a first proposal.
+#[test]
+fn the_request_carries_the_task_the_version_in_focus_its_results_and_rejection_reasons() {
+    use rung::store::{NewResult, Status, Store};
+    let (_tmp, ws) = common::new_workspace("vector-add");
+    let w = rung::workspace::Workspace::open(&ws).unwrap();
+    let mut store = Store::open(&w.state_dir()).unwrap();
+    for v in &w.versions {
+        store.sync_version(v, &w.source_hash(v).unwrap(), Status::Draft).unwrap();
+    }
+    let v2 = w.version("v002").unwrap();
+    let payload = serde_json::json!({
+        "summary": "1 error(s): identifier \"qq\" is undefined",
+        "diagnostics": [{"file": v2.path, "line": 7, "column": 3, "severity": "error", "message": "identifier \"qq\" is undefined"}],
+    })
+    .to_string();
+    store
+        .record(&NewResult {
+            version: "v002",
+            stage: "build",
+            verdict: "fail",
+            source_hash: &w.source_hash(v2).unwrap(),
+            seed: Some(1),
+            payload: &payload,
+            tools: "{}",
+            started_at_ms: 1,
+            finished_at_ms: 2,
+        })
+        .unwrap();
+    store.set_status("v001", Status::Rejected, Some("reads x twice; keep the row in registers")).unwrap();
+    drop(store);
+    let server = Server::start(vec![
+        Reply::stream(&fixture("openai-text-usage.sse"), &[]),
+        Reply::stream(&fixture("openai-text-usage.sse"), &[]),
+    ]);
+    let cfg = ws.join("agent.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[agent]\nprovider = \"local\"\n\n[agent.providers.local]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\nretries = 0\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let chat = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_rung"))
+            .args([
+                "-C",
+                ws.to_str().unwrap(),
+                "chat",
+                "make it faster",
+                "--no-tools",
+                "--config",
+                cfg.to_str().unwrap(),
+            ])
+            .args(extra)
+            .env("NO_PROXY", "127.0.0.1")
+            .env_remove("HTTP_PROXY")
+            .env_remove("http_proxy")
+            .env_remove("ALL_PROXY")
+            .env_remove("all_proxy")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    chat(&["--version", "v002"]);
+    chat(&[]);
+    let requests = server.requests();
+    let system = |i: usize| requests[i].body["messages"][0]["content"].as_str().unwrap_or_default().to_string();
+    let focused = system(0);
+    assert!(focused.starts_with(rung::agent::SYSTEM_PROMPT), "the base prompt first");
+    let spec = std::fs::read_to_string(ws.join("rung.toml")).unwrap();
+    assert!(focused.contains(spec.lines().next().unwrap()), "the task: {focused}");
+    assert!(focused.contains("## The reference"), "{focused}");
+    assert!(focused.contains("The version in focus: v002"), "{focused}");
+    assert!(focused.contains(std::fs::read_to_string(ws.join(&v2.path)).unwrap().lines().next().unwrap()));
+    assert!(focused.contains("- build fail: 1 error(s): identifier \"qq\" is undefined"), "{focused}");
+    assert!(focused.contains(":7: identifier \"qq\" is undefined"), "{focused}");
+    assert!(focused.contains("- v001: reads x twice; keep the row in registers"), "the rejection reason: {focused}");
+    let first = system(1);
+    assert!(first.contains("No version in focus") && !first.contains("The version in focus"), "{first}");
+    assert!(first.contains("- v001: reads x twice"), "{first}");
+}

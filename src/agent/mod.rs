@@ -11,6 +11,7 @@ pub mod config;
 pub mod conversation;
 pub mod http;
 pub mod openai;
+pub mod prompt;
 pub mod secrets;
 pub mod tools;
 
@@ -468,29 +469,42 @@ impl Agent {
         Ok(conv)
     }
 
-    /// One user turn ([`run_turn`]) with this agent's provider, system prompt and round limit.
+    /// One user turn ([`run_turn`]) with this agent's provider, system prompt (with `context`
+    /// after it) and round limit.
     pub fn turn(
         &self,
         conv: &mut Conversation,
         tools: &dyn ToolBox,
+        context: &str,
         cancel: &Cancel,
         sink: &mut dyn FnMut(AgentEvent),
     ) -> Result<(), AgentError> {
-        run_turn(self.provider.as_ref(), conv, tools, self.system_prompt(), self.max_rounds(), cancel, sink)
+        run_turn(self.provider.as_ref(), conv, tools, &self.system_with(context), self.max_rounds(), cancel, sink)
+    }
+
+    /// The system prompt with the workspace's context after it ([`prompt::workspace_context`]).
+    pub fn system_with(&self, context: &str) -> String {
+        if context.is_empty() {
+            self.system_prompt().to_string()
+        } else {
+            format!("{}\n\n{context}", self.system_prompt())
+        }
     }
 
     /// The same turn on a thread of its own, for a shell whose thread must keep drawing: `sink`
-    /// gets every event as it comes, then `done` the conversation back with the result.
+    /// gets every event as it comes, then `done` the conversation back with the result. `context`
+    /// follows the system prompt.
     pub fn spawn(
         &self,
         mut conv: Conversation,
         tools: Arc<dyn ToolBox + Send + Sync>,
         cancel: Cancel,
+        context: &str,
         mut sink: impl FnMut(AgentEvent) + Send + 'static,
         done: impl FnOnce(TurnEnd) + Send + 'static,
     ) -> std::thread::JoinHandle<()> {
         let provider = self.provider.clone();
-        let system = self.system_prompt().to_string();
+        let system = self.system_with(context);
         let rounds = self.max_rounds();
         std::thread::spawn(move || {
             let result = run_turn(provider.as_ref(), &mut conv, tools.as_ref(), &system, rounds, &cancel, &mut sink);

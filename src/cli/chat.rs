@@ -29,6 +29,10 @@ pub struct ChatArgs {
     /// Offer the model no tools.
     #[arg(long)]
     pub no_tools: bool,
+    /// The version the prompt puts in focus (its source and results); without it, the task and
+    /// the reference alone.
+    #[arg(long, value_name = "VERSION")]
+    pub version: Option<String>,
 }
 
 pub fn chat_cmd(dir: &Path, args: &ChatArgs) -> i32 {
@@ -51,7 +55,8 @@ fn chat(dir: &Path, args: &ChatArgs) -> Result<i32, agent::AgentError> {
         if args.no_tools { Box::new(NoTools) } else { Box::new(WorkspaceTools::new(dir.to_path_buf())) };
     let provider = agent.provider.as_ref();
     let mut out = std::io::stdout();
-    let result = agent.turn(&mut conv, tools.as_ref(), &Cancel::new(), &mut |ev| match ev {
+    let context = agent::prompt::workspace_context(dir, args.version.as_deref());
+    let result = agent.turn(&mut conv, tools.as_ref(), &context, &Cancel::new(), &mut |ev| match ev {
         AgentEvent::Text(t) => {
             let _ = out.write_all(t.as_bytes());
             let _ = out.flush();

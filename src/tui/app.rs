@@ -702,7 +702,10 @@ impl App {
             {
                 match self.chat.panel.handle_key(key) {
                     ChatOutcome::Consumed => {}
-                    ChatOutcome::Send(text) => self.chat.send(text),
+                    ChatOutcome::Send(text) => {
+                        self.chat.focus = self.selected_version().map(|v| v.id.clone());
+                        self.chat.send(text)
+                    }
                     ChatOutcome::Command(c) => self.chat.command(c),
                     ChatOutcome::Ignored => match key.code {
                         KeyCode::Esc => {

@@ -44,6 +44,8 @@ pub struct ChatSession {
     pub config_path: Option<PathBuf>,
     /// Where turns send their events: the loop's channel (set before the first turn).
     pub events: Option<Sender<Event>>,
+    /// The version the prompt puts in focus: the selection when the message was sent.
+    pub focus: Option<String>,
     root: PathBuf,
     setup: Setup,
     /// `None` until the first message (no empty files), and while a turn's thread has it.
@@ -60,6 +62,7 @@ impl ChatSession {
             shown: false,
             config_path: None,
             events: None,
+            focus: None,
             root: root.to_path_buf(),
             setup: Setup::NotOpened,
             conversation: None,
@@ -165,10 +168,13 @@ impl ChatSession {
         // Busy from now on, before the first token: a second message waits its turn.
         self.panel.activity = Activity::Streaming;
         let done = events.clone();
+        // The task, the version in focus and its results, as they are now.
+        let context = rung::agent::prompt::workspace_context(&self.root, self.focus.as_deref());
         agent.spawn(
             conv,
             tools.clone(),
             cancel,
+            &context,
             move |ev| {
                 let _ = events.send(Event::Agent(ev));
             },

@@ -1,0 +1,106 @@
+//! The workspace's part of the agent's system prompt: the task (rung.toml and the reference), the
+//! version in focus (its source and the results of the file as it is now: each rung's verdict
+//! and summary, its diagnostics), and the versions the user rejected with their reasons. Without
+//! a version in focus, the task and the reference alone: the first proposal starts from them.
+//! Each part is cut to a budget, so a large reference does not crowd out the results.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::store::{Status, Store};
+use crate::workspace::Workspace;
+
+/// Characters of one file quoted whole at the most.
+const FILE_CHARS: usize = 6000;
+/// Diagnostics listed per rung.
+const DIAGNOSTICS: usize = 5;
+
+fn quoted(text: &str, limit: usize) -> String {
+    if text.chars().count() <= limit {
+        return text.trim_end().to_string();
+    }
+    let cut: String = text.chars().take(limit).collect();
+    format!("{}\n… ({} more characters: read_file has the rest)", cut.trim_end(), text.chars().count() - limit)
+}
+
+fn fence(path: &Path) -> &'static str {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("cu" | "cuh") => "cuda",
+        Some("py") => "python",
+        Some("ptx") => "ptx",
+        Some("toml") => "toml",
+        _ => "",
+    }
+}
+
+/// The context for the system prompt, or an empty string when the workspace does not open.
+pub fn workspace_context(root: &Path, focus: Option<&str>) -> String {
+    let Ok(ws) = Workspace::open(root) else { return String::new() };
+    let store = Store::open(&ws.state_dir()).ok();
+    let mut out = String::from("# The workspace\n");
+    let spec_path = ws.root.join("rung.toml");
+    if let Ok(text) = std::fs::read_to_string(&spec_path) {
+        let _ = write!(out, "\n## The task: rung.toml\n```toml\n{}\n```\n", quoted(&text, FILE_CHARS));
+    }
+    for name in ["reference.py", "reference.cu"] {
+        let p = ws.root.join(name);
+        if let Ok(text) = std::fs::read_to_string(&p) {
+            let _ = write!(out, "\n## The reference: {name}\n```{}\n{}\n```\n", fence(&p), quoted(&text, FILE_CHARS));
+        }
+    }
+    let v = focus.and_then(|id| ws.version(id));
+    match v {
+        None => {
+            out.push_str("\n## No version in focus\nPropose the first version from the task and the reference alone.\n")
+        }
+        Some(v) => {
+            let source = ws.read_source(v).unwrap_or_default();
+            let row = store.as_ref().and_then(|s| s.version(&v.id).ok().flatten());
+            let status = row.as_ref().map_or("not in the history yet".to_string(), |r| r.status.as_str().to_string());
+            let parent =
+                row.as_ref().and_then(|r| r.parent.clone()).map(|p| format!(", made from {p}")).unwrap_or_default();
+            let _ = write!(
+                out,
+                "\n## The version in focus: {} ({}, {status}{parent})\nA new version starts from this one.\n```{}\n{}\n```\n",
+                v.id,
+                v.path.display(),
+                fence(&v.path),
+                quoted(&source, FILE_CHARS)
+            );
+            let hash = ws.source_hash(v);
+            let results = store.as_ref().and_then(|s| s.latest_results(&v.id).ok()).unwrap_or_default();
+            let current: Vec<_> = results.iter().filter(|r| Some(&r.source_hash) == hash.as_ref()).collect();
+            if current.is_empty() {
+                out.push_str("\nIts rungs have not run on the file as it is now.\n");
+            } else {
+                out.push_str("\n### Its last results (of the file as it is now)\n");
+                for r in current {
+                    let summary = r.payload.get("summary").and_then(|s| s.as_str()).unwrap_or("");
+                    let _ = writeln!(out, "- {} {}: {summary}", r.stage, r.verdict);
+                    let diags = r.payload.get("diagnostics").and_then(|d| d.as_array()).cloned().unwrap_or_default();
+                    for d in diags.iter().take(DIAGNOSTICS) {
+                        let file = d.get("file").and_then(|f| f.as_str()).unwrap_or("");
+                        let line = d.get("line").and_then(|l| l.as_u64()).unwrap_or(0);
+                        let msg = d.get("message").and_then(|m| m.as_str()).unwrap_or("");
+                        let _ = writeln!(out, "  - {file}:{line}: {msg}");
+                    }
+                }
+            }
+        }
+    }
+    if let Some(store) = &store {
+        let rejected: Vec<_> = ws
+            .versions
+            .iter()
+            .filter_map(|v| store.version(&v.id).ok().flatten())
+            .filter(|r| r.status == Status::Rejected)
+            .collect();
+        if !rejected.is_empty() {
+            out.push_str("\n## Rejected versions and why (do not repeat them)\n");
+            for r in rejected {
+                let _ = writeln!(out, "- {}: {}", r.id, r.reason.as_deref().unwrap_or("no reason given"));
+            }
+        }
+    }
+    out
+}
