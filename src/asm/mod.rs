@@ -22,6 +22,24 @@ pub enum AsmKind {
     Sass,
 }
 
+impl AsmKind {
+    /// The dump files' extension: `ptx`, `sass`.
+    pub fn ext(self) -> &'static str {
+        match self {
+            AsmKind::Ptx => "ptx",
+            AsmKind::Sass => "sass",
+        }
+    }
+
+    /// The name people use: `PTX`, `SASS`.
+    pub fn label(self) -> &'static str {
+        match self {
+            AsmKind::Ptx => "PTX",
+            AsmKind::Sass => "SASS",
+        }
+    }
+}
+
 /// One kernel (or device function) of a listing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct KernelListing {

@@ -310,7 +310,7 @@ fn diff(dir: &Path, args: &DiffArgs) -> Result<i32> {
         return Ok(exit::OK);
     }
     let kind = if args.ptx { AsmKind::Ptx } else { AsmKind::Sass };
-    let ext = if args.ptx { "ptx" } else { "sass" };
+    let ext = kind.ext();
     // Build what is not built yet (a cached build costs nothing).
     let missing: Vec<String> =
         versions.iter().filter(|v| ws.dumps(&v.id, ext).is_none()).map(|v| v.id.clone()).collect();

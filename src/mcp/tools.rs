@@ -1031,20 +1031,6 @@ pub fn get_results(ctx: &Context, args: &VersionArgs) -> Result<Reply, ToolError
     Reply::new(text, &out)
 }
 
-fn ext_of(kind: AsmKind) -> &'static str {
-    match kind {
-        AsmKind::Ptx => "ptx",
-        AsmKind::Sass => "sass",
-    }
-}
-
-fn kind_name(kind: AsmKind) -> &'static str {
-    match kind {
-        AsmKind::Ptx => "PTX",
-        AsmKind::Sass => "SASS",
-    }
-}
-
 /// Makes sure `v`'s listing of `kind` is from its current source: builds it (prepare and build,
 /// recorded) when the listing is missing or the last build was of another source. Returns
 /// whether it built.
@@ -1054,7 +1040,7 @@ fn ensure_built(ctx: &Context, ws: &Workspace, v: &VersionFile, kind: AsmKind) -
     let mut store = open_store(ws)?;
     let latest = store.latest_results(&v.id)?;
     let fresh = latest.iter().any(|r| r.stage == "build" && r.verdict == "pass" && r.source_hash == hash);
-    if fresh && ws.dumps(&v.id, ext_of(kind)).is_some() {
+    if fresh && ws.dumps(&v.id, kind.ext()).is_some() {
         return Ok(false);
     }
     let built = {
@@ -1080,7 +1066,7 @@ fn ensure_built(ctx: &Context, ws: &Workspace, v: &VersionFile, kind: AsmKind) -
             format!(
                 "{} does not build, so it has no {}: {}",
                 v.id,
-                kind_name(kind),
+                kind.label(),
                 failed.map(|s| format!("{}: {}", s.stage, s.summary)).unwrap_or_default()
             ),
             help,
@@ -1099,13 +1085,13 @@ fn listing(
     field: &str,
 ) -> Result<(Vec<asm::KernelListing>, Vec<PathBuf>, bool), ToolError> {
     let built_now = ensure_built(ctx, ws, v, kind)?;
-    let Some((files, text)) = ws.dumps(&v.id, ext_of(kind)) else {
+    let Some((files, text)) = ws.dumps(&v.id, kind.ext()) else {
         return Err(ToolError::new(
             Some(field),
             format!(
                 "{} has no {} in {} although it builds",
                 v.id,
-                kind_name(kind),
+                kind.label(),
                 ws.state_dir().join(crate::store::DUMPS_DIR).join(&v.id).display()
             ),
             format!(
@@ -1121,7 +1107,7 @@ fn listing(
         if kernels.is_empty() {
             return Err(ToolError::new(
                 Some("kernel"),
-                format!("kernel: {} has no kernel `{k}` in its {}", v.id, kind_name(kind)),
+                format!("kernel: {} has no kernel `{k}` in its {}", v.id, kind.label()),
                 format!("name one of: {} (or leave kernel out for all)", names.join(", ")),
             ));
         }
@@ -1173,7 +1159,7 @@ pub fn get_asm(ctx: &Context, args: &AsmArgs) -> Result<Reply, ToolError> {
     let mut text = format!(
         "{} {}, {} ({} kernel{}{})\n",
         out.version,
-        kind_name(kind),
+        kind.label(),
         if built_now { "built now" } else { "from its last build" },
         out.kernels.len(),
         if out.kernels.len() == 1 { "" } else { "s" },
@@ -1272,7 +1258,7 @@ pub fn diff_asm(ctx: &Context, args: &DiffAsmArgs) -> Result<Reply, ToolError> {
         DiffAsmOut { a: a.id.clone(), b: b.id.clone(), kind, registers: args.registers, built_now, kernels, truncated };
     let mut text = format!(
         "{} diff {} → {} ({} kernel{}{}{})\n",
-        kind_name(kind),
+        kind.label(),
         out.a,
         out.b,
         out.kernels.len(),

@@ -8,7 +8,7 @@
 //! `cuProfilerStop` (after one call outside them), so `ncu --profile-from-start off` profiles
 //! exactly the version's kernels and none of the warm-up, the flush or the reference.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -237,10 +237,6 @@ fn run_tool(ws: &Workspace, v: &VersionFile, machine: &Machine, tool: Tool, exe:
     let (Some(found), _) = tool_of(machine, tool) else {
         return outcome(Verdict::Error, "the tool went missing between the check and the run");
     };
-    let dir = ws.state_dir().join("tmp").join(format!("profile-{}-{}", v.id, std::process::id()));
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        return outcome(Verdict::Error, format!("{}: {e}", dir.display()));
-    }
     let child = |at: At| -> Vec<String> {
         vec![
             exe.display().to_string(),
@@ -254,18 +250,35 @@ fn run_tool(ws: &Workspace, v: &VersionFile, machine: &Machine, tool: Tool, exe:
             seed.to_string(),
         ]
     };
-    let out = match tool {
-        Tool::Ncu => ncu(ws, &found.path, &child(At::Bench), &dir),
+    match tool {
+        Tool::Ncu => {
+            // The report is written here, kept as an object, and the folder removed.
+            let dir = ws.state_dir().join("tmp").join(format!("profile-{}-{}", v.id, std::process::id()));
+            if let Err(e) = std::fs::create_dir_all(&dir) {
+                return outcome(Verdict::Error, format!("{}: {e}", dir.display()));
+            }
+            let out = ncu(ws, &found.path, &child(At::Bench), &dir);
+            let _ = std::fs::remove_dir_all(&dir);
+            out
+        }
         Tool::Sanitizer(s) => sanitizer(ws, v, &found.path, s, &child(At::Test)),
-    };
-    let _ = std::fs::remove_dir_all(&dir);
-    out
+    }
 }
 
 fn command(program: &Path, args: &[String], root: &Path) -> Command {
     let mut cmd = Command::new(program);
     cmd.args(args).current_dir(root);
     cmd
+}
+
+/// Runs a tool in the workspace's root within [`TOOL_LIMIT`]: the command as run, how it ended,
+/// and its standard output and error together.
+fn run(program: &Path, args: &[String], root: &Path) -> Result<(String, std::process::Output, String), String> {
+    let cmd = command(program, args, root);
+    let line = build::quote(&cmd);
+    let ran = build::run_limited(cmd, TOOL_LIMIT, "rung profile's limit")?;
+    let text = format!("{}{}", String::from_utf8_lossy(&ran.stdout), String::from_utf8_lossy(&ran.stderr));
+    Ok((line, ran, text))
 }
 
 /// The last lines of a tool's output, for a verdict.
@@ -305,13 +318,10 @@ fn ncu(ws: &Workspace, ncu: &Path, child: &[String], dir: &Path) -> StageOutcome
     .to_vec();
     args.push(report.display().to_string());
     args.extend(child.iter().cloned());
-    let cmd = command(ncu, &args, &ws.root);
-    let command_line = build::quote(&cmd);
-    let ran = match build::run_limited(cmd, TOOL_LIMIT, "rung profile's limit") {
-        Ok(o) => o,
+    let (command_line, ran, text) = match run(ncu, &args, &ws.root) {
+        Ok(r) => r,
         Err(e) => return outcome(Verdict::Error, e),
     };
-    let text = format!("{}{}", String::from_utf8_lossy(&ran.stdout), String::from_utf8_lossy(&ran.stderr));
     if text.contains("ERR_NVGPUCTRPERM") {
         return StageOutcome {
             reason: None,
@@ -398,13 +408,10 @@ fn sanitizer(ws: &Workspace, v: &VersionFile, program: &Path, tool: Sanitizer, c
     let mut args: Vec<String> =
         ["--tool", tool.name(), "--target-processes", "all", "--print-limit", "50"].map(String::from).to_vec();
     args.extend(child.iter().cloned());
-    let cmd = command(program, &args, &ws.root);
-    let command_line = build::quote(&cmd);
-    let ran = match build::run_limited(cmd, TOOL_LIMIT, "rung profile's limit") {
-        Ok(o) => o,
+    let (command_line, _, text) = match run(program, &args, &ws.root) {
+        Ok(r) => r,
         Err(e) => return outcome(Verdict::Error, e),
     };
-    let text = format!("{}{}", String::from_utf8_lossy(&ran.stdout), String::from_utf8_lossy(&ran.stderr));
     let (findings, summary) = profile::parse_sanitizer(&text);
     let log = Objects::new(&ws.state_dir()).put(text.as_bytes()).ok();
     let diagnostics = profile::diagnostics(&findings, tool, &ws.root, &v.path);
@@ -466,9 +473,4 @@ fn sanitizer(ws: &Workspace, v: &VersionFile, program: &Path, tool: Sanitizer, c
 /// The line the child prints last, which the parent reads back from the tool's output.
 pub fn sizes_line(sizes: &SizeSet) -> String {
     format!("rung-profile-sizes: {}", serde_json::to_string(sizes).unwrap_or_default())
-}
-
-/// Where a tool's report object lives, for `ncu-ui`.
-pub fn object_path(ws: &Workspace, hash: &str) -> PathBuf {
-    Objects::new(&ws.state_dir()).path_of(hash)
 }

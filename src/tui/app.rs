@@ -17,7 +17,7 @@ use rung::watch::{EventKind, JobKind, JobState, WatchEvent};
 use rung::workspace::{VersionFile, Workspace};
 
 use super::action::{Action, Keymap};
-use super::asm_view::{Against, AsmView, DiffKey, Listing, Need, kind_name};
+use super::asm_view::{Against, AsmView, DiffKey, Listing, Need};
 use super::chat::ChatOutcome;
 use super::chat_session::ChatSession;
 use super::event::Event;
@@ -423,7 +423,7 @@ impl App {
                         let against = d.key.left.as_ref().map_or("nothing", |l| l.id.as_str());
                         let text = format!(
                             "{} of {} against {}: diffed in {} ms",
-                            kind_name(d.key.kind),
+                            d.key.kind.label(),
                             d.key.right.id,
                             against,
                             d.took.as_millis()
@@ -581,7 +581,7 @@ impl App {
                 "{} does not build ({}), so it has no {}: its compile errors are in the compile errors pane",
                 v.id,
                 b.summary,
-                kind_name(kind)
+                kind.label()
             ));
         }
         let Some(right) = Listing::stat(&self.state_dir, &v.id, kind) else {
@@ -592,7 +592,7 @@ impl App {
             } else {
                 "it gets one when it builds: save it, or run `rung check` on it"
             };
-            return Err(format!("{} has no {} yet: {when}", v.id, kind_name(kind)));
+            return Err(format!("{} has no {} yet: {when}", v.id, kind.label()));
         };
         let left = match self.against_version(&self.asm.against) {
             Ok((id, _)) => Listing::stat(&self.state_dir, &id, kind),

@@ -47,7 +47,7 @@ pub struct Listing {
 impl Listing {
     /// `None` when the version has no listing of this kind.
     pub fn stat(state_dir: &Path, id: &str, kind: AsmKind) -> Option<Listing> {
-        let files = rung::workspace::dump_files(state_dir, id, ext(kind));
+        let files = rung::workspace::dump_files(state_dir, id, kind.ext());
         if files.is_empty() {
             return None;
         }
@@ -76,20 +76,6 @@ impl Listing {
     }
 }
 
-pub fn ext(kind: AsmKind) -> &'static str {
-    match kind {
-        AsmKind::Ptx => "ptx",
-        AsmKind::Sass => "sass",
-    }
-}
-
-pub fn kind_name(kind: AsmKind) -> &'static str {
-    match kind {
-        AsmKind::Ptx => "PTX",
-        AsmKind::Sass => "SASS",
-    }
-}
-
 /// Everything a diff depends on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiffKey {
@@ -114,7 +100,7 @@ pub struct LoadedDiff {
 /// Reads, parses and diffs the two listings: run on a thread of its own.
 pub fn compute(key: DiffKey) -> LoadedDiff {
     let started = Instant::now();
-    let read = |l: &Listing| l.read().map_err(|e| format!("reading {}'s {}: {e}", l.id, kind_name(key.kind)));
+    let read = |l: &Listing| l.read().map_err(|e| format!("reading {}'s {}: {e}", l.id, key.kind.label()));
     let texts = (key.left.as_ref().map(read).transpose(), read(&key.right));
     let (diff, error) = match texts {
         (Ok(left), Ok(right)) => {

@@ -17,7 +17,7 @@ use rung::report::{Stage, StageDetail};
 
 use super::{SPINNER, paint};
 use crate::tui::app::App;
-use crate::tui::asm_view::{ext, kernel_name, kind_name};
+use crate::tui::asm_view::kernel_name;
 use crate::tui::theme::Role;
 
 /// Lines above the listing: what is compared, the resources, the instruction mix.
@@ -29,8 +29,8 @@ pub fn draw(app: &App, block: Block, area: Rect, buf: &mut Buffer) {
     let t = &app.theme;
     let v = app.selected_version();
     let title = match v {
-        Some(v) => format!(" {} {} ", kind_name(app.asm.kind), v.id),
-        None => format!(" {} ", kind_name(app.asm.kind)),
+        Some(v) => format!(" {} {} ", app.asm.kind.label(), v.id),
+        None => format!(" {} ", app.asm.kind.label()),
     };
     let block = block.title(title);
     let inner = block.inner(area);
@@ -68,7 +68,7 @@ pub fn draw(app: &App, block: Block, area: Rect, buf: &mut Buffer) {
     let against = app.against_version(&app.asm.against).map(|(_, label)| label);
     let left_label = match (&d.key.left, &against) {
         (Some(_), Ok(label)) => label.clone(),
-        (None, Ok(label)) => format!("{label}: no {}", kind_name(app.asm.kind)),
+        (None, Ok(label)) => format!("{label}: no {}", app.asm.kind.label()),
         (_, Err(_)) => "nothing".into(),
     };
     // Line 1: what is compared, where the screen is, and the state of the diff.
@@ -205,7 +205,7 @@ fn listing(app: &App, area: Rect, buf: &mut Buffer) {
             .iter()
             .map(|(_, r)| r.filter(|r| r.kind == RowKind::Equal).and_then(pick).map_or("", |s| s.text.as_str()))
             .collect();
-        let Some(runs) = rung::highlight::colour_runs_with(theme, ext(asm.kind), texts.iter().copied()) else {
+        let Some(runs) = rung::highlight::colour_runs_with(theme, asm.kind.ext(), texts.iter().copied()) else {
             return vec![None; rows.len()];
         };
         runs.into_iter()
