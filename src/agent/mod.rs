@@ -6,12 +6,14 @@
 //! feed [`run_turn`] and show its [`AgentEvent`]s.
 
 pub mod anthropic;
+pub mod auto;
 pub mod command;
 pub mod config;
 pub mod conversation;
 pub mod http;
 pub mod openai;
 pub mod prompt;
+pub mod propose;
 pub mod secrets;
 pub mod tools;
 

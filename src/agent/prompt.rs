@@ -14,6 +14,11 @@ use crate::workspace::Workspace;
 const FILE_CHARS: usize = 6000;
 /// Diagnostics listed per rung.
 const DIAGNOSTICS: usize = 5;
+/// SASS lines quoted of the version in focus (its first kernel's first instructions).
+const SASS_LINES: usize = 40;
+/// Passages retrieved from `context/` for a message, and their budget in tokens.
+const PASSAGES: usize = 4;
+const PASSAGE_TOKENS: usize = 1500;
 
 fn quoted(text: &str, limit: usize) -> String {
     if text.chars().count() <= limit {
@@ -34,7 +39,8 @@ fn fence(path: &Path) -> &'static str {
 }
 
 /// The context for the system prompt, or an empty string when the workspace does not open.
-pub fn workspace_context(root: &Path, focus: Option<&str>) -> String {
+/// `query` (the user's message) picks the passages of `context/` that follow.
+pub fn workspace_context(root: &Path, focus: Option<&str>, query: &str) -> String {
     let Ok(ws) = Workspace::open(root) else { return String::new() };
     let store = Store::open(&ws.state_dir()).ok();
     let mut out = String::from("# The workspace\n");
@@ -86,6 +92,7 @@ pub fn workspace_context(root: &Path, focus: Option<&str>) -> String {
                     }
                 }
             }
+            sass_excerpt(&mut out, &ws, &v.id, &results, hash.as_deref());
         }
     }
     if let Some(store) = &store {
@@ -102,5 +109,53 @@ pub fn workspace_context(root: &Path, focus: Option<&str>) -> String {
             }
         }
     }
+    let passages = crate::context::search(&ws.root, &ws.state_dir(), query, PASSAGES, PASSAGE_TOKENS);
+    if !passages.is_empty() {
+        out.push_str("\n## Passages from context/ that match the request (search_context finds more)\n");
+        for p in passages {
+            let _ = write!(out, "\n### {}:{}\n{}\n", p.path.display(), p.line, p.text.trim_end());
+        }
+    }
     out
+}
+
+/// The ptxas resources of each kernel of the version's last build, and the first instructions
+/// of its SASS: what a reader of the parent looks at first (spills, registers, vector widths).
+fn sass_excerpt(out: &mut String, ws: &Workspace, id: &str, results: &[crate::store::ResultRow], hash: Option<&str>) {
+    let build = results.iter().find(|r| r.stage == "build" && Some(r.source_hash.as_str()) == hash);
+    let kernels = build
+        .and_then(|r| r.payload.get("detail"))
+        .and_then(|d| d.get("kernels"))
+        .and_then(|k| k.as_array())
+        .cloned()
+        .unwrap_or_default();
+    let mut lines = Vec::new();
+    for k in &kernels {
+        let Some(r) = k.get("resources") else { continue };
+        let n = |f: &str| r.get(f).and_then(serde_json::Value::as_u64).unwrap_or(0);
+        lines.push(format!(
+            "- {}: {} registers, {} B shared, {} B stack, spills {} B stored / {} B loaded",
+            r.get("name").and_then(|v| v.as_str()).unwrap_or("?"),
+            n("registers"),
+            n("shared_bytes"),
+            n("stack_frame_bytes"),
+            n("spill_store_bytes"),
+            n("spill_load_bytes"),
+        ));
+    }
+    if !lines.is_empty() {
+        let _ = write!(out, "\n### Its kernels' resources (ptxas)\n{}\n", lines.join("\n"));
+    }
+    let Some((_, text)) = ws.dumps(id, "sass") else { return };
+    let listing = crate::asm::parse(crate::asm::AsmKind::Sass, &text);
+    let Some(k) = listing.iter().find(|k| k.lines.iter().any(|l| l.instr.is_some())) else { return };
+    let instrs: Vec<&str> = k.lines.iter().map(|l| l.text.as_str()).collect();
+    let shown = instrs.len().min(SASS_LINES);
+    let _ = write!(
+        out,
+        "\n### Its SASS, kernel {} (the first {shown} of {} lines; get_asm has all)\n```sass\n{}\n```\n",
+        k.name,
+        instrs.len(),
+        instrs[..shown].join("\n")
+    );
 }

@@ -55,7 +55,7 @@ fn chat(dir: &Path, args: &ChatArgs) -> Result<i32, agent::AgentError> {
         if args.no_tools { Box::new(NoTools) } else { Box::new(WorkspaceTools::new(dir.to_path_buf())) };
     let provider = agent.provider.as_ref();
     let mut out = std::io::stdout();
-    let context = agent::prompt::workspace_context(dir, args.version.as_deref());
+    let context = agent::prompt::workspace_context(dir, args.version.as_deref(), &args.message);
     let result = agent.turn(&mut conv, tools.as_ref(), &context, &Cancel::new(), &mut |ev| match ev {
         AgentEvent::Text(t) => {
             let _ = out.write_all(t.as_bytes());

@@ -1,5 +1,6 @@
 //! Command-line parsing and the human and JSON renderings of the core's results.
 
+mod auto;
 mod chat;
 mod commands;
 mod render;
@@ -94,6 +95,11 @@ pub enum Command {
     /// Ask the agent one question: the reply streams to standard output and the conversation
     /// is saved in .rung/chat/ (provider from [agent] in ~/.config/rung/config.toml).
     Chat(chat::ChatArgs),
+    /// Auto mode: the agent proposes a faster version of the parent, each proposal climbs every
+    /// rung, failures and slower versions are rejected with why, faster ones become the parent;
+    /// until a target (--target-roofline, --target-speedup) or a budget (--max-versions,
+    /// --max-tokens). One line per choice on standard output.
+    Auto(auto::AutoArgs),
     /// Check rung itself on this machine: the fault cases, and with --gpu the demo, GPU MODE and
     /// KernelBench problems and the warm path. Prints one table.
     Selftest(SelftestArgs),

@@ -151,6 +151,9 @@ impl ChatSession {
             self.panel.push_notice("the chat is not connected to the event loop", true);
             return;
         };
+        // The task, the version in focus and its results, as they are now, and the passages of
+        // context/ the message asks about.
+        let context = rung::agent::prompt::workspace_context(&self.root, self.focus.as_deref(), &text);
         let started = match self.conversation.take() {
             Some(c) => Ok(c),
             None => agent.conversation(Some(&ChatStore::for_workspace(&self.root))),
@@ -168,8 +171,6 @@ impl ChatSession {
         // Busy from now on, before the first token: a second message waits its turn.
         self.panel.activity = Activity::Streaming;
         let done = events.clone();
-        // The task, the version in focus and its results, as they are now.
-        let context = rung::agent::prompt::workspace_context(&self.root, self.focus.as_deref());
         agent.spawn(
             conv,
             tools.clone(),
