@@ -217,3 +217,24 @@ fn auto_mode_stops_when_its_version_budget_is_spent() {
     let first = server.requests()[1].body["messages"][0]["content"].as_str().unwrap().to_string();
     assert!(first.contains("No version in focus"), "the first proposal starts from the task: {first}");
 }
+
+/// The parent's results in the prompt include what its build left: each kernel's ptxas
+/// resources and the first instructions of its SASS.
+#[test]
+fn the_prompt_carries_the_parent_s_resources_and_a_sass_excerpt() {
+    if !common::toolchain_here() {
+        return;
+    }
+    let (_tmp, ws) = common::new_workspace("vector-add");
+    let w = Workspace::open(&ws).unwrap();
+    let mut store = Store::open(&w.state_dir()).unwrap();
+    let opts = CheckOptions { versions: vec!["v001".into()], seed: Some(1), no_bench: true };
+    let report = rung::check::check_on(&w, &mut store, &opts, &Machine::discover()).unwrap();
+    assert_eq!(report.versions[0].stage(rung::report::Stage::Build).unwrap().verdict, rung::report::Verdict::Pass);
+    let prompt = rung::agent::prompt::workspace_context(&ws, Some("v001"), "");
+    let res = prompt.find("### Its kernels' resources (ptxas)").expect("resources");
+    assert!(prompt[res..].contains("- vector_add: ") && prompt[res..].contains(" registers, "), "{prompt}");
+    let sass = prompt.find("### Its SASS, kernel vector_add").expect("a SASS excerpt");
+    let block = &prompt[sass..];
+    assert!(block.contains("```sass\n") && block.contains("EXIT"), "{block}");
+}

@@ -73,3 +73,24 @@ fn rung_s_own_notes_answer_without_a_context_folder_and_the_budget_is_kept() {
     let chars: usize = few.iter().skip(1).map(|p| p.text.chars().count()).sum();
     assert!(chars <= 60 * 4, "{chars}");
 }
+
+/// The prompt carries what the message asks about: a workspace's `context/` passage that names
+/// the message's rare term is quoted under its path and line, within the budget.
+#[test]
+fn the_prompt_quotes_the_passage_the_message_asks_about() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rung"))
+        .args(["new", ws.to_str().unwrap(), "--template", "vector-add"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    write(&ws, "context/cutlass/epilogue.md", "# Epilogue\n\nStore the accumulators with stmatrix, then TMA.\n");
+    let prompt = rung::agent::prompt::workspace_context(&ws, Some("v002"), "use stmatrix in the epilogue");
+    let at = prompt.find("## Passages from context/").expect("a passages section");
+    let passages = &prompt[at..];
+    assert!(passages.contains("### context/cutlass/epilogue.md:1"), "{passages}");
+    assert!(passages.contains("Store the accumulators with stmatrix"), "{passages}");
+    let none = rung::agent::prompt::workspace_context(&ws, Some("v002"), "zzzz qqqq");
+    assert!(!none.contains("## Passages from context/"), "nothing matches, nothing quoted");
+}

@@ -392,3 +392,155 @@ fn a_message_typed_in_the_chat_streams_the_reply_on_screen() {
         std::fs::read_dir(&chat).unwrap().map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap()).collect();
     assert!(saved.contains("a kernel?") && saved.contains("It needs `n % 4 == 0`."), "{saved}");
 }
+
+/// An OpenAI chat-completions stream that says `text` in pieces of 24 characters.
+fn openai_stream(text: &str) -> Vec<u8> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::new();
+    for piece in chars.chunks(24) {
+        let piece: String = piece.iter().collect();
+        let chunk = serde_json::json!({"id": "c", "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]});
+        out.push_str(&format!("data: {chunk}\n\n"));
+    }
+    let usage = serde_json::json!({"id": "c", "choices": [], "usage": {"prompt_tokens": 900, "completion_tokens": 150, "total_tokens": 1050}});
+    out.push_str(&format!("data: {usage}\n\ndata: [DONE]\n\n"));
+    out.into_bytes()
+}
+
+/// The agent's loop in the real TUI: a message asks for a faster v003; the reply streams on
+/// screen; its code becomes v004-agent-bigger-blocks.py, which is selected and climbs the rungs
+/// (Triton's interpreter here); `a` approves it; the next message's request carries v004 as the
+/// version in focus, where the first carried v003.
+#[test]
+fn an_agent_proposal_climbs_is_approved_and_becomes_the_next_parent() {
+    use common::loopback::{Reply, Server};
+    if !can_run() || !common::toolchain_here() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    let out = Command::new(RUNG).args(["new", ws.to_str().unwrap(), "--template", "vector-add"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v003 = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
+    let faster = v003.replace("BLOCK = 1024", "BLOCK = 4096");
+    assert_ne!(faster, v003, "the template's block size changed");
+    let first = format!(
+        "name: bigger blocks\n\nFour times the block: a quarter of the programs, each loading more.\n\n```python\n{faster}```\n"
+    );
+    let server = Server::start(vec![
+        Reply::stream(&openai_stream(&first), &[]),
+        Reply::stream(&openai_stream("Next I would try num_warps=8."), &[]),
+    ]);
+    let config = tmp.path().join("config");
+    std::fs::create_dir_all(config.join("rung")).unwrap();
+    std::fs::write(
+        config.join("rung/config.toml"),
+        format!(
+            "[agent]\nprovider = \"local\"\n\n[agent.providers.local]\nkind = \"openai\"\n\
+             base_url = \"{}/v1\"\nmodel = \"gpt-test\"\nretries = 0\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let t = Tmux::start(&[("XDG_CONFIG_HOME", &config)], 200, 50);
+    t.type_text(&format!("cd '{}' && '{RUNG}' tui; echo TUI-EXITED=$?", ws.display()));
+    t.keys(&["Enter"]);
+    t.wait_for("the TUI", |s| s.contains("compile errors") && s.contains("watching") && row(s, "v003").contains("new"));
+    t.keys(&["j", "j"]);
+    t.keys(&["i"]);
+    t.wait_for("the chat", |s| s.contains("chat · local gpt-test"));
+    t.type_text("make v003 faster");
+    t.keys(&["Enter"]);
+    let s = t.wait_for("the reply and the proposal", |s| s.contains("proposed v004"));
+    assert!(s.contains("Four times the block: a quarter of the programs"), "the reply streamed:\n{s}");
+    assert!(s.contains("made from v003"), "{s}");
+    let file = ws.join("versions/v004-agent-bigger-blocks.py");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), faster, "the reply's block, byte for byte");
+
+    // It climbs: run and check pass in the interpreter, the bench is skipped (no GPU).
+    t.keys(&["Tab"]);
+    let s = t.wait_for("v004's verdicts", |s| {
+        let r = row(s, "v004");
+        !r.contains(SPINNER) && r.matches('✓').count() >= 4
+    });
+    assert!(row(&s, "v004").contains("proposed"), "{s}");
+    assert!(s.contains("v004 proposed by the agent"), "the log says so:\n{s}");
+
+    // `a` approves the selected version: the proposal.
+    t.keys(&["a"]);
+    t.wait_for("v004 approved", |s| row(s, "v004").contains("✓ approved"));
+    t.keys(&["i"]);
+    t.type_text("and now?");
+    t.keys(&["Enter"]);
+    t.wait_for("the second reply", |s| s.contains("Next I would try num_warps=8."));
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    let system = |i: usize| reqs[i].body["messages"][0]["content"].as_str().unwrap().to_string();
+    assert!(system(0).contains("## The version in focus: v003 ("), "{}", system(0));
+    assert!(
+        system(1)
+            .contains("## The version in focus: v004 (versions/v004-agent-bigger-blocks.py, approved, made from v003)"),
+        "{}",
+        system(1)
+    );
+    let store = Store::open(&ws.join(".rung")).unwrap();
+    let row4 = store.version("v004").unwrap().unwrap();
+    assert_eq!((row4.status, row4.parent.as_deref()), (Status::Approved, Some("v003")));
+    let record = rung::agent::propose::record_of(&ws.join(".rung"), "v004").unwrap();
+    assert_eq!(record.request, "make v003 faster");
+    assert!(record.reply.starts_with("name: bigger blocks"));
+    t.keys(&["Tab", "q"]);
+    t.wait_for("the shell", |s| s.contains("TUI-EXITED=0"));
+}
+
+/// Auto mode in the real TUI: `A` starts it; a wrong proposal climbs in the scheduler, fails its
+/// check and is rejected with the reason; the next request says so; a correct one passes; the
+/// budget of `[agent.auto]` (two versions) stops it, and the log says why.
+#[test]
+fn auto_mode_in_the_tui_rejects_the_wrong_proposal_and_stops_at_its_budget() {
+    use common::loopback::{Reply, Server};
+    if !can_run() || !common::toolchain_here() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    let out = Command::new(RUNG).args(["new", ws.to_str().unwrap(), "--template", "vector-add"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v003 = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
+    let wrong = v003.replace("a + b, mask=mask", "a - b, mask=mask");
+    assert_ne!(wrong, v003, "the template's store changed");
+    let reply =
+        |name: &str, src: &str| Reply::stream(&openai_stream(&format!("name: {name}\n\n```python\n{src}```\n")), &[]);
+    let server = Server::start(vec![reply("minus", &wrong), reply("same again", &v003)]);
+    let config = tmp.path().join("config");
+    std::fs::create_dir_all(config.join("rung")).unwrap();
+    std::fs::write(
+        config.join("rung/config.toml"),
+        format!(
+            "[agent]\nprovider = \"local\"\n\n[agent.auto]\nmax_versions = 2\n\n[agent.providers.local]\nkind = \"openai\"\n\
+             base_url = \"{}/v1\"\nmodel = \"gpt-test\"\nretries = 0\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let t = Tmux::start(&[("XDG_CONFIG_HOME", &config)], 200, 50);
+    t.type_text(&format!("cd '{}' && '{RUNG}' tui; echo TUI-EXITED=$?", ws.display()));
+    t.keys(&["Enter"]);
+    t.wait_for("the TUI", |s| s.contains("compile errors") && s.contains("watching") && row(s, "v003").contains("new"));
+    t.keys(&["j", "j", "A"]);
+    let s = t.wait_for("auto mode to stop", |s| s.contains("auto mode stopped"));
+    assert!(s.contains("auto mode stopped: budget spent: 2 versions proposed (limit 2)"), "{s}");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    let body = |i: usize| reqs[i].body.to_string();
+    assert!(body(0).contains("The version in focus: v003"), "starts from the selection: {}", body(0));
+    assert!(body(1).contains("- v004: auto: check fail"), "the reason in the next request: {}", body(1));
+    assert!(body(1).contains("v004 was rejected: check fail"), "{}", body(1));
+    let store = Store::open(&ws.join(".rung")).unwrap();
+    let v4 = store.version("v004").unwrap().unwrap();
+    assert_eq!(v4.status, Status::Rejected);
+    assert!(v4.reason.as_deref().unwrap().starts_with("auto: check fail"), "{v4:?}");
+    assert_eq!(store.version("v005").unwrap().unwrap().status, Status::Proposed);
+    t.keys(&["Tab", "q"]);
+    t.wait_for("the shell", |s| s.contains("TUI-EXITED=0"));
+}

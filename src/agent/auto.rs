@@ -4,9 +4,10 @@
 //! chose; the same lines go into the conversation as notices.
 //!
 //! The judgement, in order: a failing rung rejects the proposal (its reason, the failing rung's
-//! summary, goes into the next prompt); a version whose check could not run here is kept but not
-//! built on; a passing version faster than the parent by more than the noise margin becomes the
-//! next parent; a passing one that is not is rejected as no faster, with both medians. Only the
+//! summary, goes into the next prompt); a version whose check or bench could not run here is
+//! kept but not built on; a passing version faster than the parent by more than the noise margin
+//! becomes the next parent; a passing one that is not is rejected as no faster, with both
+//! medians. Only the
 //! user approves: auto mode proposes, rejects what fails, and builds on what is faster.
 //!
 //! The loop is [`run`], blocking; the shells give it the climb: `rung auto` runs the rungs itself
@@ -31,6 +32,7 @@ pub const EMPTY_REPLIES: u32 = 2;
 
 /// When auto mode stops (any one reached). No field: it stops after [`DEFAULT_VERSIONS`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Target {
     /// Percent of the measured ceiling that bounds the kernel (the roofline rung's figure).
     pub roofline_pct: Option<f64>,
@@ -41,6 +43,9 @@ pub struct Target {
     /// Tokens (in and out) the conversation may reach.
     pub max_tokens: Option<u64>,
 }
+
+/// Why a version without a check result is unchecked.
+pub const NOT_RUN: &str = "its check has not run";
 
 /// Proposals when no target says otherwise.
 pub const DEFAULT_VERSIONS: u32 = 5;
@@ -113,7 +118,7 @@ impl Measure {
             }
         }
         if !m.checked && m.unchecked_why.is_none() && m.failed.is_none() {
-            m.unchecked_why = Some("the check rung did not run".into());
+            m.unchecked_why = Some(NOT_RUN.into());
         }
         m
     }
@@ -147,7 +152,7 @@ impl Measure {
             }
             (Some(t), None) => micros(t),
             (None, _) if self.checked => "passes its check, no timing here".into(),
-            (None, _) => format!("not checked ({})", self.unchecked_why.as_deref().unwrap_or("no check ran")),
+            (None, _) => format!("not checked ({})", self.unchecked_why.as_deref().unwrap_or(NOT_RUN)),
         }
     }
 }
@@ -192,7 +197,7 @@ pub fn start_parent(root: &Path, fallback: Option<&str>) -> (Option<Measure>, St
         return (Some(m), why);
     }
     if let Some(id) = propose::parent_for(root, fallback) {
-        let m = Measure::recorded(&ws, &store, &id).unwrap_or(Measure { id: id.clone(), ..Measure::default() });
+        let m = Measure::recorded(&ws, &store, &id).unwrap_or_else(|| Measure::of(&id, &[]));
         let why = format!("{id} is the selected version; no version has a passing bench to rank by");
         return (Some(m), why);
     }
@@ -248,11 +253,21 @@ impl Auto {
         }
         let parent_time = self.parent.as_ref().and_then(|p| p.median_ms);
         let better = match (&self.parent, m.median_ms, parent_time) {
-            (None, _, _) => Err("there is no parent to beat"),
+            (None, _, _) => Err("there is no parent to beat".to_string()),
             (Some(_), Some(t), Some(p)) => Ok(t < p * (1.0 - NOISE)),
-            (Some(p), _, _) if !p.checked || p.failed.is_some() => Err("the parent does not pass its check"),
-            (Some(_), Some(_), None) => Err("the parent has no timing"),
-            (Some(_), None, _) => Ok(false),
+            (Some(p), _, _) if p.failed.is_some() => Err(format!("the parent {} fails ({})", p.id, p.describe())),
+            (Some(p), _, _) if !p.checked => Err(format!("the parent {} is {}", p.id, p.describe())),
+            (Some(p), Some(_), None) => Err(format!("the parent {} has no timing", p.id)),
+            (Some(p), None, _) => {
+                return Judgement {
+                    reject: None,
+                    parent: false,
+                    why: format!(
+                        "{}: passes, but no bench ran to rank it against {}: kept for you to judge; the parent stays {parent_id}",
+                        m.id, p.id
+                    ),
+                };
+            }
         };
         match better {
             Ok(true) => {
@@ -274,15 +289,13 @@ impl Auto {
                 Judgement { reject: None, parent: true, why }
             }
             Ok(false) => {
-                let reason = match (m.median_ms, parent_time) {
-                    (Some(t), Some(p)) => format!(
-                        "auto: passes but is not faster than {parent_id}: {} against {} (a new parent must be {:.0}% faster)",
-                        micros(t),
-                        micros(p),
-                        NOISE * 100.0
-                    ),
-                    _ => format!("auto: passes but has no timing to show it is faster than {parent_id}"),
-                };
+                let (t, p) = (m.median_ms.unwrap_or_default(), parent_time.unwrap_or_default());
+                let reason = format!(
+                    "auto: passes but is not faster than {parent_id}: {} against {} (a new parent must be {:.0}% faster)",
+                    micros(t),
+                    micros(p),
+                    NOISE * 100.0
+                );
                 let why = format!(
                     "{}: {}: rejected; the parent stays {parent_id}",
                     m.id,
@@ -538,5 +551,11 @@ mod tests {
         let j = a.judge(&m);
         assert!(j.reject.is_none() && !j.parent, "{j:?}");
         assert!(j.why.contains("not checked (no GPU: run and check skipped)"), "{}", j.why);
+        // Checked but not benched (no bench rung here): kept too, never rejected for it.
+        let m = Measure { id: "v003".into(), checked: true, ..Measure::default() };
+        let j = a.judge(&m);
+        assert!(j.reject.is_none() && !j.parent, "{j:?}");
+        assert!(j.why.contains("no bench ran to rank it against v001: kept for you to judge"), "{}", j.why);
+        assert_eq!(a.parent.as_ref().unwrap().id, "v001");
     }
 }

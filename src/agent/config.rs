@@ -15,6 +15,12 @@
 //! retries = 3
 //! price_input_per_mtok = 0.0
 //! price_output_per_mtok = 0.0
+//!
+//! [agent.auto]                       # auto mode (`A` in the TUI) stops at the first reached
+//! roofline_pct = 85                  # percent of the measured ceiling
+//! speedup = 2.0                      # over the version it started from
+//! max_versions = 5                   # proposals
+//! max_tokens = 400000                # tokens in and out
 //! ```
 //!
 //! `openai` and `anthropic` are predefined (api.openai.com with `$OPENAI_API_KEY`,
@@ -60,6 +66,10 @@ pub struct AgentConfig {
     pub system_prompt: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub providers: BTreeMap<String, ProviderConfig>,
+    /// Auto mode's target in the TUI (`A`): `[agent.auto]` with `roofline_pct`, `speedup`,
+    /// `max_versions`, `max_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto: Option<super::auto::Target>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -418,6 +418,8 @@ pub fn run_turn(
 
 /// The configured agent: the provider `[agent]` names (built, its key read), its prices, the
 /// system prompt and the round limit. `rung chat` and the chat panel both start from it.
+/// Clones share the provider.
+#[derive(Clone)]
 pub struct Agent {
     config: config::AgentConfig,
     /// The provider's name in the configuration (`openai`, `local`...).
@@ -454,6 +456,11 @@ impl Agent {
 
     pub fn system_prompt(&self) -> &str {
         self.config.system_prompt.as_deref().unwrap_or(SYSTEM_PROMPT)
+    }
+
+    /// Auto mode's target from `[agent.auto]` (none: the default budget).
+    pub fn auto_target(&self) -> auto::Target {
+        self.config.auto.unwrap_or_default()
     }
 
     pub fn max_rounds(&self) -> u32 {

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use rung::agent::auto::{self, AutoEvent, Target};
+use rung::agent::auto::{self, AutoEvent, NOT_RUN, Target};
 use rung::agent::config::{self, AgentConfig};
 use rung::agent::tools::WorkspaceTools;
 use rung::agent::{Agent, AgentEvent, Cancel, ChatStore};
@@ -74,11 +74,44 @@ pub fn auto_cmd(dir: &Path, args: &AutoArgs) -> i32 {
             let m = Store::open(&ws.state_dir())
                 .ok()
                 .and_then(|s| auto::Measure::recorded(&ws, &s, &v.id))
-                .unwrap_or(auto::Measure { id: v.id.clone(), ..auto::Measure::default() });
-            let why = format!("{} as asked ({})", v.id, m.describe());
+                .unwrap_or_else(|| auto::Measure::of(&v.id, &[]));
+            let why = format!("{} as asked", v.id);
             (Some(m), why)
         }
         None => auto::start_parent(dir, None),
+    };
+    let tools = WorkspaceTools::new(dir.to_path_buf());
+    let machine = Machine::discover();
+    let mut runners = None;
+    let mut climb = |id: &str| -> Result<auto::Measure, String> {
+        let ws = Workspace::open(dir).map_err(|e| e.to_string())?;
+        let mut store = Store::open(&ws.state_dir()).map_err(|e| e.to_string())?;
+        let opts = CheckOptions { versions: vec![id.to_string()], ..CheckOptions::default() };
+        let report =
+            rung::check::check_with(&ws, &mut store, &opts, &machine, &mut runners).map_err(|e| e.to_string())?;
+        report.versions.first().map(auto::Measure::of_report).ok_or_else(|| format!("{id} is not a version"))
+    };
+    // A start without results of its file as it is now is checked first: the proposals are
+    // measured against it.
+    let start = match start {
+        (Some(m), why) if !m.checked && m.failed.is_none() && m.unchecked_why.as_deref() == Some(NOT_RUN) => {
+            println!("auto: {} has no results of its file as it is now: checking it first", m.id);
+            match climb(&m.id) {
+                Ok(fresh) => (Some(fresh), why),
+                Err(e) => {
+                    eprintln!("rung auto: {} could not be checked: {e}", m.id);
+                    return exit::INTERNAL;
+                }
+            }
+        }
+        other => other,
+    };
+    let start = match (start, &args.from) {
+        ((Some(m), why), Some(_)) => {
+            let why = format!("{why} ({})", m.describe());
+            (Some(m), why)
+        }
+        (other, _) => other,
     };
     let target = Target {
         roofline_pct: args.target_roofline,
@@ -92,17 +125,6 @@ pub fn auto_cmd(dir: &Path, args: &AutoArgs) -> i32 {
             eprintln!("rung auto: {e}");
             return exit::INTERNAL;
         }
-    };
-    let tools = WorkspaceTools::new(dir.to_path_buf());
-    let machine = Machine::discover();
-    let mut runners = None;
-    let mut climb = |id: &str| -> Result<auto::Measure, String> {
-        let ws = Workspace::open(dir).map_err(|e| e.to_string())?;
-        let mut store = Store::open(&ws.state_dir()).map_err(|e| e.to_string())?;
-        let opts = CheckOptions { versions: vec![id.to_string()], ..CheckOptions::default() };
-        let report =
-            rung::check::check_with(&ws, &mut store, &opts, &machine, &mut runners).map_err(|e| e.to_string())?;
-        report.versions.first().map(auto::Measure::of_report).ok_or_else(|| format!("{id} is not a version"))
     };
     let mut err = std::io::stderr();
     let end =

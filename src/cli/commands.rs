@@ -37,6 +37,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Some(Command::Demo { dir }) => demo(dir.unwrap_or_else(|| PathBuf::from("rung-demo"))),
         Some(Command::InternalNvrtc { source, out, options }) => internal_nvrtc(&source, &out, &options),
         Some(Command::Worker) => Ok(rung::worker::serve()),
+        Some(Command::InternalScriptedAgent { dir }) => Ok(rung::selftest::scripted_agent(&dir)),
         Some(Command::Profile(args)) => profile_cmd(&ws_dir, &args),
         Some(Command::InternalProfileCall { version, at, seed }) => internal_profile_call(&ws_dir, &version, &at, seed),
         Some(Command::Selftest(args)) => selftest(&args),
@@ -495,7 +496,7 @@ fn selftest(args: &SelftestArgs) -> Result<i32> {
     }
     let parts: Vec<String> = if args.only.is_empty() {
         if args.gpu {
-            vec!["faults".into(), "workspaces".into(), "warm".into(), "profile".into()]
+            vec!["faults".into(), "workspaces".into(), "warm".into(), "profile".into(), "auto".into()]
         } else {
             vec!["faults".into()]
         }
@@ -507,8 +508,8 @@ fn selftest(args: &SelftestArgs) -> Result<i32> {
         parts.push("bench".into());
     }
     for p in &parts {
-        if !["faults", "workspaces", "warm", "bench", "profile"].contains(&p.as_str()) {
-            eprintln!("rung selftest: unknown part `{p}` (faults, workspaces, warm, bench, profile)");
+        if !["faults", "workspaces", "warm", "bench", "profile", "auto"].contains(&p.as_str()) {
+            eprintln!("rung selftest: unknown part `{p}` (faults, workspaces, warm, bench, profile, auto)");
             return Ok(exit::USAGE);
         }
     }
@@ -637,6 +638,30 @@ fn selftest(args: &SelftestArgs) -> Result<i32> {
         })?;
         all_ok &= runs.iter().all(|r| r.ok);
         doc.insert("profile".into(), serde_json::to_value(&runs)?);
+    }
+    if parts.iter().any(|p| p == "auto") {
+        let exe = std::env::current_exe().context("finding rung's own binary")?;
+        let (runs, why) = st::run_auto(&dir.join("auto"), &exe)?;
+        if !args.json {
+            println!(
+                "\nauto (a scripted agent proposes a wrong, a slower and a faster version of v002; the rungs judge)"
+            );
+            for r in &runs {
+                println!(
+                    "{} {:<5} {:<7} request's parent {:<5} measured {:<45} expected {}",
+                    if r.ok { "✓" } else { "✗" },
+                    r.version,
+                    r.script,
+                    r.parent_in_request.as_deref().unwrap_or("-"),
+                    r.measured,
+                    r.expected
+                );
+                println!("    {}", r.decision);
+            }
+            println!("  auto mode: {why}");
+        }
+        all_ok &= runs.len() == 3 && runs.iter().all(|r| r.ok) && why.starts_with("target reached");
+        doc.insert("auto".into(), serde_json::json!({"steps": runs, "stopped": why}));
     }
     if parts.iter().any(|p| p == "bench") {
         let (runs, reports) =

@@ -118,6 +118,10 @@ pub enum Command {
         #[arg(long)]
         seed: Option<u64>,
     },
+    /// A scripted agent for `kind = "command"`: saves the prompt from stdin as DIR/request-N.txt
+    /// and prints DIR/reply-N.md (the selftest's auto mode runs against it).
+    #[command(hide = true)]
+    InternalScriptedAgent { dir: PathBuf },
     /// Serve kernel launches on stdin/stdout (started by rung itself; JSON lines).
     #[command(hide = true)]
     Worker,
@@ -223,8 +227,8 @@ pub struct SelftestArgs {
     /// Run everything on the GPU (fails without one).
     #[arg(long)]
     pub gpu: bool,
-    /// Parts to run: faults, workspaces, warm, profile, bench (default: faults, plus workspaces,
-    /// warm and profile with --gpu).
+    /// Parts to run: faults, workspaces, warm, profile, auto, bench (default: faults, plus
+    /// workspaces, warm, profile and auto with --gpu).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Print the results as JSON.

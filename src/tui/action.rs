@@ -49,10 +49,12 @@ pub enum Action {
     Quit,
     /// Opens the chat side panel and gives it the keys (Tab gives them back, Esc closes it).
     Chat,
+    /// Starts auto mode (propose, climb, judge, repeat until `[agent.auto]`'s target), or stops it.
+    Auto,
 }
 
 impl Action {
-    pub const ALL: [Action; 26] = [
+    pub const ALL: [Action; 27] = [
         Action::Up,
         Action::Down,
         Action::PageUp,
@@ -79,6 +81,7 @@ impl Action {
         Action::Suspend,
         Action::Quit,
         Action::Chat,
+        Action::Auto,
     ];
 
     pub fn name(self) -> &'static str {
@@ -109,6 +112,7 @@ impl Action {
             Action::Suspend => "suspend",
             Action::Quit => "quit",
             Action::Chat => "chat",
+            Action::Auto => "auto",
         }
     }
 
@@ -140,6 +144,7 @@ impl Action {
             Action::Suspend => "suspend to the shell (fg resumes)",
             Action::Quit => "quit",
             Action::Chat => "talk to the agent in the chat side panel",
+            Action::Auto => "auto mode: the agent proposes until the target, or stop it",
         }
     }
 }

@@ -211,6 +211,8 @@ pub struct App {
     pub chat: ChatSession,
     /// The pane Tab goes back to from the chat.
     pub before_chat: Pane,
+    /// A version to select once the versions pane lists it (a proposal the agent just wrote).
+    pub select_when_listed: Option<String>,
 }
 
 impl App {
@@ -229,6 +231,7 @@ impl App {
             syntax: None,
             asm: AsmView::default(),
             profiling: None,
+            select_when_listed: None,
             events: None,
             mouse: true,
             versions: vec![],
@@ -307,10 +310,16 @@ impl App {
         self.workspace_diagnostics = ws.diagnostics.clone();
         self.versions = ws.versions.iter().map(|v| version_view(ws, &self.store, v)).collect::<Result<Vec<_>>>()?;
         self.timing = timing(ws, &self.store, &self.versions)?;
-        self.selected = selected_id
-            .and_then(|id| self.versions.iter().position(|v| v.id == id))
-            .unwrap_or(self.selected)
-            .min(self.versions.len().saturating_sub(1));
+        let listed = |id: &String| self.versions.iter().position(|v| &v.id == id);
+        let wanted = self.select_when_listed.as_ref().and_then(listed);
+        if wanted.is_some() {
+            self.select_when_listed = None;
+        }
+        self.selected =
+            selected_id.as_ref().and_then(listed).unwrap_or(self.selected).min(self.versions.len().saturating_sub(1));
+        if let Some(row) = wanted {
+            self.select(row);
+        }
         self.clamp_diagnostic();
         Ok(())
     }
@@ -388,8 +397,9 @@ impl App {
                             self.refresh();
                         }
                     },
-                    EventKind::Done { version, .. } => {
+                    EventKind::Done { version, report, .. } => {
                         self.running.remove(&version);
+                        self.chat.report(&version, rung::agent::auto::Measure::of_report(&report));
                         self.refresh();
                     }
                     EventKind::Workspace { diagnostics } => self.workspace_diagnostics = diagnostics,
@@ -439,10 +449,43 @@ impl App {
                 true
             }
             Event::AgentDone(end) => {
-                self.chat.finish(*end);
+                match self.chat.finish(*end) {
+                    Some(Ok(p)) => self.proposed(&p.id, &p.path, p.parent.as_deref()),
+                    Some(Err(e)) => self.say(Role::Fail, format!("the agent's code was not written: {e}")),
+                    None => {}
+                }
+                true
+            }
+            Event::AutoAsking(text) => {
+                self.chat.panel.push_user(&text);
+                true
+            }
+            Event::AutoProposed { id, path, parent } => {
+                self.proposed(&id, &path, parent.as_deref());
+                true
+            }
+            Event::AutoLog(line) => {
+                self.chat.panel.push_notice(format!("auto: {line}"), false);
+                self.log(rung::store::now_ms(), Role::Accent, format!("auto: {line}"));
+                true
+            }
+            Event::AutoDone(done) => {
+                let (conv, end) = *done;
+                self.chat.auto_done(conv);
+                self.say(Role::Pass, format!("auto mode stopped: {}", end.why));
+                self.refresh();
                 true
             }
         }
+    }
+
+    /// The agent wrote a version: it is selected as soon as the versions pane lists it, so the
+    /// user sees it climb and `a`/`r` act on it.
+    fn proposed(&mut self, id: &str, path: &Path, parent: Option<&str>) {
+        self.select_when_listed = Some(id.to_string());
+        let from = parent.map(|p| format!(", made from {p}")).unwrap_or_default();
+        self.say(Role::Accent, format!("{id} proposed by the agent ({}{from}): climbing its rungs", path.display()));
+        self.refresh();
     }
 
     /// Runs `rung profile ID [FLAG]` (this binary) on a thread; its end arrives as
@@ -703,7 +746,9 @@ impl App {
                 match self.chat.panel.handle_key(key) {
                     ChatOutcome::Consumed => {}
                     ChatOutcome::Send(text) => {
-                        self.chat.focus = self.selected_version().map(|v| v.id.clone());
+                        // The selection, unless it was rejected: then what it was made from.
+                        let selected = self.selected_version().map(|v| v.id.clone());
+                        self.chat.focus = rung::agent::propose::parent_for(&self.root, selected.as_deref());
                         self.chat.send(text)
                     }
                     ChatOutcome::Command(c) => self.chat.command(c),
@@ -743,6 +788,22 @@ impl App {
             }
             Action::Chat if self.pane == Pane::Chat => self.focus(self.before_chat),
             Action::Chat => self.focus(Pane::Chat),
+            Action::Auto => match &self.chat.auto {
+                Some(a) => {
+                    a.cancel.cancel();
+                    self.say(Role::Accent, "auto mode stops after the step in progress");
+                }
+                None => {
+                    if !self.chat.shown || self.pane != Pane::Chat {
+                        self.focus(Pane::Chat);
+                    }
+                    let selected = self.selected_version().map(|v| v.id.clone());
+                    self.chat.start_auto(selected.as_deref());
+                    if self.chat.auto.is_some() {
+                        self.say(Role::Accent, "auto mode started: A stops it");
+                    }
+                }
+            },
             Action::NextPane | Action::PrevPane if self.pane == Pane::Chat => self.focus(self.before_chat),
             Action::NextPane | Action::PrevPane => {
                 let i = Pane::ALL.iter().position(|p| *p == self.pane).unwrap_or(0);

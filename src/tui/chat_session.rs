@@ -6,11 +6,14 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
 
+use rung::agent::auto::{self, AutoEvent, Measure};
 use rung::agent::config::AgentConfig;
+use rung::agent::propose::{self, Proposed, Record};
 use rung::agent::tools::WorkspaceTools;
-use rung::agent::{Agent, AgentError, AgentEvent, Cancel, ChatStore, Conversation, Message, ToolBox, TurnEnd};
+use rung::agent::{Agent, AgentError, AgentEvent, Cancel, ChatStore, Conversation, Message, Role, ToolBox, TurnEnd};
 
 use super::chat::{Activity, ChatPanel, SlashCommand};
 use super::event::Event;
@@ -20,7 +23,7 @@ enum Setup {
     /// The panel has not been opened yet: nothing is read before it is.
     NotOpened,
     Ready {
-        agent: Agent,
+        agent: Box<Agent>,
         tools: Arc<dyn ToolBox + Send + Sync>,
     },
     /// No agent: why, already shown on the panel with how to configure one. Opening the panel
@@ -34,7 +37,20 @@ pub struct Turn {
     pub cancel: Cancel,
     /// Messages in the conversation when it started (for `/context` while the thread has it).
     pub messages: usize,
+    /// The system prompt and the message, kept with a proposal the reply makes.
+    pub system: String,
+    pub request: String,
 }
+
+/// Auto mode in flight: its thread has the conversation.
+pub struct AutoRun {
+    pub cancel: Cancel,
+    /// Where the scheduler's results reach the waiting climb.
+    reports: Sender<(String, Measure)>,
+}
+
+/// How long auto mode waits for the scheduler to finish a proposal's rungs.
+pub const CLIMB_LIMIT: Duration = Duration::from_secs(30 * 60);
 
 pub struct ChatSession {
     pub panel: ChatPanel,
@@ -51,6 +67,7 @@ pub struct ChatSession {
     /// `None` until the first message (no empty files), and while a turn's thread has it.
     conversation: Option<Conversation>,
     pub turn: Option<Turn>,
+    pub auto: Option<AutoRun>,
 }
 
 impl ChatSession {
@@ -67,12 +84,13 @@ impl ChatSession {
             setup: Setup::NotOpened,
             conversation: None,
             turn: None,
+            auto: None,
         }
     }
 
-    /// Whether a turn is running (its thread has the conversation).
+    /// Whether a turn or auto mode is running (its thread has the conversation).
     pub fn busy(&self) -> bool {
-        self.turn.is_some()
+        self.turn.is_some() || self.auto.is_some()
     }
 
     /// The panel opens: the first time, the newest conversation comes back and the agent is
@@ -126,7 +144,7 @@ impl ChatSession {
                     }
                 }
                 let tools = Arc::new(WorkspaceTools::new(self.root.clone()));
-                self.setup = Setup::Ready { agent, tools };
+                self.setup = Setup::Ready { agent: Box::new(agent), tools };
             }
             Err(e) => {
                 self.panel.model = "no agent".into();
@@ -147,6 +165,10 @@ impl ChatSession {
             self.panel.push_notice("a reply is still streaming: /stop cancels it", true);
             return;
         }
+        if self.auto.is_some() {
+            self.panel.push_notice("auto mode is running: A or /stop stops it", true);
+            return;
+        }
         let Some(events) = self.events.clone() else {
             self.panel.push_notice("the chat is not connected to the event loop", true);
             return;
@@ -158,7 +180,7 @@ impl ChatSession {
             Some(c) => Ok(c),
             None => agent.conversation(Some(&ChatStore::for_workspace(&self.root))),
         };
-        let mut conv = match started.and_then(|mut c| c.push(Message::user(text)).map(|()| c)) {
+        let mut conv = match started.and_then(|mut c| c.push(Message::user(text.clone())).map(|()| c)) {
             Ok(c) => c,
             Err(e) => {
                 self.panel.push_notice(format!("error: {e}"), true);
@@ -167,7 +189,12 @@ impl ChatSession {
         };
         conv.prices = agent.prices;
         let cancel = Cancel::new();
-        self.turn = Some(Turn { cancel: cancel.clone(), messages: conv.messages.len() });
+        self.turn = Some(Turn {
+            cancel: cancel.clone(),
+            messages: conv.messages.len(),
+            system: agent.system_with(&context),
+            request: text,
+        });
         // Busy from now on, before the first token: a second message waits its turn.
         self.panel.activity = Activity::Streaming;
         let done = events.clone();
@@ -190,18 +217,127 @@ impl ChatSession {
         self.panel.apply(ev);
     }
 
-    /// The turn ended: the conversation is back.
-    pub fn finish(&mut self, end: TurnEnd) {
+    /// The turn ended: the conversation is back. A complete reply with a code block becomes a
+    /// proposed version made from the version in focus: what was written, or why it was not.
+    pub fn finish(&mut self, end: TurnEnd) -> Option<Result<Proposed, String>> {
         self.panel.finish(&end.result, Some(&end.conversation));
-        self.conversation = Some(end.conversation);
-        self.turn = None;
+        let turn = self.turn.take();
+        let conv = end.conversation;
+        let proposed = match (&end.result, turn) {
+            (Ok(()), Some(turn)) => {
+                let reply = conv.messages[turn.messages.min(conv.messages.len())..]
+                    .iter()
+                    .rev()
+                    .find(|m| m.role == Role::Assistant && !m.text.trim().is_empty())
+                    .map(|m| m.text.clone())
+                    .unwrap_or_default();
+                let record = Record {
+                    version: String::new(),
+                    parent: None,
+                    created_unix_ms: rung::store::now_ms(),
+                    provider: conv.provider.clone(),
+                    model: conv.model.clone(),
+                    conversation: conv.id.clone(),
+                    system: turn.system,
+                    request: turn.request,
+                    reply: reply.clone(),
+                };
+                propose::propose(&self.root, self.focus.as_deref(), &reply, record).transpose()
+            }
+            _ => None,
+        };
+        match &proposed {
+            Some(Ok(p)) => self.panel.push_notice(
+                format!(
+                    "proposed {} ({}){}: it climbs the rungs now; a approves, r rejects",
+                    p.id,
+                    p.path.display(),
+                    p.parent.as_ref().map(|p| format!(", made from {p}")).unwrap_or_default()
+                ),
+                false,
+            ),
+            Some(Err(e)) => self.panel.push_notice(format!("the reply's code was not written as a version: {e}"), true),
+            None => {}
+        }
+        self.conversation = Some(conv);
+        proposed
+    }
+
+    /// Starts auto mode from the best approved or passing version (else `selected`), on a
+    /// thread of its own; its climbs wait for the scheduler's results ([`ChatSession::report`]).
+    pub fn start_auto(&mut self, selected: Option<&str>) {
+        let Setup::Ready { agent, tools } = &self.setup else {
+            self.panel.push_notice("no agent is configured: see above, then close and open the chat again", true);
+            return;
+        };
+        if self.busy() {
+            self.panel.push_notice("a reply is still streaming: /stop it first", true);
+            return;
+        }
+        let Some(events) = self.events.clone() else {
+            self.panel.push_notice("the chat is not connected to the event loop", true);
+            return;
+        };
+        let mut conv = match self.conversation.take() {
+            Some(c) => c,
+            None => match agent.conversation(Some(&ChatStore::for_workspace(&self.root))) {
+                Ok(c) => c,
+                Err(e) => {
+                    self.panel.push_notice(format!("error: {e}"), true);
+                    return;
+                }
+            },
+        };
+        conv.prices = agent.prices;
+        let cancel = Cancel::new();
+        let (reports, waiting) = std::sync::mpsc::channel();
+        self.auto = Some(AutoRun { cancel: cancel.clone(), reports });
+        self.panel.activity = super::chat::Activity::Streaming;
+        let (agent, tools, root) = (agent.clone(), tools.clone(), self.root.clone());
+        let start = auto::start_parent(&root, selected);
+        let target = agent.auto_target();
+        std::thread::spawn(move || {
+            let mut climb = |id: &str| wait_for(&waiting, id, &cancel);
+            let send = |e: Event| {
+                let _ = events.send(e);
+            };
+            let end =
+                auto::run(&root, &agent, &mut conv, tools.as_ref(), target, start, &cancel, &mut climb, &mut |ev| {
+                    match ev {
+                        AutoEvent::Asking(t) => send(Event::AutoAsking(t.to_string())),
+                        AutoEvent::Agent(e) => send(Event::Agent(e)),
+                        AutoEvent::Proposed(p) => send(Event::AutoProposed {
+                            id: p.id.clone(),
+                            path: p.path.clone(),
+                            parent: p.parent.clone(),
+                        }),
+                        AutoEvent::Log(l) => send(Event::AutoLog(l.to_string())),
+                    }
+                });
+            send(Event::AutoDone(Box::new((conv, end))));
+        });
+    }
+
+    /// A version's pipeline finished in the scheduler: auto mode may be waiting for it.
+    pub fn report(&self, id: &str, m: Measure) {
+        if let Some(a) = &self.auto {
+            let _ = a.reports.send((id.to_string(), m));
+        }
+    }
+
+    /// Auto mode ended: the conversation is back.
+    pub fn auto_done(&mut self, conv: Conversation) {
+        self.panel.finish(&Ok(()), Some(&conv));
+        self.conversation = Some(conv);
+        self.auto = None;
     }
 
     pub fn command(&mut self, cmd: SlashCommand) {
         match cmd {
-            SlashCommand::Stop => match &self.turn {
-                Some(t) => t.cancel.cancel(),
-                None => self.panel.push_notice("no reply is streaming", false),
+            SlashCommand::Stop => match (&self.turn, &self.auto) {
+                (Some(t), _) => t.cancel.cancel(),
+                (None, Some(a)) => a.cancel.cancel(),
+                (None, None) => self.panel.push_notice("no reply is streaming", false),
             },
             SlashCommand::Clear if self.turn.is_some() => {
                 self.panel.push_notice("a reply is still streaming: /stop it first", true)
@@ -240,7 +376,7 @@ impl ChatSession {
         };
         match agent.with_model(model) {
             Ok(next) => {
-                *agent = next;
+                **agent = next;
                 self.panel.model = agent.label();
                 let recorded =
                     self.conversation.as_mut().map_or(Ok(()), |c| c.set_model(&agent.name, agent.provider.model()));
@@ -278,6 +414,25 @@ impl ChatSession {
             u.input_tokens,
             u.output_tokens,
         )
+    }
+}
+
+/// The climb of auto mode in the TUI: the scheduler's result for `id` (others are skipped), or
+/// why none came.
+fn wait_for(waiting: &Receiver<(String, Measure)>, id: &str, cancel: &Cancel) -> Result<Measure, String> {
+    let started = Instant::now();
+    loop {
+        if cancel.is_cancelled() {
+            return Err("stopped by the user".into());
+        }
+        if started.elapsed() > CLIMB_LIMIT {
+            return Err(format!("no result from the scheduler in {} minutes", CLIMB_LIMIT.as_secs() / 60));
+        }
+        match waiting.recv_timeout(Duration::from_millis(200)) {
+            Ok((got, m)) if got == id => return Ok(m),
+            Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return Err("the TUI stopped listening".into()),
+        }
     }
 }
 

@@ -37,6 +37,18 @@ pub enum Event {
     Agent(AgentEvent),
     /// The chat's turn ended: its conversation back, and how it ended.
     AgentDone(Box<TurnEnd>),
+    /// Auto mode sends this message for its next proposal.
+    AutoAsking(String),
+    /// Auto mode wrote this proposal, which now climbs.
+    AutoProposed {
+        id: String,
+        path: PathBuf,
+        parent: Option<String>,
+    },
+    /// A line of auto mode's log: a choice and why.
+    AutoLog(String),
+    /// Auto mode ended: the conversation back, and why it stopped.
+    AutoDone(Box<(rung::agent::Conversation, rung::agent::auto::AutoEnd)>),
 }
 
 /// How often the input thread looks at its stop and pause flags.
