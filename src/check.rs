@@ -99,8 +99,11 @@ pub fn check_with(
     }
 
     let mut versions = Vec::new();
+    let here = crate::report::RanOn::here(&machine.gpu);
     for v in chosen {
-        versions.push(check_version(ws, store, v, seed, machine, runners, opts)?);
+        let mut r = check_version(ws, store, v, seed, machine, runners, opts)?;
+        r.ran_on.get_or_insert_with(|| here.clone());
+        versions.push(r);
     }
     let mut report = CheckReport {
         schema: SCHEMA,
@@ -155,6 +158,7 @@ impl Built {
             source_hash: self.source_hash,
             verdict,
             stages: self.stages,
+            ran_on: None,
         }
     }
 }
@@ -308,6 +312,7 @@ pub fn run_phase(
         source_hash,
         verdict,
         stages,
+        ran_on: Some(crate::report::RanOn::here(&machine.gpu)),
     }))
 }
 
@@ -329,6 +334,7 @@ pub(crate) fn stage_result(
         result_id: None,
         reason: outcome.reason,
         detail: outcome.detail,
+        ran_on: None,
     }
 }
 

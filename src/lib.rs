@@ -22,6 +22,7 @@ pub mod nvrtc;
 pub mod parsers;
 pub mod profile;
 pub mod protocol;
+pub mod remote;
 pub mod report;
 pub mod runners;
 pub mod selftest;

@@ -167,6 +167,49 @@ pub struct VersionReport {
     /// The stages that ran, in order. A stage absent here did not run because an earlier one
     /// did not pass.
     pub stages: Vec<StageResult>,
+    /// Where the rungs ran: the host, its GPU, and the runner that reached it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ran_on: Option<RanOn>,
+}
+
+/// Where a version's rungs ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RanOn {
+    /// The machine's host name (for an SSH runner, as the URL names it when the remote's own
+    /// report does not say).
+    pub host: String,
+    /// The GPU's name, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    /// `ssh://user@host/path` for a remote runner; absent for this machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<String>,
+}
+
+impl RanOn {
+    /// This machine, and its first GPU.
+    pub fn here(gpu: &crate::gpu::GpuProbe) -> RanOn {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty())
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .unwrap_or_else(|| "localhost".into());
+        let first = gpu.first();
+        RanOn { host, gpu: first.map(|g| g.name.clone()), uuid: first.map(|g| g.uuid.clone()), runner: None }
+    }
+
+    /// `gpu-box (NVIDIA H200, GPU-7ab4…)` or `gpu-box (no GPU)`.
+    pub fn describe(&self) -> String {
+        match (&self.gpu, &self.uuid) {
+            (Some(g), Some(u)) => format!("{} ({g}, {u})", self.host),
+            (Some(g), None) => format!("{} ({g})", self.host),
+            _ => format!("{} (no GPU)", self.host),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -188,6 +231,10 @@ pub struct StageResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<Reason>,
     pub detail: StageDetail,
+    /// Set for a result that a remote runner produced: where it ran (kept in the history with
+    /// the result, so the TUI can say so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ran_on: Option<RanOn>,
 }
 
 /// Why a run or check did not pass. `summary` says the same in words, with the numbers.
@@ -229,6 +276,8 @@ pub enum Reason {
     ProblemCheck,
     /// The reference itself failed.
     ReferenceFailed,
+    /// The connection to a remote runner failed or was lost mid-run; `summary` has ssh's reason.
+    ConnectionLost,
     /// A `rung_run` host entry returned a non-zero code, or its shared object did not load.
     EntryFailed,
 }

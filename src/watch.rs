@@ -331,6 +331,14 @@ pub fn watch(
                         r.live = live.clone();
                     }
                     let opts = CheckOptions { no_bench, ..Default::default() };
+                    // An SSH runner climbs the version's rungs there (its build too) and
+                    // records them here; a newer save waits for it rather than cutting it.
+                    if let Some(t) = crate::remote::target_of(&job.ws)? {
+                        let opts = CheckOptions { versions: vec![id.clone()], seed: Some(job.seed), ..opts };
+                        let (report, _) =
+                            crate::remote::check(&job.ws, &mut store, &opts, &t).map_err(|e| e.to_string())?;
+                        return Ok(report.versions.into_iter().next());
+                    }
                     check::run_phase(
                         &job.ws,
                         &mut store,

@@ -338,6 +338,7 @@ fn record_bench(ws: &Path, version: &str, median_ms: f64, spread: f64) {
             sizes: vec![SizeBench { headline: s, basis: "events".into(), ..Default::default() }],
             ..Default::default()
         }),
+        ran_on: None,
     };
     let mut store = rung::store::Store::open(&ws.join(".rung")).unwrap();
     let payload = serde_json::to_string(&result).unwrap();

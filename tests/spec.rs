@@ -213,3 +213,24 @@ fn every_error_is_reported_not_just_the_first() {
     assert!(rendered.contains("rung.toml:33:10: error: roofline.flops: unknown name `q`"), "{rendered}");
     assert!(rendered.contains("help:"), "{rendered}");
 }
+
+#[test]
+fn runner_is_an_ssh_url_or_a_table() {
+    let url = format!("runner = \"ssh://me@gpu-box:2200/srv/rmsnorm\"\n{GOOD}");
+    let s = parse(&url).unwrap();
+    assert_eq!(s.runner.kind, rung::spec::RunnerKind::Ssh);
+    assert_eq!((s.runner.host.as_deref(), s.runner.port), (Some("me@gpu-box"), Some(2200)));
+    assert_eq!(s.runner.workdir.as_deref(), Some("/srv/rmsnorm"));
+    let table = format!("{GOOD}\n[runner]\nkind = \"ssh\"\nhost = \"box\"\nport = 22\nworkdir = \"~/ws\"\n");
+    let s = parse(&table).unwrap();
+    assert_eq!(
+        (s.runner.host.as_deref(), s.runner.port, s.runner.workdir.as_deref()),
+        (Some("box"), Some(22), Some("~/ws"))
+    );
+    // A bad URL is an error at its line, naming the key and the form it takes.
+    let (at, key, message) = first_error(&format!("runner = \"ssh://gpu-box\"\n{GOOD}"));
+    assert_eq!((at.as_str(), key.as_str()), ("1:10", "runner"), "{message}");
+    assert!(message.contains("has no path") && message.contains("ssh://user@host[:port]/path"), "{message}");
+    let (_, _, message) = first_error(&format!("runner = 3\n{GOOD}"));
+    assert!(message.contains("runner must be a URL"), "{message}");
+}

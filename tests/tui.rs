@@ -50,6 +50,7 @@ fn result(stage: Stage, verdict: Verdict, diagnostics: Vec<Diagnostic>, detail: 
         result_id: None,
         reason: None,
         detail,
+        ran_on: None,
     }
 }
 
@@ -622,6 +623,7 @@ fn done(version: &str, verdict: Verdict, stages: Vec<StageResult>) -> Event {
                 source_hash: "0".repeat(64),
                 verdict,
                 stages,
+                ran_on: None,
             },
         },
     }))
@@ -1783,4 +1785,28 @@ fn versions_and_compile_errors_panes_while_a_version_runs_and_once_it_passed() {
         assert!(errors.contains(":8:39"), "the last diagnostics stay until the new build: {errors}");
         snapshot(&format!("errors_running_{w}x{h}"), &errors);
     }
+}
+
+/// A result a remote runner produced says where it ran, above its metrics.
+#[test]
+fn correctness_pane_says_where_a_remote_result_ran() {
+    let (_tmp, ws) = new_workspace();
+    let mut check = result(Stage::Check, Verdict::Pass, vec![], check_detail(false));
+    check.ran_on = Some(rung::report::RanOn {
+        host: "gpu-box".into(),
+        gpu: Some("NVIDIA H200".into()),
+        uuid: Some("GPU-7ab49cf1".into()),
+        runner: Some("ssh://me@gpu-box/srv/ws".into()),
+    });
+    record(&ws, "v001", &[result(Stage::Build, Verdict::Pass, vec![], StageDetail::None), check]);
+    let app = App::open(&ws, false).unwrap();
+    let text = pane_text(&app, Pane::Correctness, 200, 60);
+    assert!(
+        text.contains("seed 4242 · ran on gpu-box (NVIDIA H200, GPU-7ab49cf1) via ssh://me@gpu-box/srv/ws"),
+        "{text}"
+    );
+    // A local result says nothing of the kind.
+    let (_tmp2, ws2) = correctness_workspace();
+    let text = pane_text(&App::open(&ws2, false).unwrap(), Pane::Correctness, 200, 60);
+    assert!(!text.contains("ran on"), "{text}");
 }

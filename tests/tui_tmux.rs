@@ -287,6 +287,7 @@ fn perf_start_to_first_frame_and_memory_with_200_versions() {
                 result_id: None,
                 reason: None,
                 detail,
+                ran_on: None,
             };
             let payload = serde_json::to_string(&result).unwrap();
             store

@@ -110,6 +110,15 @@ fn new(dir: &Path, template: &str) -> Result<i32> {
     Ok(exit::OK)
 }
 
+/// The SSH target a check runs on: `--runner`, else rung.toml's runner; `None` runs here.
+fn runner_of(ws: &Workspace, flag: Option<&str>) -> Result<Option<rung::remote::SshTarget>, String> {
+    match flag {
+        Some("local") => Ok(None),
+        Some(url) => rung::remote::SshTarget::parse(url).map(Some).map_err(|e| format!("--runner: {e}")),
+        None => rung::remote::target_of(ws),
+    }
+}
+
 fn check_cmd(dir: &Path, args: &CheckArgs) -> Result<i32> {
     let opts = CheckOptions { versions: args.versions.clone(), seed: args.seed, no_bench: args.no_bench };
     let ws = match Workspace::open(dir) {
@@ -142,7 +151,38 @@ fn check_cmd(dir: &Path, args: &CheckArgs) -> Result<i32> {
         }
     };
     let mut store = open_store(&ws)?;
-    let mut report = check::check(&ws, &mut store, &opts)?;
+    let target = match runner_of(&ws, args.runner.as_deref()) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("rung check: {e}");
+            return Ok(exit::USAGE);
+        }
+    };
+    let mut report = match &target {
+        None => check::check(&ws, &mut store, &opts)?,
+        Some(t) => match rung::remote::check(&ws, &mut store, &opts, t) {
+            Ok((r, synced)) => {
+                if let Some(s) = synced {
+                    eprintln!(
+                        "rung check: {}: sent {} file(s), removed {}, {}",
+                        t.url(),
+                        s.sent.len(),
+                        s.removed.len(),
+                        if s.shipped_binary {
+                            format!("shipped rung to {}", s.rung)
+                        } else {
+                            format!("using {}", s.rung)
+                        }
+                    );
+                }
+                r
+            }
+            Err(e) => {
+                eprintln!("rung check: the ssh runner failed: {e}");
+                return Ok(exit::INTERNAL);
+            }
+        },
+    };
     let mut notes = Vec::new();
     if let (Some(base), Some(pct)) = (&args.baseline, args.max_regression) {
         let latest = |id: &str| -> Option<rung::stats::Summary> {
@@ -451,6 +491,7 @@ fn demo(dir: PathBuf) -> Result<i32> {
             no_bench: false,
             baseline: None,
             max_regression: None,
+            runner: None,
         },
     )?;
     println!();

@@ -208,6 +208,10 @@ pub struct CheckArgs {
     /// baseline's allows).
     #[arg(long, value_name = "PCT", requires = "baseline")]
     pub max_regression: Option<f64>,
+    /// Run the rungs on another machine: ssh://user@host[:port]/path (overrides rung.toml's
+    /// runner; `local` runs here whatever rung.toml says).
+    #[arg(long, value_name = "URL")]
+    pub runner: Option<String>,
 }
 
 pub fn main() -> std::process::ExitCode {

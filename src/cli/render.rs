@@ -95,6 +95,10 @@ pub fn check_report(r: &CheckReport, on: bool) -> String {
             v.path.display(),
             v.kind
         );
+        if let Some(ran) = v.ran_on.as_ref().filter(|r| r.runner.is_some()) {
+            let via = ran.runner.as_deref().unwrap_or_default();
+            let _ = writeln!(out, "    {}", paint("2", &format!("ran on {} via {via}", ran.describe()), on));
+        }
         for s in &v.stages {
             let _ = writeln!(
                 out,

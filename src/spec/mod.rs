@@ -109,10 +109,11 @@ pub struct BuildSpec {
     pub compiler: CompilerChoice,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunnerSpec {
     pub kind: RunnerKind,
     pub host: Option<String>,
+    pub port: Option<u16>,
     pub workdir: Option<String>,
     pub partition: Option<String>,
     pub srun_args: Vec<String>,

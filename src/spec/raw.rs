@@ -30,8 +30,8 @@ pub(super) struct RawSpec {
     pub launch: RawLaunch,
     #[serde(default)]
     pub build: RawBuild,
-    #[serde(default)]
-    pub runner: RawRunner,
+    #[serde(default, deserialize_with = "runner_field")]
+    pub runner: RawRunnerField,
     #[serde(default)]
     pub limits: RawLimits,
 }
@@ -111,12 +111,38 @@ pub(super) struct RawBuild {
     pub flags: Vec<String>,
 }
 
+/// `runner = "ssh://user@host[:port]/path"`, or a `[runner]` table.
+#[derive(Debug)]
+pub(super) enum RawRunnerField {
+    Url(String),
+    Table(RawRunner),
+}
+
+impl Default for RawRunnerField {
+    fn default() -> Self {
+        RawRunnerField::Table(RawRunner::default())
+    }
+}
+
+fn runner_field<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RawRunnerField, D::Error> {
+    use serde::de::Error;
+    match toml::Value::deserialize(d)? {
+        toml::Value::String(s) => Ok(RawRunnerField::Url(s)),
+        v @ toml::Value::Table(_) => RawRunner::deserialize(v).map(RawRunnerField::Table).map_err(D::Error::custom),
+        other => Err(D::Error::custom(format!(
+            "runner must be a URL (\"ssh://user@host/path\") or a [runner] table, not a {}",
+            other.type_str()
+        ))),
+    }
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawRunner {
     #[serde(default)]
     pub kind: RunnerKind,
     pub host: Option<String>,
+    pub port: Option<u16>,
     pub workdir: Option<String>,
     pub partition: Option<String>,
     #[serde(default)]

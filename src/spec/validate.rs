@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::path::Path;
 
-use super::raw::{IntOrExpr, NumOrExpr, RawSpec, RawTensor};
+use super::raw::{IntOrExpr, NumOrExpr, RawRunnerField, RawSpec, RawTensor};
 use super::{
     BUILTIN_VARS, BuildSpec, Init, LaunchDefaults, Limits, Roofline, RunnerKind, RunnerSpec, ScalarSpec, ScalarValue,
     SizeSet, Spec, TensorSpec,
@@ -436,21 +436,39 @@ pub(super) fn validate(raw: RawSpec, text: &str, file: &Path) -> Result<Spec, Ve
         }
     }
 
-    let r = &raw.runner;
-    if r.kind == RunnerKind::Ssh && r.host.as_deref().is_none_or(str::is_empty) {
-        c.err(
-            &[key("runner"), key("kind")],
-            None,
-            "an ssh runner needs a host",
-            "add host = \"user@gpu-box\" under [runner]",
-        );
-    }
-    let runner = RunnerSpec {
-        kind: r.kind,
-        host: r.host.clone(),
-        workdir: r.workdir.clone(),
-        partition: r.partition.clone(),
-        srun_args: r.srun_args.clone(),
+    let runner = match &raw.runner {
+        RawRunnerField::Url(url) => match crate::remote::SshTarget::parse(url) {
+            Ok(t) => RunnerSpec {
+                kind: RunnerKind::Ssh,
+                host: Some(t.host),
+                port: t.port,
+                workdir: Some(t.path),
+                partition: None,
+                srun_args: vec![],
+            },
+            Err(e) => {
+                c.err(&[key("runner")], None, e, "e.g. runner = \"ssh://me@gpu-box/home/me/rmsnorm\"");
+                RunnerSpec::default()
+            }
+        },
+        RawRunnerField::Table(r) => {
+            if r.kind == RunnerKind::Ssh && r.host.as_deref().is_none_or(str::is_empty) {
+                c.err(
+                    &[key("runner"), key("kind")],
+                    None,
+                    "an ssh runner needs a host",
+                    "add host = \"user@gpu-box\" under [runner]",
+                );
+            }
+            RunnerSpec {
+                kind: r.kind,
+                host: r.host.clone(),
+                port: r.port,
+                workdir: r.workdir.clone(),
+                partition: r.partition.clone(),
+                srun_args: r.srun_args.clone(),
+            }
+        }
     };
 
     let d = Limits::default();

@@ -60,7 +60,12 @@ fn lines<'a>(app: &'a App, v: &'a VersionView, width: usize, height: usize) -> V
         Span::raw(format!("  {}", check.summary)),
     ]));
     let StageDetail::Check(detail) = &check.detail else { return out };
-    out.push(Line::styled(format!("seed {}", detail.seed), t.fg(Role::Dim)));
+    let place = check
+        .ran_on
+        .as_ref()
+        .map(|r| format!(" · ran on {} via {}", r.describe(), r.runner.as_deref().unwrap_or("this machine")))
+        .unwrap_or_default();
+    out.push(Line::styled(format!("seed {}{place}", detail.seed), t.fg(Role::Dim)));
     out.push(Line::from(""));
     metrics(t, detail, width, &mut out);
     // The error map and mismatches of the first output that failed, else of the first.

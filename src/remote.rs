@@ -1,0 +1,520 @@
+//! The SSH runner: the rungs run on another machine and the results come home.
+//!
+//! `runner = "ssh://user@host[:port]/path"` (rung.toml, or `rung check --runner`) names the
+//! machine and the folder the workspace is mirrored to. A check then:
+//!
+//! 1. asks the remote, in one round trip, which rung it has and what it holds
+//!    (`.rung-remote/manifest.json`: each mirrored file's SHA-256);
+//! 2. sends the files that differ in one tar stream, removes the ones deleted here, and ships
+//!    this binary when the remote has no rung of the same version;
+//! 3. runs `rung check --json` there, over the same SSH connection's standard output: the rungs
+//!    and their workers run on the remote's GPU, as they would locally;
+//! 4. fetches the versions' dumps (PTX, SASS, cubins) and records every stage result in the local
+//!    history, each saying where it ran (host, GPU, UUID).
+//!
+//! The system `ssh` with the user's config, keys and agent, `BatchMode` (no prompt can hang a
+//! check) and host key checking as the user has it. Keepalives (`ServerAliveInterval` 5 s, three
+//! misses) make a dead link an error within about 15 s; a lost connection is a verdict
+//! (`connection-lost`), and the next check opens a new connection. `RUNG_SSH` replaces the `ssh`
+//! command (e.g. `ssh -F /path/to/config`).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Instant, SystemTime};
+
+use crate::check::CheckOptions;
+use crate::report::{CheckReport, RanOn, Reason, Stage, StageDetail, StageResult, Verdict, VersionReport};
+use crate::store::{Store, sha256_hex};
+use crate::workspace::Workspace;
+
+/// Files above this size are not mirrored (a check never needs them).
+const MAX_FILE_BYTES: u64 = 16 << 20;
+/// The folder, inside the remote workspace, that holds rung's own files there.
+pub const REMOTE_DIR: &str = ".rung-remote";
+
+/// Where an SSH runner runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SshTarget {
+    /// `user@host` or `host` (an alias of the user's ssh config works too).
+    pub host: String,
+    pub port: Option<u16>,
+    /// The workspace's folder there: absolute, or relative to the remote home (`~/ws`).
+    pub path: String,
+}
+
+impl SshTarget {
+    /// Parses `ssh://[user@]host[:port]/path`. `ssh://host/srv/ws` is `/srv/ws`;
+    /// `ssh://host/~/ws` is `~/ws` in the remote home.
+    pub fn parse(url: &str) -> Result<SshTarget, String> {
+        let help = "write it as ssh://user@host[:port]/path, e.g. ssh://me@gpu-box/home/me/rmsnorm";
+        let rest = url.strip_prefix("ssh://").ok_or_else(|| format!("`{url}` is not an ssh:// URL: {help}"))?;
+        let (authority, path) = rest.split_once('/').ok_or_else(|| format!("`{url}` has no path: {help}"))?;
+        let path = if let Some(home) = path.strip_prefix('~') { format!("~{home}") } else { format!("/{path}") };
+        if path == "/" || path == "~" || path == "~/" {
+            return Err(format!("`{url}` names no folder: {help}"));
+        }
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p.parse::<u16>().map_err(|_| format!("`{p}` in `{url}` is not a port: {help}"))?)),
+            None => (authority, None),
+        };
+        if host.is_empty() || host.trim_start_matches(|c: char| c != '@').len() == 1 {
+            return Err(format!("`{url}` names no host: {help}"));
+        }
+        if host.starts_with('-') || path.contains('\'') || host.contains(char::is_whitespace) {
+            return Err(format!("`{url}` has a host or path rung will not pass to ssh: {help}"));
+        }
+        Ok(SshTarget { host: host.to_string(), port, path })
+    }
+
+    /// `ssh://user@host:2222/path`.
+    pub fn url(&self) -> String {
+        let port = self.port.map(|p| format!(":{p}")).unwrap_or_default();
+        let path = self.path.strip_prefix('/').unwrap_or(&self.path);
+        format!("ssh://{}{port}/{path}", self.host)
+    }
+
+    /// The folder as a shell word on the remote: `~` expanded by the remote shell.
+    fn dir(&self) -> String {
+        match self.path.strip_prefix("~/") {
+            Some(rest) => format!("\"$HOME\"/'{rest}'"),
+            None => format!("'{}'", self.path),
+        }
+    }
+
+    /// `ssh [opts] host -- <script>` with the script run by the remote's shell.
+    fn ssh(&self, script: &str) -> Command {
+        let base = std::env::var("RUNG_SSH").ok().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| "ssh".into());
+        let mut words = base.split_whitespace();
+        let mut cmd = Command::new(words.next().unwrap_or("ssh"));
+        cmd.args(words);
+        cmd.args(["-o", "BatchMode=yes", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]);
+        cmd.args(["-o", "ConnectTimeout=15"]);
+        if let Some(p) = self.port {
+            cmd.args(["-p", &p.to_string()]);
+        }
+        cmd.arg(&self.host).arg("--").arg(script);
+        cmd.stdin(Stdio::null());
+        cmd
+    }
+}
+
+/// The SSH target rung.toml's runner names; `None` for a local runner.
+pub fn target_of(ws: &Workspace) -> Result<Option<SshTarget>, String> {
+    use crate::spec::RunnerKind;
+    let Some(r) = ws.spec.as_ref().map(|s| &s.runner) else { return Ok(None) };
+    match r.kind {
+        RunnerKind::Local => Ok(None),
+        RunnerKind::Ssh => {
+            let host = r.host.clone().ok_or("rung.toml: an ssh runner needs a host")?;
+            let name = ws.root.file_name().map_or("workspace".into(), |n| n.to_string_lossy().to_string());
+            let path = r.workdir.clone().unwrap_or_else(|| format!("~/rung-workspaces/{name}"));
+            Ok(Some(SshTarget { host, port: r.port, path }))
+        }
+        RunnerKind::Slurm => {
+            Err("rung.toml: the slurm runner is not built yet; use runner = \"ssh://...\" or leave it local".into())
+        }
+    }
+}
+
+/// What went wrong on the way to the remote.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RemoteError {
+    /// ssh itself failed (exit 255): the connection could not be made, or was lost.
+    Connection(String),
+    /// The remote side failed: a command there, or its output.
+    Remote(String),
+    /// This side: a file, a process.
+    Local(String),
+}
+
+impl std::fmt::Display for RemoteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RemoteError::Connection(s) | RemoteError::Remote(s) | RemoteError::Local(s) => f.write_str(s),
+        }
+    }
+}
+
+/// The last non-empty line of ssh's standard error: its own reason (`Connection refused`,
+/// `Host key verification failed.`).
+fn last_line(stderr: &[u8]) -> String {
+    String::from_utf8_lossy(stderr).lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string()
+}
+
+/// Runs a script there with `input` on its standard input; its standard output, or why not.
+fn run(t: &SshTarget, script: &str, input: Option<&[u8]>) -> Result<Vec<u8>, RemoteError> {
+    let mut cmd = t.ssh(script);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    if input.is_some() {
+        cmd.stdin(Stdio::piped());
+    }
+    let mut child = cmd.spawn().map_err(|e| RemoteError::Local(format!("cannot start ssh: {e}")))?;
+    if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
+        let bytes = bytes.to_vec();
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(&bytes);
+        });
+    }
+    let out = child.wait_with_output().map_err(|e| RemoteError::Local(format!("ssh: {e}")))?;
+    match out.status.code() {
+        Some(0) => Ok(out.stdout),
+        Some(255) | None => Err(RemoteError::Connection(format!(
+            "ssh to {} failed: {}",
+            t.url(),
+            match last_line(&out.stderr) {
+                l if l.is_empty() => format!("ssh ended with {}", out.status),
+                l => l,
+            }
+        ))),
+        Some(code) => Err(RemoteError::Remote(format!(
+            "on {} the command exited with {code}: {}",
+            t.url(),
+            last_line(&out.stderr)
+        ))),
+    }
+}
+
+/// The files a check needs: the workspace less `.rung/`, `context/` and hidden files.
+pub fn mirrored_files(ws: &Workspace) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    let walker = ignore::WalkBuilder::new(&ws.root).hidden(true).git_ignore(false).ignore(false).build();
+    for entry in walker.flatten() {
+        let p = entry.path();
+        let Ok(rel) = p.strip_prefix(&ws.root) else { continue };
+        let first = rel.components().next().map(|c| c.as_os_str().to_string_lossy().to_string());
+        if matches!(first.as_deref(), Some("context") | Some(".rung") | Some(REMOTE_DIR)) {
+            continue;
+        }
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        if entry.metadata().is_ok_and(|m| m.len() > MAX_FILE_BYTES) {
+            continue;
+        }
+        out.push((rel.to_string_lossy().replace('\\', "/"), p.to_path_buf()));
+    }
+    out.sort();
+    out
+}
+
+/// What a sync did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Synced {
+    pub sent: Vec<String>,
+    pub removed: Vec<String>,
+    /// Whether this binary was shipped (the remote had no rung of this version).
+    pub shipped_binary: bool,
+    /// The rung command there.
+    pub rung: String,
+}
+
+/// Mirrors the workspace to the target, sending only what changed, and finds (or ships) rung.
+pub fn sync(ws: &Workspace, t: &SshTarget) -> Result<Synced, RemoteError> {
+    let dir = t.dir();
+    let version = format!("rung {}", env!("CARGO_PKG_VERSION"));
+    let probe = format!(
+        "mkdir -p {dir}/{REMOTE_DIR} && cd {dir} && printf 'path:%s\\n' \"$(rung --version 2>/dev/null)\" && \
+         printf 'shipped:%s\\n' \"$(cat {REMOTE_DIR}/rung.id 2>/dev/null)\" && cat {REMOTE_DIR}/manifest.json 2>/dev/null; true"
+    );
+    let out = String::from_utf8_lossy(&run(t, &probe, None)?).into_owned();
+    let mut lines = out.lines();
+    let on_path = lines.next().and_then(|l| l.strip_prefix("path:")).unwrap_or("").trim().to_string();
+    let shipped = lines.next().and_then(|l| l.strip_prefix("shipped:")).unwrap_or("").trim().to_string();
+    let remote: BTreeMap<String, String> =
+        serde_json::from_str(&lines.collect::<Vec<_>>().join("\n")).unwrap_or_default();
+
+    let mut manifest = BTreeMap::new();
+    let mut sent = Vec::new();
+    for (rel, path) in mirrored_files(ws) {
+        let bytes = std::fs::read(&path).map_err(|e| RemoteError::Local(format!("{}: {e}", path.display())))?;
+        let hash = sha256_hex(&bytes);
+        if remote.get(&rel) != Some(&hash) {
+            sent.push(rel.clone());
+        }
+        manifest.insert(rel, hash);
+    }
+    let removed: Vec<String> = remote.keys().filter(|k| !manifest.contains_key(*k)).cloned().collect();
+    if !sent.is_empty() {
+        let tar = tar_of(&ws.root, &sent)?;
+        run(t, &format!("tar -x -f - -C {dir}"), Some(&tar))?;
+    }
+    if !removed.is_empty() {
+        let words: Vec<String> = removed.iter().map(|r| format!("'{}'", r.replace('\'', ""))).collect();
+        run(t, &format!("cd {dir} && rm -f -- {}", words.join(" ")), None)?;
+    }
+    // rung there: the one on its PATH when it is this version, else this binary, shipped once.
+    let (rung, shipped_binary) = if on_path == version {
+        ("rung".to_string(), false)
+    } else {
+        let exe = std::env::current_exe().map_err(|e| RemoteError::Local(format!("cannot find rung itself: {e}")))?;
+        // The binary's identity without reading it: its version, size and modification time.
+        let meta = std::fs::metadata(&exe).map_err(|e| RemoteError::Local(format!("{}: {e}", exe.display())))?;
+        let mtime = meta.modified().ok().and_then(|m| m.duration_since(SystemTime::UNIX_EPOCH).ok());
+        let id = format!("{}-{}-{}", env!("CARGO_PKG_VERSION"), meta.len(), mtime.map_or(0, |d| d.as_nanos()));
+        let target = format!("{dir}/{REMOTE_DIR}/rung");
+        let fresh = shipped != id;
+        if fresh {
+            let bytes = std::fs::read(&exe).map_err(|e| RemoteError::Local(format!("{}: {e}", exe.display())))?;
+            run(
+                t,
+                &format!(
+                    "cat > {target}.part && chmod +x {target}.part && mv -f {target}.part {target} && echo {id} > {target}.id"
+                ),
+                Some(&bytes),
+            )?;
+        }
+        (target, fresh)
+    };
+    let json = serde_json::to_vec(&manifest).expect("a manifest serialises");
+    run(t, &format!("cat > {dir}/{REMOTE_DIR}/manifest.json"), Some(&json))?;
+    Ok(Synced { sent, removed, shipped_binary, rung })
+}
+
+/// A tar stream of `files` (relative to `root`), by the system's tar.
+fn tar_of(root: &Path, files: &[String]) -> Result<Vec<u8>, RemoteError> {
+    let mut child = Command::new("tar")
+        .arg("-c")
+        .arg("-f")
+        .arg("-")
+        .arg("-C")
+        .arg(root)
+        .arg("-T")
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| RemoteError::Local(format!("cannot start tar: {e}")))?;
+    let list = files.join("\n") + "\n";
+    let mut stdin = child.stdin.take().expect("piped");
+    std::thread::spawn(move || {
+        let _ = stdin.write_all(list.as_bytes());
+    });
+    let out = child.wait_with_output().map_err(|e| RemoteError::Local(format!("tar: {e}")))?;
+    if !out.status.success() {
+        return Err(RemoteError::Local(format!("tar failed: {}", last_line(&out.stderr))));
+    }
+    Ok(out.stdout)
+}
+
+/// The versions' dumps from the remote's `.rung/dumps/`, links followed, into the local one.
+fn fetch_dumps(ws: &Workspace, t: &SshTarget, ids: &[String]) -> Result<(), RemoteError> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let dir = t.dir();
+    let list: Vec<String> = ids.iter().map(|i| format!("'dumps/{}'", i.replace('\'', ""))).collect();
+    let script =
+        format!("cd {dir}/.rung 2>/dev/null && ls -d {} 2>/dev/null | tar -c -h -f - -T - ; true", list.join(" "));
+    let bytes = run(t, &script, None)?;
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    let state = ws.state_dir();
+    for id in ids {
+        let _ = std::fs::remove_dir_all(state.join("dumps").join(id));
+    }
+    std::fs::create_dir_all(&state).map_err(|e| RemoteError::Local(format!("{}: {e}", state.display())))?;
+    let mut child = Command::new("tar")
+        .arg("-x")
+        .arg("-f")
+        .arg("-")
+        .arg("-C")
+        .arg(&state)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| RemoteError::Local(format!("cannot start tar: {e}")))?;
+    child.stdin.take().expect("piped").write_all(&bytes).map_err(|e| RemoteError::Local(format!("tar: {e}")))?;
+    let out = child.wait_with_output().map_err(|e| RemoteError::Local(format!("tar: {e}")))?;
+    if !out.status.success() {
+        return Err(RemoteError::Local(format!("unpacking the dumps: {}", last_line(&out.stderr))));
+    }
+    Ok(())
+}
+
+/// The check, run there: the report as the remote's rung wrote it.
+fn remote_check(t: &SshTarget, rung: &str, opts: &CheckOptions, seed: u64) -> Result<CheckReport, RemoteError> {
+    // `--runner local`: the mirrored rung.toml names this very runner, and there it means here.
+    let mut script = format!("cd {} && {rung} check --json --runner local --seed {seed}", t.dir());
+    if opts.no_bench {
+        script.push_str(" --no-bench");
+    }
+    for v in &opts.versions {
+        script.push_str(&format!(" '{}'", v.replace('\'', "")));
+    }
+    let mut cmd = t.ssh(&script);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| RemoteError::Local(format!("cannot start ssh: {e}")))?;
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    let mut err_pipe = child.stderr.take().expect("piped");
+    let err_thread = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = err_pipe.read_to_end(&mut buf);
+        buf
+    });
+    child
+        .stdout
+        .take()
+        .expect("piped")
+        .read_to_end(&mut stdout)
+        .map_err(|e| RemoteError::Local(format!("ssh: {e}")))?;
+    stderr.extend(err_thread.join().unwrap_or_default());
+    let status = child.wait().map_err(|e| RemoteError::Local(format!("ssh: {e}")))?;
+    if status.code() == Some(255) || status.code().is_none() {
+        return Err(RemoteError::Connection(format!(
+            "the connection to {} was lost mid-run: {}",
+            t.url(),
+            match last_line(&stderr) {
+                l if l.is_empty() => format!("ssh ended with {status}"),
+                l => l,
+            }
+        )));
+    }
+    serde_json::from_slice::<CheckReport>(&stdout).map_err(|e| {
+        RemoteError::Remote(format!(
+            "{rung} check on {} did not answer with a report ({e}; exit {status}): {}",
+            t.url(),
+            last_line(&stderr)
+        ))
+    })
+}
+
+/// `rung check` through the SSH runner: sync, check there, fetch the dumps, record each result
+/// here. A connection lost on the way is each asked version's verdict (`error`,
+/// `connection-lost`), recorded like any other; the next check connects again.
+pub fn check(
+    ws: &Workspace,
+    store: &mut Store,
+    opts: &CheckOptions,
+    t: &SshTarget,
+) -> Result<(CheckReport, Option<Synced>), RemoteError> {
+    let seed = match opts.seed {
+        Some(s) => s,
+        None => store.next_seed(crate::check::draw_seed).map_err(|e| RemoteError::Local(e.to_string()))?,
+    };
+    let started = SystemTime::now();
+    let clock = Instant::now();
+    let mut synced = None;
+    let attempt = sync(ws, t).and_then(|s| {
+        let r = remote_check(t, &s.rung, opts, seed);
+        synced = Some(s);
+        r
+    });
+    let mut report = match attempt {
+        Ok(r) => r,
+        Err(RemoteError::Connection(why)) => lost(ws, opts, seed, t, &why, clock.elapsed().as_secs_f64() * 1e3),
+        Err(e) => return Err(e),
+    };
+    report.workspace = ws.root.clone();
+    let ids: Vec<String> = report.versions.iter().map(|v| v.id.clone()).collect();
+    let fetched = if report.versions.iter().any(|v| v.ran_on.is_some()) { fetch_dumps(ws, t, &ids) } else { Ok(()) };
+    if let Err(e) = fetched {
+        report.diagnostics.push(crate::diag::Diagnostic::warning(
+            ws.state_dir().join("dumps"),
+            crate::diag::Pos::WHOLE_FILE,
+            format!("the dumps could not be fetched from {}: {e}", t.url()),
+        ));
+    }
+    for v in &mut report.versions {
+        let Some(file) = ws.version(&v.id) else { continue };
+        let ran = v.ran_on.get_or_insert_with(|| RanOn { host: t.host.clone(), gpu: None, uuid: None, runner: None });
+        ran.runner = Some(t.url());
+        let hash = ws.source_hash(file).unwrap_or_else(|| v.source_hash.clone());
+        store.sync_version(file, &hash, v.status).map_err(|e| RemoteError::Local(e.to_string()))?;
+        let ran = ran.clone();
+        for s in &mut v.stages {
+            s.ran_on = Some(ran.clone());
+            let recorded = crate::check::record(store, file, &v.source_hash, seed, started, s.clone())
+                .map_err(|e| RemoteError::Local(e.to_string()))?;
+            s.result_id = recorded.result_id;
+        }
+    }
+    report.exit_code = crate::exit::for_report(&report);
+    Ok((report, synced))
+}
+
+/// The report of a check whose connection was lost: each asked version (every version when none
+/// was named) gets one `error` stage saying so, and whether a new connection works now.
+fn lost(ws: &Workspace, opts: &CheckOptions, seed: u64, t: &SshTarget, why: &str, ms: f64) -> CheckReport {
+    let back = match run(t, "true", None) {
+        Ok(_) => "reconnected: the next check runs there again".to_string(),
+        Err(e) => format!("reconnecting failed too ({e}); the next check tries again"),
+    };
+    let chosen: Vec<_> = if opts.versions.is_empty() {
+        ws.versions.iter().collect()
+    } else {
+        opts.versions.iter().filter_map(|w| ws.version(w)).collect()
+    };
+    let versions = chosen
+        .into_iter()
+        .map(|v| {
+            let stage = StageResult {
+                stage: Stage::Run,
+                verdict: Verdict::Error,
+                summary: format!("{why}; {back}"),
+                started_at: crate::report::rfc3339(SystemTime::now()),
+                duration_ms: ms,
+                diagnostics: vec![],
+                tools: BTreeMap::new(),
+                result_id: None,
+                reason: Some(Reason::ConnectionLost),
+                detail: StageDetail::None,
+                ran_on: None,
+            };
+            VersionReport {
+                id: v.id.clone(),
+                path: v.path.clone(),
+                kind: v.kind,
+                status: crate::store::Status::Draft,
+                source_hash: ws.source_hash(v).unwrap_or_default(),
+                verdict: Verdict::Error,
+                stages: vec![stage],
+                ran_on: Some(RanOn { host: t.host.clone(), gpu: None, uuid: None, runner: Some(t.url()) }),
+            }
+        })
+        .collect();
+    CheckReport {
+        schema: crate::report::SCHEMA,
+        rung_version: env!("CARGO_PKG_VERSION").to_string(),
+        workspace: ws.root.clone(),
+        format: Some(ws.format),
+        problem: ws.spec.as_ref().map(|s| s.name.clone()),
+        seed,
+        diagnostics: vec![],
+        versions,
+        comparisons: vec![],
+        exit_code: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_parse_with_users_ports_and_home_paths() {
+        let t = SshTarget::parse("ssh://me@gpu-box:2222/srv/ws").unwrap();
+        assert_eq!(t, SshTarget { host: "me@gpu-box".into(), port: Some(2222), path: "/srv/ws".into() });
+        assert_eq!(t.url(), "ssh://me@gpu-box:2222/srv/ws");
+        let h = SshTarget::parse("ssh://box/~/rmsnorm").unwrap();
+        assert_eq!((h.port, h.path.as_str()), (None, "~/rmsnorm"));
+        assert_eq!(h.dir(), "\"$HOME\"/'rmsnorm'");
+        for bad in [
+            "http://box/x",
+            "ssh://box",
+            "ssh://box/",
+            "ssh://:22/x",
+            "ssh://me@/x",
+            "ssh://box:99999/x",
+            "ssh://-oProxy/x",
+        ] {
+            assert!(SshTarget::parse(bad).is_err(), "{bad} should be refused");
+        }
+        assert!(SshTarget::parse("ssh://box/it's").unwrap_err().contains("will not pass"));
+    }
+}
