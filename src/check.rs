@@ -514,6 +514,12 @@ pub(crate) fn record(
     started: SystemTime,
     mut result: StageResult,
 ) -> Result<StageResult, StoreError> {
+    if result.ran_on.is_none()
+        && let Some(job) = crate::report::slurm_job()
+    {
+        result.ran_on =
+            Some(crate::report::RanOn { host: crate::report::host_name(), gpu: None, uuid: None, runner: Some(job) });
+    }
     let payload = serde_json::to_string(&result).expect("stage results serialise");
     let tools = serde_json::to_string(&result.tools).expect("tool maps serialise");
     let started_ms = started.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);

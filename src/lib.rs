@@ -27,6 +27,7 @@ pub mod report;
 pub mod runners;
 pub mod selftest;
 pub mod setup;
+pub mod slurm;
 pub mod spec;
 pub mod stages;
 pub mod stats;

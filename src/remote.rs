@@ -100,7 +100,7 @@ impl SshTarget {
     }
 }
 
-/// The SSH target rung.toml's runner names; `None` for a local runner.
+/// The SSH target rung.toml's runner names; `None` for a local or Slurm runner.
 pub fn target_of(ws: &Workspace) -> Result<Option<SshTarget>, String> {
     use crate::spec::RunnerKind;
     let Some(r) = ws.spec.as_ref().map(|s| &s.runner) else { return Ok(None) };
@@ -112,9 +112,7 @@ pub fn target_of(ws: &Workspace) -> Result<Option<SshTarget>, String> {
             let path = r.workdir.clone().unwrap_or_else(|| format!("~/rung-workspaces/{name}"));
             Ok(Some(SshTarget { host, port: r.port, path }))
         }
-        RunnerKind::Slurm => {
-            Err("rung.toml: the slurm runner is not built yet; use runner = \"ssh://...\" or leave it local".into())
-        }
+        RunnerKind::Slurm => Ok(None),
     }
 }
 

@@ -172,6 +172,21 @@ pub struct VersionReport {
     pub ran_on: Option<RanOn>,
 }
 
+/// This machine's name.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// `slurm job 12` inside a Slurm job (its results say so in the history).
+pub fn slurm_job() -> Option<String> {
+    std::env::var("SLURM_JOB_ID").ok().filter(|j| !j.is_empty()).map(|j| format!("slurm job {j}"))
+}
+
 /// Where a version's rungs ran.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -192,14 +207,13 @@ pub struct RanOn {
 impl RanOn {
     /// This machine, and its first GPU.
     pub fn here(gpu: &crate::gpu::GpuProbe) -> RanOn {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .map(|h| h.trim().to_string())
-            .filter(|h| !h.is_empty())
-            .or_else(|| std::env::var("HOSTNAME").ok())
-            .unwrap_or_else(|| "localhost".into());
         let first = gpu.first();
-        RanOn { host, gpu: first.map(|g| g.name.clone()), uuid: first.map(|g| g.uuid.clone()), runner: None }
+        RanOn {
+            host: host_name(),
+            gpu: first.map(|g| g.name.clone()),
+            uuid: first.map(|g| g.uuid.clone()),
+            runner: slurm_job(),
+        }
     }
 
     /// `gpu-box (NVIDIA H200, GPU-7ab4…)` or `gpu-box (no GPU)`.
@@ -278,6 +292,8 @@ pub enum Reason {
     ReferenceFailed,
     /// The connection to a remote runner failed or was lost mid-run; `summary` has ssh's reason.
     ConnectionLost,
+    /// The cluster's scheduler killed the job at its time limit.
+    TimeLimit,
     /// A `rung_run` host entry returned a non-zero code, or its shared object did not load.
     EntryFailed,
 }

@@ -147,6 +147,8 @@ struct GpuJob {
 enum Msg {
     Files(Vec<PathBuf>),
     Running(String, JobKind, u64),
+    /// A word on the running GPU job: a Slurm job's state.
+    Note(String, u64, String),
     Built(String, u64, Result<Option<(check::Built, u64)>, String>),
     Ran(String, u64, Result<Option<VersionReport>, String>),
 }
@@ -331,6 +333,18 @@ pub fn watch(
                         r.live = live.clone();
                     }
                     let opts = CheckOptions { no_bench, ..Default::default() };
+                    // A Slurm runner makes the climb a job; a newer save cancels it.
+                    if let Some(r) = job.ws.spec.as_ref().map(|s| &s.runner)
+                        && r.kind == crate::spec::RunnerKind::Slurm
+                    {
+                        let opts = CheckOptions { versions: vec![id.clone()], seed: Some(job.seed), ..opts };
+                        let (tx, generation) = (tx.clone(), job.generation);
+                        let mut note = |s: &crate::slurm::JobStatus| {
+                            let _ = tx.send(Msg::Note(id.clone(), generation, s.describe()));
+                        };
+                        let report = crate::slurm::check(&job.ws, &mut store, &opts, r, Some(&job.cancel), &mut note)?;
+                        return Ok(report.and_then(|r| r.versions.into_iter().next()));
+                    }
                     // An SSH runner climbs the version's rungs there (its build too) and
                     // records them here; a newer save waits for it rather than cutting it.
                     if let Some(t) = crate::remote::target_of(&job.ws)? {
@@ -466,6 +480,20 @@ pub fn watch(
                     emit(&WatchEvent {
                         unix_ms: now(),
                         kind: EventKind::Job { version: id, job, state: JobState::Running, generation, why: None },
+                    });
+                }
+            }
+            Msg::Note(id, generation, why) => {
+                if states.get(&id).is_some_and(|s| s.generation == generation) {
+                    emit(&WatchEvent {
+                        unix_ms: now(),
+                        kind: EventKind::Job {
+                            version: id,
+                            job: JobKind::Gpu,
+                            state: JobState::Running,
+                            generation,
+                            why: Some(why),
+                        },
                     });
                 }
             }

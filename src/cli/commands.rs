@@ -110,13 +110,27 @@ fn new(dir: &Path, template: &str) -> Result<i32> {
     Ok(exit::OK)
 }
 
-/// The SSH target a check runs on: `--runner`, else rung.toml's runner; `None` runs here.
-fn runner_of(ws: &Workspace, flag: Option<&str>) -> Result<Option<rung::remote::SshTarget>, String> {
+/// Where a check runs: `--runner`, else rung.toml's runner.
+enum Where {
+    Here,
+    Ssh(rung::remote::SshTarget),
+    Slurm(rung::spec::RunnerSpec),
+}
+
+fn runner_of(ws: &Workspace, flag: Option<&str>) -> Result<Where, String> {
+    let spec_runner = ws.spec.as_ref().map(|s| s.runner.clone()).unwrap_or_default();
     match flag {
-        Some("local") => Ok(None),
-        Some(url) => rung::remote::SshTarget::parse(url).map(Some).map_err(|e| format!("--runner: {e}")),
-        None => rung::remote::target_of(ws),
+        Some("local") => return Ok(Where::Here),
+        Some("slurm") => return Ok(Where::Slurm(spec_runner)),
+        Some(url) => {
+            return rung::remote::SshTarget::parse(url).map(Where::Ssh).map_err(|e| format!("--runner: {e}"));
+        }
+        None => {}
     }
+    if spec_runner.kind == rung::spec::RunnerKind::Slurm {
+        return Ok(Where::Slurm(spec_runner));
+    }
+    Ok(rung::remote::target_of(ws)?.map_or(Where::Here, Where::Ssh))
 }
 
 fn check_cmd(dir: &Path, args: &CheckArgs) -> Result<i32> {
@@ -159,8 +173,19 @@ fn check_cmd(dir: &Path, args: &CheckArgs) -> Result<i32> {
         }
     };
     let mut report = match &target {
-        None => check::check(&ws, &mut store, &opts)?,
-        Some(t) => match rung::remote::check(&ws, &mut store, &opts, t) {
+        Where::Here => check::check(&ws, &mut store, &opts)?,
+        Where::Slurm(r) => {
+            let shown = |s: &rung::slurm::JobStatus| eprintln!("rung check: {}", s.describe());
+            match rung::slurm::check(&ws, &mut store, &opts, r, None, &mut { shown }) {
+                Ok(Some(r)) => r,
+                Ok(None) => return Ok(exit::INTERNAL),
+                Err(e) => {
+                    eprintln!("rung check: the slurm runner failed: {e}");
+                    return Ok(exit::INTERNAL);
+                }
+            }
+        }
+        Where::Ssh(t) => match rung::remote::check(&ws, &mut store, &opts, t) {
             Ok((r, synced)) => {
                 if let Some(s) = synced {
                     eprintln!(

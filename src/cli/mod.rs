@@ -208,8 +208,8 @@ pub struct CheckArgs {
     /// baseline's allows).
     #[arg(long, value_name = "PCT", requires = "baseline")]
     pub max_regression: Option<f64>,
-    /// Run the rungs on another machine: ssh://user@host[:port]/path (overrides rung.toml's
-    /// runner; `local` runs here whatever rung.toml says).
+    /// Where the rungs run: ssh://user@host[:port]/path, `slurm` (a job with rung.toml's [runner]
+    /// options) or `local` (here, whatever rung.toml says). Default: rung.toml's runner.
     #[arg(long, value_name = "URL")]
     pub runner: Option<String>,
 }

@@ -116,6 +116,10 @@ pub struct RunnerSpec {
     pub port: Option<u16>,
     pub workdir: Option<String>,
     pub partition: Option<String>,
+    /// Slurm: `--gres` (`gpu:h100:1`), `--time` (`10:00`), `--account`.
+    pub gres: Option<String>,
+    pub time: Option<String>,
+    pub account: Option<String>,
     pub srun_args: Vec<String>,
 }
 

@@ -145,6 +145,9 @@ pub(super) struct RawRunner {
     pub port: Option<u16>,
     pub workdir: Option<String>,
     pub partition: Option<String>,
+    pub gres: Option<String>,
+    pub time: Option<String>,
+    pub account: Option<String>,
     #[serde(default)]
     pub srun_args: Vec<String>,
 }

@@ -443,8 +443,7 @@ pub(super) fn validate(raw: RawSpec, text: &str, file: &Path) -> Result<Spec, Ve
                 host: Some(t.host),
                 port: t.port,
                 workdir: Some(t.path),
-                partition: None,
-                srun_args: vec![],
+                ..RunnerSpec::default()
             },
             Err(e) => {
                 c.err(&[key("runner")], None, e, "e.g. runner = \"ssh://me@gpu-box/home/me/rmsnorm\"");
@@ -466,6 +465,9 @@ pub(super) fn validate(raw: RawSpec, text: &str, file: &Path) -> Result<Spec, Ve
                 port: r.port,
                 workdir: r.workdir.clone(),
                 partition: r.partition.clone(),
+                gres: r.gres.clone(),
+                time: r.time.clone(),
+                account: r.account.clone(),
                 srun_args: r.srun_args.clone(),
             }
         }
