@@ -35,14 +35,44 @@ pub fn draw_seed() -> u64 {
 }
 
 /// What the machine offers: found once per check, not per version.
+#[derive(Clone)]
 pub struct Machine {
     pub toolchain: Toolchain,
     pub gpu: GpuProbe,
+    /// The scheduler's worker lane this machine view belongs to, when there are several (one per
+    /// GPU, or simulated): results say which device ran them.
+    pub device: Option<u32>,
 }
+
+/// Devices to simulate on a machine without a GPU (`RUNG_SIMULATE_GPUS=N`): the scheduler runs N
+/// worker lanes, as it would with N GPUs, for testing the side-by-side path on a CPU.
+pub const SIMULATE_GPUS: &str = "RUNG_SIMULATE_GPUS";
 
 impl Machine {
     pub fn discover() -> Machine {
-        Machine { toolchain: Toolchain::discover(), gpu: crate::gpu::probe() }
+        Machine { toolchain: Toolchain::discover(), gpu: crate::gpu::probe(), device: None }
+    }
+
+    /// One view per worker lane: each GPU alone (its workers see only it, through
+    /// `CUDA_VISIBLE_DEVICES`), or N simulated devices on a machine without a GPU, or this
+    /// machine as it is.
+    pub fn lanes(&self) -> Vec<Machine> {
+        let devices = &self.gpu.devices;
+        if devices.len() > 1 {
+            return devices
+                .iter()
+                .map(|d| Machine {
+                    toolchain: self.toolchain.clone(),
+                    gpu: GpuProbe { devices: vec![d.clone()], ..self.gpu.clone() },
+                    device: Some(d.ordinal.max(0) as u32),
+                })
+                .collect();
+        }
+        let simulated = std::env::var(SIMULATE_GPUS).ok().and_then(|n| n.trim().parse::<u32>().ok()).unwrap_or(0);
+        if devices.is_empty() && simulated > 1 {
+            return (0..simulated).map(|i| Machine { device: Some(i), ..self.clone() }).collect();
+        }
+        vec![self.clone()]
     }
 }
 
@@ -99,7 +129,7 @@ pub fn check_with(
     }
 
     let mut versions = Vec::new();
-    let here = crate::report::RanOn::here(&machine.gpu);
+    let here = crate::report::RanOn { device: machine.device, ..crate::report::RanOn::here(&machine.gpu) };
     for v in chosen {
         let mut r = check_version(ws, store, v, seed, machine, runners, opts)?;
         r.ran_on.get_or_insert_with(|| here.clone());
@@ -312,7 +342,7 @@ pub fn run_phase(
         source_hash,
         verdict,
         stages,
-        ran_on: Some(crate::report::RanOn::here(&machine.gpu)),
+        ran_on: Some(crate::report::RanOn { device: machine.device, ..crate::report::RanOn::here(&machine.gpu) }),
     }))
 }
 
@@ -501,7 +531,12 @@ pub fn runners_for<'r>(
 ) -> std::io::Result<&'r mut Runners> {
     if slot.is_none() {
         let python = machine.toolchain.python.as_ref().map(|p| p.path.clone());
-        *slot = Some(Runners::new(&ws.root, &ws.state_dir(), python)?);
+        let mut r = Runners::new(&ws.root, &ws.state_dir(), python)?;
+        // A lane of one GPU among several: its workers see that GPU alone.
+        if machine.device.is_some() {
+            r.env.visible_device = machine.gpu.first().map(|g| g.ordinal);
+        }
+        *slot = Some(r);
     }
     Ok(slot.as_mut().expect("just set"))
 }
@@ -517,8 +552,13 @@ pub(crate) fn record(
     if result.ran_on.is_none()
         && let Some(job) = crate::report::slurm_job()
     {
-        result.ran_on =
-            Some(crate::report::RanOn { host: crate::report::host_name(), gpu: None, uuid: None, runner: Some(job) });
+        result.ran_on = Some(crate::report::RanOn {
+            host: crate::report::host_name(),
+            gpu: None,
+            uuid: None,
+            device: None,
+            runner: Some(job),
+        });
     }
     let payload = serde_json::to_string(&result).expect("stage results serialise");
     let tools = serde_json::to_string(&result.tools).expect("tool maps serialise");

@@ -420,7 +420,13 @@ pub fn check(
     }
     for v in &mut report.versions {
         let Some(file) = ws.version(&v.id) else { continue };
-        let ran = v.ran_on.get_or_insert_with(|| RanOn { host: t.host.clone(), gpu: None, uuid: None, runner: None });
+        let ran = v.ran_on.get_or_insert_with(|| RanOn {
+            host: t.host.clone(),
+            gpu: None,
+            uuid: None,
+            device: None,
+            runner: None,
+        });
         ran.runner = Some(t.url());
         let hash = ws.source_hash(file).unwrap_or_else(|| v.source_hash.clone());
         store.sync_version(file, &hash, v.status).map_err(|e| RemoteError::Local(e.to_string()))?;
@@ -472,7 +478,13 @@ fn lost(ws: &Workspace, opts: &CheckOptions, seed: u64, t: &SshTarget, why: &str
                 source_hash: ws.source_hash(v).unwrap_or_default(),
                 verdict: Verdict::Error,
                 stages: vec![stage],
-                ran_on: Some(RanOn { host: t.host.clone(), gpu: None, uuid: None, runner: Some(t.url()) }),
+                ran_on: Some(RanOn {
+                    host: t.host.clone(),
+                    gpu: None,
+                    uuid: None,
+                    device: None,
+                    runner: Some(t.url()),
+                }),
             }
         })
         .collect();

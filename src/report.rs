@@ -199,6 +199,10 @@ pub struct RanOn {
     pub gpu: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uuid: Option<String>,
+    /// The device's index (its CUDA ordinal; a simulated device's number) when the scheduler
+    /// runs one worker lane per device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<u32>,
     /// `ssh://user@host/path` for a remote runner; absent for this machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<String>,
@@ -212,15 +216,21 @@ impl RanOn {
             host: host_name(),
             gpu: first.map(|g| g.name.clone()),
             uuid: first.map(|g| g.uuid.clone()),
+            device: None,
             runner: slurm_job(),
         }
     }
 
-    /// `gpu-box (NVIDIA H200, GPU-7ab4…)` or `gpu-box (no GPU)`.
+    /// `gpu-box (NVIDIA H200, GPU-7ab4…)`, `gpu-box (device 1: NVIDIA H200, GPU-…)` or
+    /// `gpu-box (no GPU)`.
     pub fn describe(&self) -> String {
+        let dev = self.device.map(|d| format!("device {d}: ")).unwrap_or_default();
         match (&self.gpu, &self.uuid) {
-            (Some(g), Some(u)) => format!("{} ({g}, {u})", self.host),
-            (Some(g), None) => format!("{} ({g})", self.host),
+            (Some(g), Some(u)) => format!("{} ({dev}{g}, {u})", self.host),
+            (Some(g), None) => format!("{} ({dev}{g})", self.host),
+            _ if self.device.is_some() => {
+                format!("{} (simulated device {}, no GPU)", self.host, self.device.unwrap_or(0))
+            }
             _ => format!("{} (no GPU)", self.host),
         }
     }

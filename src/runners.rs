@@ -319,10 +319,15 @@ pub struct WorkerEnv {
     pub triton_cache: PathBuf,
     pub logs: PathBuf,
     pub data: PathBuf,
+    /// The one GPU (by ordinal) the workers may see, for a lane of one GPU among several.
+    pub visible_device: Option<i32>,
 }
 
 impl WorkerEnv {
     fn apply(&self, cmd: &mut Command) {
+        if let Some(d) = self.visible_device {
+            cmd.env("CUDA_VISIBLE_DEVICES", d.to_string());
+        }
         cmd.current_dir(&self.cwd)
             .env("TRITON_CACHE_DIR", &self.triton_cache)
             .env("TRITON_DEFAULT_FP_FUSION", "1")
@@ -387,6 +392,7 @@ impl Runners {
                 triton_cache: state.join("triton-cache"),
                 logs: state.join("logs"),
                 data,
+                visible_device: None,
             },
             script,
             python,

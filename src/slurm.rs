@@ -159,6 +159,7 @@ pub fn check(
                 host: node.clone().unwrap_or_default(),
                 gpu: None,
                 uuid: None,
+                device: None,
                 runner: None,
             });
             ran.runner = Some(format!("slurm job {job}"));
@@ -202,7 +203,13 @@ fn failed(
     } else {
         opts.versions.iter().filter_map(|w| ws.version(w)).collect()
     };
-    let ran = RanOn { host: node.unwrap_or_default(), gpu: None, uuid: None, runner: Some(format!("slurm job {job}")) };
+    let ran = RanOn {
+        host: node.unwrap_or_default(),
+        gpu: None,
+        uuid: None,
+        device: None,
+        runner: Some(format!("slurm job {job}")),
+    };
     let versions = chosen
         .into_iter()
         .map(|v| VersionReport {

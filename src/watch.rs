@@ -146,11 +146,12 @@ struct GpuJob {
 
 enum Msg {
     Files(Vec<PathBuf>),
-    Running(String, JobKind, u64),
+    /// A job started: for the worker lanes, which lane runs it.
+    Running(String, JobKind, u64, usize),
     /// A word on the running GPU job: a Slurm job's state.
     Note(String, u64, String),
     Built(String, u64, Result<Option<(check::Built, u64)>, String>),
-    Ran(String, u64, Result<Option<VersionReport>, String>),
+    Ran(String, u64, Result<Option<VersionReport>, String>, usize),
 }
 
 /// A queue threads take jobs from, newest-wins aware (a job whose version has a newer
@@ -293,7 +294,7 @@ pub fn watch(
                     let _ = tx.send(Msg::Built(job.version.id.clone(), job.generation, Ok(None)));
                     continue;
                 }
-                let _ = tx.send(Msg::Running(job.version.id.clone(), JobKind::Build, job.generation));
+                let _ = tx.send(Msg::Running(job.version.id.clone(), JobKind::Build, job.generation, 0));
                 let out = (|| -> Result<Option<(check::Built, u64)>, String> {
                     let mut store = Store::open(&job.ws.state_dir()).map_err(|e| e.to_string())?;
                     let seed = match seed {
@@ -309,22 +310,25 @@ pub fn watch(
         });
     }
 
-    // The worker lane: one thread owns the runners.
+    // The worker lanes: one per GPU (each thread owns its runners, whose workers see that GPU
+    // alone), else one; a job goes to whichever lane is free, so N versions run on N GPUs at once
+    // and one GPU is a queue.
     let gpu: Arc<Queue<GpuJob>> = Queue::new();
-    // The worker lane's live children: killed to cancel the version it is running.
-    let live = crate::runners::Live::default();
-    {
-        let (q, tx, machine, no_bench) = (gpu.clone(), tx.clone(), machine.clone(), opts.no_bench);
-        let live = live.clone();
+    let lanes = machine.lanes();
+    // Each lane's live children: killed to cancel the version it is running.
+    let lives: Vec<crate::runners::Live> = lanes.iter().map(|_| crate::runners::Live::default()).collect();
+    for (index, lane_machine) in lanes.into_iter().enumerate() {
+        let (q, tx, machine, no_bench) = (gpu.clone(), tx.clone(), lane_machine, opts.no_bench);
+        let live = lives[index].clone();
         std::thread::spawn(move || {
             let mut runners: Option<Runners> = None;
             while let Some(job) = q.pop() {
                 if job.cancel.load(Ordering::SeqCst) {
-                    let _ = tx.send(Msg::Ran(job.built.version.id.clone(), job.generation, Ok(None)));
+                    let _ = tx.send(Msg::Ran(job.built.version.id.clone(), job.generation, Ok(None), index));
                     continue;
                 }
                 let id = job.built.version.id.clone();
-                let _ = tx.send(Msg::Running(id.clone(), JobKind::Gpu, job.generation));
+                let _ = tx.send(Msg::Running(id.clone(), JobKind::Gpu, job.generation, index));
                 let out = (|| -> Result<Option<VersionReport>, String> {
                     let mut store = Store::open(&job.ws.state_dir()).map_err(|e| e.to_string())?;
                     if runners.is_none()
@@ -365,7 +369,7 @@ pub fn watch(
                     )
                     .map_err(|e| e.to_string())
                 })();
-                let _ = tx.send(Msg::Ran(id, job.generation, out));
+                let _ = tx.send(Msg::Ran(id, job.generation, out, index));
             }
         });
     }
@@ -384,12 +388,12 @@ pub fn watch(
         },
     });
 
-    // The version the worker lane is running, and its generation.
-    let mut lane: Option<(String, u64)> = None;
+    // The version each worker lane is running, and its generation.
+    let mut lane: BTreeMap<usize, (String, u64)> = BTreeMap::new();
     let focus = opts.focus.clone();
     let schedule = |ws: &Arc<Workspace>,
                     states: &mut BTreeMap<String, VersionState>,
-                    lane: &Option<(String, u64)>,
+                    lane: &BTreeMap<usize, (String, u64)>,
                     v: &VersionFile,
                     emit: &mut dyn FnMut(&WatchEvent)| {
         let st = states
@@ -398,8 +402,10 @@ pub fn watch(
         // Newest wins: the old job stops, and its child with it (a build's tool stops through
         // the flag; the worker lane's child is killed when it is this version's).
         st.cancel.store(true, Ordering::SeqCst);
-        if lane.as_ref().is_some_and(|(id, g)| id == &v.id && *g == st.generation) {
-            crate::runners::kill_live(&live);
+        for (k, (id, g)) in lane {
+            if id == &v.id && *g == st.generation {
+                crate::runners::kill_live(&lives[*k]);
+            }
         }
         st.generation += 1;
         st.cancel = Arc::new(AtomicBool::new(false));
@@ -472,9 +478,9 @@ pub fn watch(
                     schedule(&ws, &mut states, &lane, v, &mut emit);
                 }
             }
-            Msg::Running(id, job, generation) => {
+            Msg::Running(id, job, generation, index) => {
                 if job == JobKind::Gpu {
-                    lane = Some((id.clone(), generation));
+                    lane.insert(index, (id.clone(), generation));
                 }
                 if states.get(&id).is_some_and(|s| s.generation == generation) {
                     emit(&WatchEvent {
@@ -534,8 +540,8 @@ pub fn watch(
                     }
                 }
             }
-            Msg::Ran(id, generation, out) => {
-                lane = None;
+            Msg::Ran(id, generation, out, index) => {
+                lane.remove(&index);
                 let current = states.get(&id).is_some_and(|s| s.generation == generation);
                 let job_event = |state: JobState, why: Option<String>| WatchEvent {
                     unix_ms: now(),
@@ -557,7 +563,9 @@ pub fn watch(
     for st in states.values() {
         st.cancel.store(true, Ordering::SeqCst);
     }
-    crate::runners::kill_live(&live);
+    for live in &lives {
+        crate::runners::kill_live(live);
+    }
     builds.close();
     gpu.close();
     drop(debouncer);

@@ -1796,6 +1796,7 @@ fn correctness_pane_says_where_a_remote_result_ran() {
         host: "gpu-box".into(),
         gpu: Some("NVIDIA H200".into()),
         uuid: Some("GPU-7ab49cf1".into()),
+        device: None,
         runner: Some("ssh://me@gpu-box/srv/ws".into()),
     });
     record(&ws, "v001", &[result(Stage::Build, Verdict::Pass, vec![], StageDetail::None), check]);

@@ -445,3 +445,66 @@ fn stopping_the_watch_cancels_a_running_check_and_kills_its_child() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A version's GPU job: (id, running at, done at), ms.
+type Span = (String, i64, i64);
+
+/// Three Triton versions that sleep in `run()` (3 s each over the check's calls), written while
+/// the watch runs; the GPU jobs' (running, done) times and each report's device.
+fn side_by_side(lanes: Option<&str>) -> (Vec<Span>, Vec<(String, Value)>) {
+    let (_tmp, ws) = workspace();
+    let src = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
+    let env: Vec<(&str, &str)> = lanes.map(|n| vec![("RUNG_SIMULATE_GPUS", n)]).unwrap_or_default();
+    let mut w = Watch::start(&ws, &env);
+    let names = ["v004", "v005", "v006"];
+    for (i, id) in names.iter().enumerate() {
+        let slow = src.replace(
+            "def run(a, b, out, n):\n",
+            &format!("def run(a, b, out, n):\n    import time  # {i}\n    time.sleep(0.5)\n"),
+        );
+        assert_ne!(slow, src, "the template's run() changed");
+        std::fs::write(ws.join(format!("versions/{id}-sleepy.py")), slow).unwrap();
+    }
+    w.wait_all_done(&names, 240);
+    let mut spans = Vec::new();
+    let mut reports = Vec::new();
+    for id in names {
+        let at = |state: &str| {
+            w.seen.iter().find(|e| job(e, id, "gpu", state)).map(|e| e["unix_ms"].as_i64().unwrap()).unwrap()
+        };
+        spans.push((id.to_string(), at("running"), at("done")));
+        let done = w.seen.iter().find(|e| done_of(id)(e)).unwrap();
+        reports.push((id.to_string(), done["report"].clone()));
+    }
+    (spans, reports)
+}
+
+/// Several devices (simulated on this GPU-less machine, one worker lane each): three versions
+/// run side by side, each on its own device, with the verdicts of one device, where they queue.
+#[test]
+fn three_versions_run_side_by_side_on_three_devices_and_queue_on_one() {
+    if common::python_with_numpy().is_none() || !common::toolchain_here() {
+        return;
+    }
+    let (spans, reports) = side_by_side(Some("3"));
+    let latest_start = spans.iter().map(|s| s.1).max().unwrap();
+    let earliest_end = spans.iter().map(|s| s.2).min().unwrap();
+    assert!(latest_start < earliest_end, "all three ran at once on three devices: {spans:?}");
+    let mut devices: Vec<u64> = reports.iter().map(|(_, r)| r["ran_on"]["device"].as_u64().unwrap()).collect();
+    devices.sort();
+    assert_eq!(devices, [0, 1, 2], "one version per device: {reports:?}");
+    let wall3 = spans.iter().map(|s| s.2).max().unwrap() - spans.iter().map(|s| s.1).min().unwrap();
+
+    let (queued, one) = side_by_side(None);
+    let mut ordered = queued.clone();
+    ordered.sort_by_key(|s| s.1);
+    for w in ordered.windows(2) {
+        assert!(w[0].2 <= w[1].1, "one lane runs one version at a time: {queued:?}");
+    }
+    for ((_, a), (_, b)) in reports.iter().zip(&one) {
+        assert_eq!(a["verdict"], b["verdict"], "the same verdicts: {a} {b}");
+        assert!(b["ran_on"]["device"].is_null(), "one lane names no device: {b}");
+    }
+    let wall1 = ordered.last().unwrap().2 - ordered[0].1;
+    eprintln!("three versions: {wall3} ms on three simulated devices, {wall1} ms on one");
+}
