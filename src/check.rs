@@ -541,6 +541,72 @@ pub fn runners_for<'r>(
     Ok(slot.as_mut().expect("just set"))
 }
 
+/// The report of a check that a runner could not carry out (a lost connection, a job killed at
+/// its time limit): each asked version (every version when none is named) gets one `run` stage
+/// with verdict `error`, `reason` and `summary`, recorded in the history like any result so the
+/// TUI and `rung status` show it.
+#[allow(clippy::too_many_arguments)]
+pub fn runner_failed(
+    ws: &Workspace,
+    store: &mut Store,
+    versions: &[String],
+    seed: u64,
+    reason: crate::report::Reason,
+    summary: &str,
+    duration_ms: f64,
+    ran_on: crate::report::RanOn,
+) -> Result<CheckReport, StoreError> {
+    let chosen: Vec<&VersionFile> = if versions.is_empty() {
+        ws.versions.iter().collect()
+    } else {
+        versions.iter().filter_map(|w| ws.version(w)).collect()
+    };
+    let started = SystemTime::now();
+    let mut out = Vec::new();
+    for v in chosen {
+        let hash = ws.source_hash(v).unwrap_or_default();
+        let row = store.sync_version(v, &hash, Status::Draft)?;
+        let stage = StageResult {
+            stage: Stage::Run,
+            verdict: Verdict::Error,
+            summary: summary.to_string(),
+            started_at: rfc3339(started),
+            duration_ms,
+            diagnostics: vec![],
+            tools: BTreeMap::new(),
+            result_id: None,
+            reason: Some(reason),
+            detail: StageDetail::None,
+            ran_on: Some(ran_on.clone()),
+        };
+        let stage = record(store, v, &hash, seed, started, stage)?;
+        out.push(VersionReport {
+            id: v.id.clone(),
+            path: v.path.clone(),
+            kind: v.kind,
+            status: row.status,
+            source_hash: hash,
+            verdict: Verdict::Error,
+            stages: vec![stage],
+            ran_on: Some(ran_on.clone()),
+        });
+    }
+    let mut report = CheckReport {
+        schema: SCHEMA,
+        rung_version: env!("CARGO_PKG_VERSION").to_string(),
+        workspace: ws.root.clone(),
+        format: Some(ws.format),
+        problem: ws.spec.as_ref().map(|s| s.name.clone()),
+        seed,
+        diagnostics: vec![],
+        versions: out,
+        comparisons: vec![],
+        exit_code: 0,
+    };
+    report.exit_code = exit::for_report(&report);
+    Ok(report)
+}
+
 pub(crate) fn record(
     store: &mut Store,
     v: &VersionFile,

@@ -144,6 +144,12 @@ pub fn relative_to(root: &Path, file: &Path) -> PathBuf {
     file.strip_prefix(root).map(Path::to_path_buf).unwrap_or_else(|_| file.to_path_buf())
 }
 
+/// The last non-empty line of a tool's output, trimmed: its own one-line reason (ssh's
+/// `Connection refused`, srun's `DUE TO TIME LIMIT`).
+pub fn last_line(text: &str) -> String {
+    text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,7 +25,7 @@ use std::process::{Command, Stdio};
 use std::time::{Instant, SystemTime};
 
 use crate::check::CheckOptions;
-use crate::report::{CheckReport, RanOn, Reason, Stage, StageDetail, StageResult, Verdict, VersionReport};
+use crate::report::{CheckReport, RanOn, Reason};
 use crate::store::{Store, sha256_hex};
 use crate::workspace::Workspace;
 
@@ -100,19 +100,35 @@ impl SshTarget {
     }
 }
 
-/// The SSH target rung.toml's runner names; `None` for a local or Slurm runner.
-pub fn target_of(ws: &Workspace) -> Result<Option<SshTarget>, String> {
-    use crate::spec::RunnerKind;
-    let Some(r) = ws.spec.as_ref().map(|s| &s.runner) else { return Ok(None) };
-    match r.kind {
-        RunnerKind::Local => Ok(None),
-        RunnerKind::Ssh => {
-            let host = r.host.clone().ok_or("rung.toml: an ssh runner needs a host")?;
-            let name = ws.root.file_name().map_or("workspace".into(), |n| n.to_string_lossy().to_string());
-            let path = r.workdir.clone().unwrap_or_else(|| format!("~/rung-workspaces/{name}"));
-            Ok(Some(SshTarget { host, port: r.port, path }))
+/// Where a check runs: here, on an SSH host, or as a Slurm job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunOn {
+    Here,
+    Ssh(SshTarget),
+    Slurm(crate::spec::RunnerSpec),
+}
+
+impl RunOn {
+    /// `flag` (`rung check --runner`: `local`, `slurm` or an ssh:// URL), else rung.toml's runner.
+    pub fn of(ws: &Workspace, flag: Option<&str>) -> Result<RunOn, String> {
+        use crate::spec::RunnerKind;
+        let r = ws.spec.as_ref().map(|s| s.runner.clone()).unwrap_or_default();
+        match flag {
+            Some("local") => return Ok(RunOn::Here),
+            Some("slurm") => return Ok(RunOn::Slurm(r)),
+            Some(url) => return SshTarget::parse(url).map(RunOn::Ssh).map_err(|e| format!("--runner: {e}")),
+            None => {}
         }
-        RunnerKind::Slurm => Ok(None),
+        match r.kind {
+            RunnerKind::Local => Ok(RunOn::Here),
+            RunnerKind::Slurm => Ok(RunOn::Slurm(r)),
+            RunnerKind::Ssh => {
+                let host = r.host.clone().ok_or("rung.toml: an ssh runner needs a host")?;
+                let name = ws.root.file_name().map_or("workspace".into(), |n| n.to_string_lossy().to_string());
+                let path = r.workdir.clone().unwrap_or_else(|| format!("~/rung-workspaces/{name}"));
+                Ok(RunOn::Ssh(SshTarget { host, port: r.port, path }))
+            }
+        }
     }
 }
 
@@ -138,7 +154,7 @@ impl std::fmt::Display for RemoteError {
 /// The last non-empty line of ssh's standard error: its own reason (`Connection refused`,
 /// `Host key verification failed.`).
 fn last_line(stderr: &[u8]) -> String {
-    String::from_utf8_lossy(stderr).lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string()
+    crate::diag::last_line(&String::from_utf8_lossy(stderr))
 }
 
 /// Runs a script there with `input` on its standard input; its standard output, or why not.
@@ -405,13 +421,15 @@ pub fn check(
     });
     let mut report = match attempt {
         Ok(r) => r,
-        Err(RemoteError::Connection(why)) => lost(ws, opts, seed, t, &why, clock.elapsed().as_secs_f64() * 1e3),
+        Err(RemoteError::Connection(why)) => {
+            let ms = clock.elapsed().as_secs_f64() * 1e3;
+            return lost(ws, store, opts, seed, t, &why, ms).map(|r| (r, synced));
+        }
         Err(e) => return Err(e),
     };
     report.workspace = ws.root.clone();
     let ids: Vec<String> = report.versions.iter().map(|v| v.id.clone()).collect();
-    let fetched = if report.versions.iter().any(|v| v.ran_on.is_some()) { fetch_dumps(ws, t, &ids) } else { Ok(()) };
-    if let Err(e) = fetched {
+    if let Err(e) = fetch_dumps(ws, t, &ids) {
         report.diagnostics.push(crate::diag::Diagnostic::warning(
             ws.state_dir().join("dumps"),
             crate::diag::Pos::WHOLE_FILE,
@@ -442,64 +460,33 @@ pub fn check(
     Ok((report, synced))
 }
 
-/// The report of a check whose connection was lost: each asked version (every version when none
-/// was named) gets one `error` stage saying so, and whether a new connection works now.
-fn lost(ws: &Workspace, opts: &CheckOptions, seed: u64, t: &SshTarget, why: &str, ms: f64) -> CheckReport {
+/// The report of a check whose connection was lost: each asked version gets one `error` stage
+/// saying so, and whether a new connection works now.
+fn lost(
+    ws: &Workspace,
+    store: &mut Store,
+    opts: &CheckOptions,
+    seed: u64,
+    t: &SshTarget,
+    why: &str,
+    ms: f64,
+) -> Result<CheckReport, RemoteError> {
     let back = match run(t, "true", None) {
         Ok(_) => "reconnected: the next check runs there again".to_string(),
         Err(e) => format!("reconnecting failed too ({e}); the next check tries again"),
     };
-    let chosen: Vec<_> = if opts.versions.is_empty() {
-        ws.versions.iter().collect()
-    } else {
-        opts.versions.iter().filter_map(|w| ws.version(w)).collect()
-    };
-    let versions = chosen
-        .into_iter()
-        .map(|v| {
-            let stage = StageResult {
-                stage: Stage::Run,
-                verdict: Verdict::Error,
-                summary: format!("{why}; {back}"),
-                started_at: crate::report::rfc3339(SystemTime::now()),
-                duration_ms: ms,
-                diagnostics: vec![],
-                tools: BTreeMap::new(),
-                result_id: None,
-                reason: Some(Reason::ConnectionLost),
-                detail: StageDetail::None,
-                ran_on: None,
-            };
-            VersionReport {
-                id: v.id.clone(),
-                path: v.path.clone(),
-                kind: v.kind,
-                status: crate::store::Status::Draft,
-                source_hash: ws.source_hash(v).unwrap_or_default(),
-                verdict: Verdict::Error,
-                stages: vec![stage],
-                ran_on: Some(RanOn {
-                    host: t.host.clone(),
-                    gpu: None,
-                    uuid: None,
-                    device: None,
-                    runner: Some(t.url()),
-                }),
-            }
-        })
-        .collect();
-    CheckReport {
-        schema: crate::report::SCHEMA,
-        rung_version: env!("CARGO_PKG_VERSION").to_string(),
-        workspace: ws.root.clone(),
-        format: Some(ws.format),
-        problem: ws.spec.as_ref().map(|s| s.name.clone()),
+    let ran = RanOn { host: t.host.clone(), gpu: None, uuid: None, device: None, runner: Some(t.url()) };
+    crate::check::runner_failed(
+        ws,
+        store,
+        &opts.versions,
         seed,
-        diagnostics: vec![],
-        versions,
-        comparisons: vec![],
-        exit_code: 0,
-    }
+        Reason::ConnectionLost,
+        &format!("{why}; {back}"),
+        ms,
+        ran,
+    )
+    .map_err(|e| RemoteError::Local(e.to_string()))
 }
 
 #[cfg(test)]

@@ -823,13 +823,8 @@ pub fn run_auto(dir: &Path, exe: &Path) -> anyhow::Result<(Vec<AutoStepRun>, Str
     let cfg = crate::agent::config::AgentConfig::parse(&cfg, &dir.join("agent.toml"))?;
     let agent = crate::agent::Agent::new(cfg, None, None)?;
     let mut conv = agent.conversation(Some(&crate::agent::ChatStore::for_workspace(&demo)))?;
-    let mut climb = |id: &str| -> Result<Measure, String> {
-        let ws = Workspace::open(&demo).map_err(|e| e.to_string())?;
-        let mut store = Store::open(&ws.state_dir()).map_err(|e| e.to_string())?;
-        let opts = CheckOptions { versions: vec![id.into()], ..Default::default() };
-        let r = check_with(&ws, &mut store, &opts, &machine, &mut runners).map_err(|e| e.to_string())?;
-        r.versions.first().map(Measure::of_report).ok_or_else(|| format!("{id} was not checked"))
-    };
+    let mut climb =
+        |id: &str| auto::climb_here(&demo, id, &CheckOptions::default(), &machine, &mut runners).map(|(m, _)| m);
     let why = format!("v002 ({})", start.describe());
     let end = auto::run(
         &demo,

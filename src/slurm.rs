@@ -9,14 +9,13 @@
 //! newer save cancels the job with `scancel`; a job killed at its time limit is the verdict
 //! `time-limit`, with the limit, rather than a silent failure.
 
-use std::collections::BTreeMap;
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use crate::check::CheckOptions;
-use crate::report::{CheckReport, RanOn, Reason, Stage, StageDetail, StageResult, Verdict, VersionReport};
+use crate::report::{CheckReport, RanOn, Reason};
 use crate::spec::RunnerSpec;
 use crate::store::Store;
 use crate::workspace::Workspace;
@@ -168,6 +167,7 @@ pub fn check(
         return Ok(Some(report));
     }
     // No report: the job died. Say how, in Slurm's words.
+    let last = crate::diag::last_line(&stderr);
     let (reason, why) = if stderr.contains("DUE TO TIME LIMIT") {
         let limit = r.time.as_deref().unwrap_or("the partition's default");
         (
@@ -177,31 +177,9 @@ pub fn check(
             ),
         )
     } else if stderr.contains("CANCELLED") {
-        (Reason::Crashed, format!("slurm job {job} was cancelled outside rung: {}", last_line(&stderr)))
+        (Reason::Crashed, format!("slurm job {job} was cancelled outside rung: {last}"))
     } else {
-        (Reason::Crashed, format!("slurm job {job} ended with {exit} and no report: {}", last_line(&stderr)))
-    };
-    Ok(Some(failed(ws, opts, seed, reason, &why, &job, node)))
-}
-
-fn last_line(s: &str) -> String {
-    s.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string()
-}
-
-/// The report of a job that left none: each asked version gets one `run` stage saying why.
-fn failed(
-    ws: &Workspace,
-    opts: &CheckOptions,
-    seed: u64,
-    reason: Reason,
-    why: &str,
-    job: &str,
-    node: Option<String>,
-) -> CheckReport {
-    let chosen: Vec<_> = if opts.versions.is_empty() {
-        ws.versions.iter().collect()
-    } else {
-        opts.versions.iter().filter_map(|w| ws.version(w)).collect()
+        (Reason::Crashed, format!("slurm job {job} ended with {exit} and no report: {last}"))
     };
     let ran = RanOn {
         host: node.unwrap_or_default(),
@@ -210,45 +188,9 @@ fn failed(
         device: None,
         runner: Some(format!("slurm job {job}")),
     };
-    let versions = chosen
-        .into_iter()
-        .map(|v| VersionReport {
-            id: v.id.clone(),
-            path: v.path.clone(),
-            kind: v.kind,
-            status: crate::store::Status::Draft,
-            source_hash: ws.source_hash(v).unwrap_or_default(),
-            verdict: Verdict::Error,
-            stages: vec![StageResult {
-                stage: Stage::Run,
-                verdict: Verdict::Error,
-                summary: why.to_string(),
-                started_at: crate::report::rfc3339(SystemTime::now()),
-                duration_ms: 0.0,
-                diagnostics: vec![],
-                tools: BTreeMap::new(),
-                result_id: None,
-                reason: Some(reason),
-                detail: StageDetail::None,
-                ran_on: Some(ran.clone()),
-            }],
-            ran_on: Some(ran.clone()),
-        })
-        .collect();
-    let mut report = CheckReport {
-        schema: crate::report::SCHEMA,
-        rung_version: env!("CARGO_PKG_VERSION").to_string(),
-        workspace: ws.root.clone(),
-        format: Some(ws.format),
-        problem: ws.spec.as_ref().map(|s| s.name.clone()),
-        seed,
-        diagnostics: vec![],
-        versions,
-        comparisons: vec![],
-        exit_code: 0,
-    };
-    report.exit_code = crate::exit::for_report(&report);
-    report
+    crate::check::runner_failed(ws, store, &opts.versions, seed, reason, &why, 0.0, ran)
+        .map(Some)
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

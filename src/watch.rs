@@ -331,31 +331,33 @@ pub fn watch(
                 let _ = tx.send(Msg::Running(id.clone(), JobKind::Gpu, job.generation, index));
                 let out = (|| -> Result<Option<VersionReport>, String> {
                     let mut store = Store::open(&job.ws.state_dir()).map_err(|e| e.to_string())?;
+                    let opts = CheckOptions { no_bench, ..Default::default() };
+                    let one = CheckOptions { versions: vec![id.clone()], seed: Some(job.seed), ..opts.clone() };
+                    match crate::remote::RunOn::of(&job.ws, None)? {
+                        crate::remote::RunOn::Here => {}
+                        // A Slurm job: its state goes out as it changes; a newer save cancels it.
+                        crate::remote::RunOn::Slurm(r) => {
+                            let (tx, generation) = (tx.clone(), job.generation);
+                            let mut note = |s: &crate::slurm::JobStatus| {
+                                let _ = tx.send(Msg::Note(id.clone(), generation, s.describe()));
+                            };
+                            let report =
+                                crate::slurm::check(&job.ws, &mut store, &one, &r, Some(&job.cancel), &mut note)?;
+                            return Ok(report.and_then(|r| r.versions.into_iter().next()));
+                        }
+                        // The SSH host climbs the rungs (its build too), recorded here; a newer save
+                        // waits for it rather than cutting it.
+                        crate::remote::RunOn::Ssh(t) => {
+                            let (report, _) =
+                                crate::remote::check(&job.ws, &mut store, &one, &t).map_err(|e| e.to_string())?;
+                            return Ok(report.versions.into_iter().next());
+                        }
+                    }
+                    // Here: the lane's workers, started on first need.
                     if runners.is_none()
                         && let Ok(r) = check::runners_for(&job.ws, &machine, &mut runners)
                     {
                         r.live = live.clone();
-                    }
-                    let opts = CheckOptions { no_bench, ..Default::default() };
-                    // A Slurm runner makes the climb a job; a newer save cancels it.
-                    if let Some(r) = job.ws.spec.as_ref().map(|s| &s.runner)
-                        && r.kind == crate::spec::RunnerKind::Slurm
-                    {
-                        let opts = CheckOptions { versions: vec![id.clone()], seed: Some(job.seed), ..opts };
-                        let (tx, generation) = (tx.clone(), job.generation);
-                        let mut note = |s: &crate::slurm::JobStatus| {
-                            let _ = tx.send(Msg::Note(id.clone(), generation, s.describe()));
-                        };
-                        let report = crate::slurm::check(&job.ws, &mut store, &opts, r, Some(&job.cancel), &mut note)?;
-                        return Ok(report.and_then(|r| r.versions.into_iter().next()));
-                    }
-                    // An SSH runner climbs the version's rungs there (its build too) and
-                    // records them here; a newer save waits for it rather than cutting it.
-                    if let Some(t) = crate::remote::target_of(&job.ws)? {
-                        let opts = CheckOptions { versions: vec![id.clone()], seed: Some(job.seed), ..opts };
-                        let (report, _) =
-                            crate::remote::check(&job.ws, &mut store, &opts, &t).map_err(|e| e.to_string())?;
-                        return Ok(report.versions.into_iter().next());
                     }
                     check::run_phase(
                         &job.ws,

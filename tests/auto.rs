@@ -21,26 +21,7 @@ use rung::workspace::Workspace;
 
 mod common;
 
-use common::loopback::{Reply, Server};
-
-/// An OpenAI chat-completions stream that says `text` in pieces of 40 characters.
-fn openai_stream(text: &str) -> Vec<u8> {
-    let mut out = String::new();
-    let chars: Vec<char> = text.chars().collect();
-    for (i, piece) in chars.chunks(40).enumerate() {
-        let piece: String = piece.iter().collect();
-        let delta = if i == 0 {
-            serde_json::json!({"role": "assistant", "content": piece})
-        } else {
-            serde_json::json!({"content": piece})
-        };
-        let chunk = serde_json::json!({"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
-        out.push_str(&format!("data: {chunk}\n\n"));
-    }
-    let usage = serde_json::json!({"id": "c", "choices": [], "usage": {"prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 1200}});
-    out.push_str(&format!("data: {usage}\n\ndata: [DONE]\n\n"));
-    out.into_bytes()
-}
+use common::loopback::{Reply, Server, openai_text};
 
 /// A Triton vector add whose stored value is `expr` and whose block is `block`.
 fn triton(expr: &str, block: u32) -> String {
@@ -51,7 +32,12 @@ fn triton(expr: &str, block: u32) -> String {
 
 fn reply(name: &str, why: &str, source: &str) -> Reply {
     let text = format!("name: {name}\n\n{why}\n\n```python\n{source}```\n\nThis should help.");
-    Reply::stream(&openai_stream(&text), &[])
+    Reply::stream(&openai_text(&text), &[])
+}
+
+/// The options of every climb here: a fixed seed, no bench (CI has no GPU).
+fn interpreter_only() -> CheckOptions {
+    CheckOptions { versions: vec![], seed: Some(7), no_bench: true }
 }
 
 fn agent(ws: &Path, server: &Server) -> Agent {
@@ -79,13 +65,9 @@ fn auto_mode_rejects_the_wrong_and_the_slower_builds_on_the_faster_and_stops_at_
     // The GPU's part, which CI lacks: medians by the proposal's name (ms).
     let medians: HashMap<&str, f64> = [("v003-triton", 0.010), ("small-blocks", 0.012), ("big-blocks", 0.006)].into();
     let mut climbed = Vec::new();
+    let mut runners = None;
     let mut climb = |id: &str| -> Result<Measure, String> {
-        let w = Workspace::open(&ws).map_err(|e| e.to_string())?;
-        let mut store = Store::open(&w.state_dir()).map_err(|e| e.to_string())?;
-        let opts = CheckOptions { versions: vec![id.into()], seed: Some(7), no_bench: true };
-        let report = rung::check::check_on(&w, &mut store, &opts, &machine).map_err(|e| e.to_string())?;
-        let v = &report.versions[0];
-        let mut m = Measure::of_report(v);
+        let (mut m, v) = auto::climb_here(&ws, id, &interpreter_only(), &machine, &mut runners)?;
         let name = v.path.file_stem().unwrap().to_string_lossy().to_string();
         m.median_ms = medians.iter().find(|(k, _)| name.ends_with(*k)).map(|(_, t)| *t).filter(|_| m.checked);
         climbed.push((id.to_string(), name));
@@ -176,18 +158,13 @@ fn auto_mode_stops_when_its_version_budget_is_spent() {
     }
     let (_tmp, ws) = common::new_workspace("vector-add");
     let server = Server::start(vec![
-        Reply::stream(&openai_stream("I would need to see the profile first."), &[]),
+        Reply::stream(&openai_text("I would need to see the profile first."), &[]),
         reply("same", "Same again.", &triton("a + b", 1024)),
     ]);
     let agent = agent(&ws, &server);
     let machine = Machine::discover();
-    let mut climb = |id: &str| -> Result<Measure, String> {
-        let w = Workspace::open(&ws).map_err(|e| e.to_string())?;
-        let mut store = Store::open(&w.state_dir()).map_err(|e| e.to_string())?;
-        let opts = CheckOptions { versions: vec![id.into()], seed: Some(7), no_bench: true };
-        let report = rung::check::check_on(&w, &mut store, &opts, &machine).map_err(|e| e.to_string())?;
-        Ok(Measure::of_report(&report.versions[0]))
-    };
+    let mut runners = None;
+    let mut climb = |id: &str| auto::climb_here(&ws, id, &interpreter_only(), &machine, &mut runners).map(|(m, _)| m);
     let mut conv = agent.conversation(None).unwrap();
     let mut log = Vec::new();
     let end = auto::run(

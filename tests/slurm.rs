@@ -277,4 +277,8 @@ fn checks_run_as_slurm_jobs_a_save_cancels_the_running_job_and_the_time_limit_is
     assert!(summary.contains("was killed at its time limit (1)"), "{summary}");
     let id = summary.split_whitespace().nth(2).unwrap();
     cluster.wait_state(id, "TIMEOUT");
+    // The verdict is in the history too, so the TUI shows it like any other.
+    let store = rung::store::Store::open(&ws2.join(".rung")).unwrap();
+    let run = store.latest_results("v004").unwrap().into_iter().find(|r| r.stage == "run").unwrap();
+    assert_eq!((run.verdict.as_str(), &run.payload["reason"]), ("error", &serde_json::json!("time-limit")), "{run:?}");
 }

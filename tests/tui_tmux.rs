@@ -394,18 +394,24 @@ fn a_message_typed_in_the_chat_streams_the_reply_on_screen() {
     assert!(saved.contains("a kernel?") && saved.contains("It needs `n % 4 == 0`."), "{saved}");
 }
 
-/// An OpenAI chat-completions stream that says `text` in pieces of 24 characters.
-fn openai_stream(text: &str) -> Vec<u8> {
-    let chars: Vec<char> = text.chars().collect();
-    let mut out = String::new();
-    for piece in chars.chunks(24) {
-        let piece: String = piece.iter().collect();
-        let chunk = serde_json::json!({"id": "c", "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]});
-        out.push_str(&format!("data: {chunk}\n\n"));
-    }
-    let usage = serde_json::json!({"id": "c", "choices": [], "usage": {"prompt_tokens": 900, "completion_tokens": 150, "total_tokens": 1050}});
-    out.push_str(&format!("data: {usage}\n\ndata: [DONE]\n\n"));
-    out.into_bytes()
+/// The vector-add workspace with an agent on the loopback server `url` (`extra`: more TOML for
+/// the `[agent]` table), its TUI started in tmux and watching.
+fn agent_tui(tmp: &Path, ws: &Path, url: &str, extra: &str) -> Tmux {
+    let config = tmp.join("config");
+    std::fs::create_dir_all(config.join("rung")).unwrap();
+    std::fs::write(
+        config.join("rung/config.toml"),
+        format!(
+            "[agent]\nprovider = \"local\"\n{extra}\n[agent.providers.local]\nkind = \"openai\"\n\
+             base_url = \"{url}/v1\"\nmodel = \"gpt-test\"\nretries = 0\n"
+        ),
+    )
+    .unwrap();
+    let t = Tmux::start(&[("XDG_CONFIG_HOME", &config)], 200, 50);
+    t.type_text(&format!("cd '{}' && '{RUNG}' tui; echo TUI-EXITED=$?", ws.display()));
+    t.keys(&["Enter"]);
+    t.wait_for("the TUI", |s| s.contains("compile errors") && s.contains("watching") && row(s, "v003").contains("new"));
+    t
 }
 
 /// The agent's loop in the real TUI: a message asks for a faster v003; the reply streams on
@@ -414,14 +420,11 @@ fn openai_stream(text: &str) -> Vec<u8> {
 /// version in focus, where the first carried v003.
 #[test]
 fn an_agent_proposal_climbs_is_approved_and_becomes_the_next_parent() {
-    use common::loopback::{Reply, Server};
+    use common::loopback::{Reply, Server, openai_text};
     if !can_run() || !common::toolchain_here() {
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    let out = Command::new(RUNG).args(["new", ws.to_str().unwrap(), "--template", "vector-add"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (tmp, ws) = common::new_workspace("vector-add");
     let v003 = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
     let faster = v003.replace("BLOCK = 1024", "BLOCK = 4096");
     assert_ne!(faster, v003, "the template's block size changed");
@@ -429,24 +432,10 @@ fn an_agent_proposal_climbs_is_approved_and_becomes_the_next_parent() {
         "name: bigger blocks\n\nFour times the block: a quarter of the programs, each loading more.\n\n```python\n{faster}```\n"
     );
     let server = Server::start(vec![
-        Reply::stream(&openai_stream(&first), &[]),
-        Reply::stream(&openai_stream("Next I would try num_warps=8."), &[]),
+        Reply::stream(&openai_text(&first), &[]),
+        Reply::stream(&openai_text("Next I would try num_warps=8."), &[]),
     ]);
-    let config = tmp.path().join("config");
-    std::fs::create_dir_all(config.join("rung")).unwrap();
-    std::fs::write(
-        config.join("rung/config.toml"),
-        format!(
-            "[agent]\nprovider = \"local\"\n\n[agent.providers.local]\nkind = \"openai\"\n\
-             base_url = \"{}/v1\"\nmodel = \"gpt-test\"\nretries = 0\n",
-            server.url
-        ),
-    )
-    .unwrap();
-    let t = Tmux::start(&[("XDG_CONFIG_HOME", &config)], 200, 50);
-    t.type_text(&format!("cd '{}' && '{RUNG}' tui; echo TUI-EXITED=$?", ws.display()));
-    t.keys(&["Enter"]);
-    t.wait_for("the TUI", |s| s.contains("compile errors") && s.contains("watching") && row(s, "v003").contains("new"));
+    let t = agent_tui(tmp.path(), &ws, &server.url, "");
     t.keys(&["j", "j"]);
     t.keys(&["i"]);
     t.wait_for("the chat", |s| s.contains("chat · local gpt-test"));
@@ -499,35 +488,18 @@ fn an_agent_proposal_climbs_is_approved_and_becomes_the_next_parent() {
 /// budget of `[agent.auto]` (two versions) stops it, and the log says why.
 #[test]
 fn auto_mode_in_the_tui_rejects_the_wrong_proposal_and_stops_at_its_budget() {
-    use common::loopback::{Reply, Server};
+    use common::loopback::{Reply, Server, openai_text};
     if !can_run() || !common::toolchain_here() {
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    let out = Command::new(RUNG).args(["new", ws.to_str().unwrap(), "--template", "vector-add"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (tmp, ws) = common::new_workspace("vector-add");
     let v003 = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
     let wrong = v003.replace("a + b, mask=mask", "a - b, mask=mask");
     assert_ne!(wrong, v003, "the template's store changed");
     let reply =
-        |name: &str, src: &str| Reply::stream(&openai_stream(&format!("name: {name}\n\n```python\n{src}```\n")), &[]);
+        |name: &str, src: &str| Reply::stream(&openai_text(&format!("name: {name}\n\n```python\n{src}```\n")), &[]);
     let server = Server::start(vec![reply("minus", &wrong), reply("same again", &v003)]);
-    let config = tmp.path().join("config");
-    std::fs::create_dir_all(config.join("rung")).unwrap();
-    std::fs::write(
-        config.join("rung/config.toml"),
-        format!(
-            "[agent]\nprovider = \"local\"\n\n[agent.auto]\nmax_versions = 2\n\n[agent.providers.local]\nkind = \"openai\"\n\
-             base_url = \"{}/v1\"\nmodel = \"gpt-test\"\nretries = 0\n",
-            server.url
-        ),
-    )
-    .unwrap();
-    let t = Tmux::start(&[("XDG_CONFIG_HOME", &config)], 200, 50);
-    t.type_text(&format!("cd '{}' && '{RUNG}' tui; echo TUI-EXITED=$?", ws.display()));
-    t.keys(&["Enter"]);
-    t.wait_for("the TUI", |s| s.contains("compile errors") && s.contains("watching") && row(s, "v003").contains("new"));
+    let t = agent_tui(tmp.path(), &ws, &server.url, "\n[agent.auto]\nmax_versions = 2\n");
     t.keys(&["j", "j", "A"]);
     let s = t.wait_for("auto mode to stop", |s| s.contains("auto mode stopped"));
     assert!(s.contains("auto mode stopped: budget spent: 2 versions proposed (limit 2)"), "{s}");

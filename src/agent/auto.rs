@@ -19,7 +19,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::propose::{self, Proposed, Record};
-use super::{Agent, AgentError, AgentEvent, Cancel, Conversation, Message, Role, ToolBox};
+use super::{Agent, AgentError, AgentEvent, Cancel, Conversation, Message, ToolBox};
 use crate::report::{Stage, StageDetail, StageResult, Verdict, VersionReport};
 use crate::store::{Status, Store};
 use crate::workspace::Workspace;
@@ -385,6 +385,24 @@ pub struct AutoEnd {
     pub steps: Vec<(String, Judgement)>,
 }
 
+/// The climb of a proposal here: the workspace read again (the proposal is new), `opts` with
+/// the version as the only one, the report measured. The shells that run the rungs themselves
+/// (`rung auto`, the selftest, the tests) use it; the TUI waits for its scheduler instead.
+pub fn climb_here(
+    root: &Path,
+    id: &str,
+    opts: &crate::check::CheckOptions,
+    machine: &crate::check::Machine,
+    runners: &mut Option<crate::runners::Runners>,
+) -> Result<(Measure, VersionReport), String> {
+    let ws = Workspace::open(root).map_err(|e| e.to_string())?;
+    let mut store = Store::open(&ws.state_dir()).map_err(|e| e.to_string())?;
+    let opts = crate::check::CheckOptions { versions: vec![id.to_string()], ..opts.clone() };
+    let report = crate::check::check_with(&ws, &mut store, &opts, machine, runners).map_err(|e| e.to_string())?;
+    let v = report.versions.into_iter().next().ok_or_else(|| format!("{id} is not a version"))?;
+    Ok((Measure::of_report(&v), v))
+}
+
 /// The climb the shell provides: the version's rungs, run to the end and measured
 /// ([`Measure::of`]), or why they could not run.
 pub type Climb<'a> = dyn FnMut(&str) -> Result<Measure, String> + 'a;
@@ -433,23 +451,8 @@ pub fn run(
             Err(AgentError::Cancelled) => break "stopped by the user".to_string(),
             Err(e) => break format!("the agent failed: {e}"),
         }
-        let reply = conv.messages[before..]
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::Assistant && !m.text.trim().is_empty())
-            .map(|m| m.text.clone())
-            .unwrap_or_default();
-        let record = Record {
-            version: String::new(),
-            parent: None,
-            created_unix_ms: crate::store::now_ms(),
-            provider: conv.provider.clone(),
-            model: conv.model.clone(),
-            conversation: conv.id.clone(),
-            system: agent.system_with(&context),
-            request: ask.clone(),
-            reply: reply.clone(),
-        };
+        let reply = propose::last_reply(&conv.messages[before..]);
+        let record = Record::of_turn(conv, agent.system_with(&context), ask.clone(), reply.clone());
         let proposed = match propose::propose(root, parent.as_deref(), &reply, record) {
             Ok(Some(p)) => p,
             Ok(None) => {

@@ -135,6 +135,35 @@ pub struct Record {
     pub reply: String,
 }
 
+impl Record {
+    /// What a turn of `conv` sent (`system`, `request`) and got back (`reply`); the version and
+    /// parent are filled in by [`propose`].
+    pub fn of_turn(conv: &super::Conversation, system: String, request: String, reply: String) -> Record {
+        Record {
+            version: String::new(),
+            parent: None,
+            created_unix_ms: crate::store::now_ms(),
+            provider: conv.provider.clone(),
+            model: conv.model.clone(),
+            conversation: conv.id.clone(),
+            system,
+            request,
+            reply,
+        }
+    }
+}
+
+/// The text of the last non-empty assistant reply among `messages` (a turn's, after its tool
+/// rounds), or empty.
+pub fn last_reply(messages: &[super::Message]) -> String {
+    messages
+        .iter()
+        .rev()
+        .find(|m| m.role == super::Role::Assistant && !m.text.trim().is_empty())
+        .map(|m| m.text.clone())
+        .unwrap_or_default()
+}
+
 /// A written proposal.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Proposed {

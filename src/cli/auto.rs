@@ -83,14 +83,8 @@ pub fn auto_cmd(dir: &Path, args: &AutoArgs) -> i32 {
     let tools = WorkspaceTools::new(dir.to_path_buf());
     let machine = Machine::discover();
     let mut runners = None;
-    let mut climb = |id: &str| -> Result<auto::Measure, String> {
-        let ws = Workspace::open(dir).map_err(|e| e.to_string())?;
-        let mut store = Store::open(&ws.state_dir()).map_err(|e| e.to_string())?;
-        let opts = CheckOptions { versions: vec![id.to_string()], ..CheckOptions::default() };
-        let report =
-            rung::check::check_with(&ws, &mut store, &opts, &machine, &mut runners).map_err(|e| e.to_string())?;
-        report.versions.first().map(auto::Measure::of_report).ok_or_else(|| format!("{id} is not a version"))
-    };
+    let mut climb =
+        |id: &str| auto::climb_here(dir, id, &CheckOptions::default(), &machine, &mut runners).map(|(m, _)| m);
     // A start without results of its file as it is now is checked first: the proposals are
     // measured against it.
     let start = match start {

@@ -110,30 +110,8 @@ fn new(dir: &Path, template: &str) -> Result<i32> {
     Ok(exit::OK)
 }
 
-/// Where a check runs: `--runner`, else rung.toml's runner.
-enum Where {
-    Here,
-    Ssh(rung::remote::SshTarget),
-    Slurm(rung::spec::RunnerSpec),
-}
-
-fn runner_of(ws: &Workspace, flag: Option<&str>) -> Result<Where, String> {
-    let spec_runner = ws.spec.as_ref().map(|s| s.runner.clone()).unwrap_or_default();
-    match flag {
-        Some("local") => return Ok(Where::Here),
-        Some("slurm") => return Ok(Where::Slurm(spec_runner)),
-        Some(url) => {
-            return rung::remote::SshTarget::parse(url).map(Where::Ssh).map_err(|e| format!("--runner: {e}"));
-        }
-        None => {}
-    }
-    if spec_runner.kind == rung::spec::RunnerKind::Slurm {
-        return Ok(Where::Slurm(spec_runner));
-    }
-    Ok(rung::remote::target_of(ws)?.map_or(Where::Here, Where::Ssh))
-}
-
 fn check_cmd(dir: &Path, args: &CheckArgs) -> Result<i32> {
+    use rung::remote::RunOn;
     let opts = CheckOptions { versions: args.versions.clone(), seed: args.seed, no_bench: args.no_bench };
     let ws = match Workspace::open(dir) {
         Ok(ws) => ws,
@@ -165,7 +143,7 @@ fn check_cmd(dir: &Path, args: &CheckArgs) -> Result<i32> {
         }
     };
     let mut store = open_store(&ws)?;
-    let target = match runner_of(&ws, args.runner.as_deref()) {
+    let target = match rung::remote::RunOn::of(&ws, args.runner.as_deref()) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("rung check: {e}");
@@ -173,8 +151,8 @@ fn check_cmd(dir: &Path, args: &CheckArgs) -> Result<i32> {
         }
     };
     let mut report = match &target {
-        Where::Here => check::check(&ws, &mut store, &opts)?,
-        Where::Slurm(r) => {
+        RunOn::Here => check::check(&ws, &mut store, &opts)?,
+        RunOn::Slurm(r) => {
             let shown = |s: &rung::slurm::JobStatus| eprintln!("rung check: {}", s.describe());
             match rung::slurm::check(&ws, &mut store, &opts, r, None, &mut { shown }) {
                 Ok(Some(r)) => r,
@@ -185,7 +163,7 @@ fn check_cmd(dir: &Path, args: &CheckArgs) -> Result<i32> {
                 }
             }
         }
-        Where::Ssh(t) => match rung::remote::check(&ws, &mut store, &opts, t) {
+        RunOn::Ssh(t) => match rung::remote::check(&ws, &mut store, &opts, t) {
             Ok((r, synced)) => {
                 if let Some(s) = synced {
                     eprintln!(

@@ -399,7 +399,7 @@ impl App {
                     },
                     EventKind::Done { version, report, .. } => {
                         self.running.remove(&version);
-                        self.chat.report(&version, rung::agent::auto::Measure::of_report(&report));
+                        self.chat.report(&report);
                         self.refresh();
                     }
                     EventKind::Workspace { diagnostics } => self.workspace_diagnostics = diagnostics,

@@ -13,7 +13,7 @@ use rung::agent::auto::{self, AutoEvent, Measure};
 use rung::agent::config::AgentConfig;
 use rung::agent::propose::{self, Proposed, Record};
 use rung::agent::tools::WorkspaceTools;
-use rung::agent::{Agent, AgentError, AgentEvent, Cancel, ChatStore, Conversation, Message, Role, ToolBox, TurnEnd};
+use rung::agent::{Agent, AgentError, AgentEvent, Cancel, ChatStore, Conversation, Message, ToolBox, TurnEnd};
 
 use super::chat::{Activity, ChatPanel, SlashCommand};
 use super::event::Event;
@@ -225,23 +225,8 @@ impl ChatSession {
         let conv = end.conversation;
         let proposed = match (&end.result, turn) {
             (Ok(()), Some(turn)) => {
-                let reply = conv.messages[turn.messages.min(conv.messages.len())..]
-                    .iter()
-                    .rev()
-                    .find(|m| m.role == Role::Assistant && !m.text.trim().is_empty())
-                    .map(|m| m.text.clone())
-                    .unwrap_or_default();
-                let record = Record {
-                    version: String::new(),
-                    parent: None,
-                    created_unix_ms: rung::store::now_ms(),
-                    provider: conv.provider.clone(),
-                    model: conv.model.clone(),
-                    conversation: conv.id.clone(),
-                    system: turn.system,
-                    request: turn.request,
-                    reply: reply.clone(),
-                };
+                let reply = propose::last_reply(&conv.messages[turn.messages.min(conv.messages.len())..]);
+                let record = Record::of_turn(&conv, turn.system, turn.request, reply.clone());
                 propose::propose(&self.root, self.focus.as_deref(), &reply, record).transpose()
             }
             _ => None,
@@ -318,10 +303,11 @@ impl ChatSession {
         });
     }
 
-    /// A version's pipeline finished in the scheduler: auto mode may be waiting for it.
-    pub fn report(&self, id: &str, m: Measure) {
+    /// A version's pipeline finished in the scheduler: auto mode may be waiting for it (measured
+    /// only then).
+    pub fn report(&self, report: &rung::report::VersionReport) {
         if let Some(a) = &self.auto {
-            let _ = a.reports.send((id.to_string(), m));
+            let _ = a.reports.send((report.id.clone(), Measure::of_report(report)));
         }
     }
 

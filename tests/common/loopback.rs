@@ -169,3 +169,23 @@ fn serve(mut stream: TcpStream, reply: &Reply, seen: &Mutex<Vec<Recorded>>) {
     }
     let _ = stream.shutdown(std::net::Shutdown::Both);
 }
+
+/// An OpenAI chat-completions stream that says `text` in pieces of 40 characters, then its usage
+/// (1,000 tokens in, 200 out) and `[DONE]`: for tests that script what a model answers.
+pub fn openai_text(text: &str) -> Vec<u8> {
+    let mut out = String::new();
+    let chars: Vec<char> = text.chars().collect();
+    for (i, piece) in chars.chunks(40).enumerate() {
+        let piece: String = piece.iter().collect();
+        let delta = if i == 0 {
+            serde_json::json!({"role": "assistant", "content": piece})
+        } else {
+            serde_json::json!({"content": piece})
+        };
+        let chunk = serde_json::json!({"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
+        out.push_str(&format!("data: {chunk}\n\n"));
+    }
+    let usage = serde_json::json!({"id": "c", "choices": [], "usage": {"prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 1200}});
+    out.push_str(&format!("data: {usage}\n\ndata: [DONE]\n\n"));
+    out.into_bytes()
+}
