@@ -26,6 +26,35 @@ pub struct CheckOptions {
     pub no_bench: bool,
 }
 
+/// `rung check --stream`: each rung's result goes to standard output as one JSON line the moment
+/// it is recorded, after a first line saying where the rungs run; the report follows on one line.
+/// The SSH runner reads these lines to bring results home rung by rung.
+static STREAM: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Turns the stream of [`Streamed`] lines on, for this process.
+pub fn stream_results() {
+    STREAM.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// One line of `rung check --stream`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Streamed {
+    /// Where the rungs run: the host and its GPU.
+    Machine(crate::report::RanOn),
+    /// A rung's result, as just recorded.
+    Stage { version: String, source_hash: String, result: Box<StageResult> },
+}
+
+fn emit(line: &Streamed) {
+    if STREAM.load(std::sync::atomic::Ordering::SeqCst) {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{}", serde_json::to_string(line).expect("stream lines serialise"));
+        let _ = out.flush();
+    }
+}
+
 /// Draws a seed without a random-number dependency: std's hasher keys are random per process.
 pub fn draw_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
@@ -130,6 +159,7 @@ pub fn check_with(
 
     let mut versions = Vec::new();
     let here = crate::report::RanOn { device: machine.device, ..crate::report::RanOn::here(&machine.gpu) };
+    emit(&Streamed::Machine(here.clone()));
     for v in chosen {
         let mut r = check_version(ws, store, v, seed, machine, runners, opts)?;
         r.ran_on.get_or_insert_with(|| here.clone());
@@ -195,6 +225,15 @@ impl Built {
 
 fn is_cancelled(cancel: Option<&std::sync::Arc<std::sync::atomic::AtomicBool>>) -> bool {
     cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst))
+}
+
+/// A version handed to a remote runner as it is: that machine prepares and builds it for its own
+/// GPU, so the scheduler does not build it here first.
+pub fn handed_over(store: &mut Store, ws: &Workspace, v: &VersionFile) -> Result<Built, StoreError> {
+    let source = ws.read_source(v).unwrap_or_default();
+    let source_hash = sha256_hex(source.as_bytes());
+    let row = store.sync_version(v, &source_hash, Status::Draft)?;
+    Ok(Built { version: v.clone(), source, source_hash, status: row.status, stages: vec![], runnable: true })
 }
 
 /// The prepare and build rungs of one version, recorded. `cancel` (set by the scheduler when a
@@ -641,6 +680,11 @@ pub(crate) fn record(
         finished_at_ms: started_ms + result.duration_ms as i64,
     })?;
     result.result_id = Some(id);
+    emit(&Streamed::Stage {
+        version: v.id.clone(),
+        source_hash: source_hash.to_string(),
+        result: Box::new(result.clone()),
+    });
     Ok(result)
 }
 

@@ -350,34 +350,93 @@ fn fetch_dumps(ws: &Workspace, t: &SshTarget, ids: &[String]) -> Result<(), Remo
     Ok(())
 }
 
-/// The check, run there: the report as the remote's rung wrote it.
-fn remote_check(t: &SshTarget, rung: &str, opts: &CheckOptions, seed: u64) -> Result<CheckReport, RemoteError> {
+/// Quotes a script as one word for the remote's shell.
+fn sh_word(script: &str) -> String {
+    format!("'{}'", script.replace('\'', "'\\''"))
+}
+
+/// The remote side of a check: `rung check --json --stream` in its own process group, and a
+/// watcher on the connection's standard input. When this side ends the connection (a newer save
+/// cancelled the check, or rung here was stopped), the remote sees end of file there and kills
+/// the check with its workers, so nothing is left holding the remote GPU.
+fn check_script(t: &SshTarget, rung: &str, opts: &CheckOptions, seed: u64) -> String {
     // `--runner local`: the mirrored rung.toml names this very runner, and there it means here.
-    let mut script = format!("cd {} && {rung} check --json --runner local --seed {seed}", t.dir());
+    let mut check = format!("{rung} check --json --stream --runner local --seed {seed}");
     if opts.no_bench {
-        script.push_str(" --no-bench");
+        check.push_str(" --no-bench");
     }
     for v in &opts.versions {
-        script.push_str(&format!(" '{}'", v.replace('\'', "")));
+        check.push_str(&format!(" '{}'", v.replace('\'', "")));
     }
-    let mut cmd = t.ssh(&script);
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let script = format!(
+        "cd {dir} || exit 97\n\
+         exec 3<&0\n\
+         if command -v setsid >/dev/null 2>&1; then setsid {check} </dev/null 3<&- & else {check} </dev/null 3<&- & fi\n\
+         p=$!\n\
+         (cat <&3 >/dev/null 2>&1; kill -TERM -$p 2>/dev/null || kill -TERM $p 2>/dev/null) >/dev/null 2>&1 &\n\
+         w=$!\n\
+         exec 3<&-\n\
+         wait $p; s=$?\n\
+         kill $w 2>/dev/null\n\
+         exit $s",
+        dir = t.dir()
+    );
+    format!("sh -c {}", sh_word(&script))
+}
+
+/// The check, run there. Each rung's result is handed to `on` as its line arrives; the report
+/// comes at the end. `None` when `cancel` was set: the connection is closed, which stops the
+/// remote check.
+fn remote_check(
+    t: &SshTarget,
+    rung: &str,
+    opts: &CheckOptions,
+    seed: u64,
+    cancel: Option<&std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    on: &mut dyn FnMut(crate::check::Streamed),
+) -> Result<Option<CheckReport>, RemoteError> {
+    use std::io::BufRead;
+    let mut cmd = t.ssh(&check_script(t, rung, opts, seed));
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn().map_err(|e| RemoteError::Local(format!("cannot start ssh: {e}")))?;
-    let mut stdout = Vec::new();
-    let mut stderr = Vec::new();
+    // Held open for the run: its end is the remote's signal to stop.
+    let stdin = child.stdin.take();
     let mut err_pipe = child.stderr.take().expect("piped");
     let err_thread = std::thread::spawn(move || {
         let mut buf = Vec::new();
         let _ = err_pipe.read_to_end(&mut buf);
         buf
     });
-    child
-        .stdout
-        .take()
-        .expect("piped")
-        .read_to_end(&mut stdout)
-        .map_err(|e| RemoteError::Local(format!("ssh: {e}")))?;
-    stderr.extend(err_thread.join().unwrap_or_default());
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let out_pipe = child.stdout.take().expect("piped");
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out_pipe).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut last = String::new();
+    loop {
+        if cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst)) {
+            drop(stdin);
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        match rx.recv_timeout(std::time::Duration::from_millis(100)) {
+            Ok(line) => match serde_json::from_str::<crate::check::Streamed>(&line) {
+                Ok(s) => on(s),
+                Err(_) if !line.trim().is_empty() => last = line,
+                Err(_) => {}
+            },
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    drop(stdin);
+    let stderr = err_thread.join().unwrap_or_default();
     let status = child.wait().map_err(|e| RemoteError::Local(format!("ssh: {e}")))?;
     if status.code() == Some(255) || status.code().is_none() {
         return Err(RemoteError::Connection(format!(
@@ -389,7 +448,7 @@ fn remote_check(t: &SshTarget, rung: &str, opts: &CheckOptions, seed: u64) -> Re
             }
         )));
     }
-    serde_json::from_slice::<CheckReport>(&stdout).map_err(|e| {
+    serde_json::from_str::<CheckReport>(&last).map(Some).map_err(|e| {
         RemoteError::Remote(format!(
             "{rung} check on {} did not answer with a report ({e}; exit {status}): {}",
             t.url(),
@@ -398,15 +457,21 @@ fn remote_check(t: &SshTarget, rung: &str, opts: &CheckOptions, seed: u64) -> Re
     })
 }
 
-/// `rung check` through the SSH runner: sync, check there, fetch the dumps, record each result
-/// here. A connection lost on the way is each asked version's verdict (`error`,
-/// `connection-lost`), recorded like any other; the next check connects again.
+/// `rung check` through the SSH runner: sync, check there, fetch the dumps. Each rung's result
+/// is recorded here as it arrives, saying where it ran (host, GPU, UUID), and `note` hears of it
+/// (`v003 check pass: ...`). A connection lost on the way is each asked version's verdict
+/// (`error`, `connection-lost`), recorded like any other; the next check connects again. `None`
+/// when `cancel` was set (a newer save): the remote check is stopped, what came home is kept.
 pub fn check(
     ws: &Workspace,
     store: &mut Store,
     opts: &CheckOptions,
     t: &SshTarget,
-) -> Result<(CheckReport, Option<Synced>), RemoteError> {
+    cancel: Option<&std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    note: &mut dyn FnMut(&str),
+) -> Result<(Option<CheckReport>, Option<Synced>), RemoteError> {
+    use crate::check::Streamed;
+    use crate::report::StageResult;
     let seed = match opts.seed {
         Some(s) => s,
         None => store.next_seed(crate::check::draw_seed).map_err(|e| RemoteError::Local(e.to_string()))?,
@@ -414,16 +479,53 @@ pub fn check(
     let started = SystemTime::now();
     let clock = Instant::now();
     let mut synced = None;
+    let mut machine: Option<RanOn> = None;
+    // What came home, recorded: version -> its rungs in order.
+    let mut streamed: BTreeMap<String, Vec<StageResult>> = BTreeMap::new();
+    let mut record_error = None;
+    let url = t.url();
+    let here_of = |m: &Option<RanOn>| {
+        let mut ran =
+            m.clone().unwrap_or(RanOn { host: t.host.clone(), gpu: None, uuid: None, device: None, runner: None });
+        ran.runner = Some(url.clone());
+        ran
+    };
     let attempt = sync(ws, t).and_then(|s| {
-        let r = remote_check(t, &s.rung, opts, seed);
+        let rung = s.rung.clone();
         synced = Some(s);
-        r
+        let mut on = |line: Streamed| match line {
+            Streamed::Machine(m) => machine = Some(m),
+            Streamed::Stage { version, source_hash, result } => {
+                let Some(file) = ws.version(&version) else { return };
+                let mut result = *result;
+                result.ran_on = Some(here_of(&machine));
+                let rungs = streamed.entry(version.clone()).or_default();
+                if rungs.is_empty() {
+                    let hash = ws.source_hash(file).unwrap_or_else(|| source_hash.clone());
+                    if let Err(e) = store.sync_version(file, &hash, crate::store::Status::Draft) {
+                        record_error = Some(e.to_string());
+                    }
+                }
+                match crate::check::record(store, file, &source_hash, seed, started, result) {
+                    Ok(r) => {
+                        note(&format!("{version} {} {}: {}", r.stage, r.verdict.name(), r.summary));
+                        rungs.push(r);
+                    }
+                    Err(e) => record_error = Some(e.to_string()),
+                }
+            }
+        };
+        remote_check(t, &rung, opts, seed, cancel, &mut on)
     });
+    if let Some(e) = record_error {
+        return Err(RemoteError::Local(e));
+    }
     let mut report = match attempt {
-        Ok(r) => r,
+        Ok(Some(r)) => r,
+        Ok(None) => return Ok((None, synced)),
         Err(RemoteError::Connection(why)) => {
             let ms = clock.elapsed().as_secs_f64() * 1e3;
-            return lost(ws, store, opts, seed, t, &why, ms).map(|r| (r, synced));
+            return lost(ws, store, opts, seed, t, &why, ms).map(|r| (Some(r), synced));
         }
         Err(e) => return Err(e),
     };
@@ -438,18 +540,20 @@ pub fn check(
     }
     for v in &mut report.versions {
         let Some(file) = ws.version(&v.id) else { continue };
-        let ran = v.ran_on.get_or_insert_with(|| RanOn {
-            host: t.host.clone(),
-            gpu: None,
-            uuid: None,
-            device: None,
-            runner: None,
-        });
+        let mut ran = v.ran_on.clone().unwrap_or_else(|| here_of(&machine));
         ran.runner = Some(t.url());
-        let hash = ws.source_hash(file).unwrap_or_else(|| v.source_hash.clone());
-        store.sync_version(file, &hash, v.status).map_err(|e| RemoteError::Local(e.to_string()))?;
-        let ran = ran.clone();
-        for s in &mut v.stages {
+        v.ran_on = Some(ran.clone());
+        let came = streamed.remove(&v.id).unwrap_or_default();
+        if came.is_empty() {
+            let hash = ws.source_hash(file).unwrap_or_else(|| v.source_hash.clone());
+            store.sync_version(file, &hash, v.status).map_err(|e| RemoteError::Local(e.to_string()))?;
+        }
+        for (i, s) in v.stages.iter_mut().enumerate() {
+            // Recorded as it arrived; a result the stream missed is recorded now.
+            if let Some(r) = came.get(i).filter(|r| r.stage == s.stage) {
+                *s = r.clone();
+                continue;
+            }
             s.ran_on = Some(ran.clone());
             let recorded = crate::check::record(store, file, &v.source_hash, seed, started, s.clone())
                 .map_err(|e| RemoteError::Local(e.to_string()))?;
@@ -457,7 +561,7 @@ pub fn check(
         }
     }
     report.exit_code = crate::exit::for_report(&report);
-    Ok((report, synced))
+    Ok((Some(report), synced))
 }
 
 /// The report of a check whose connection was lost: each asked version gets one `error` stage

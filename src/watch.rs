@@ -301,6 +301,11 @@ pub fn watch(
                         Some(s) => s,
                         None => store.next_seed(check::draw_seed).map_err(|e| e.to_string())?,
                     };
+                    // A remote runner builds there, for its GPU: building here too would double it.
+                    if !matches!(crate::remote::RunOn::of(&job.ws, None), Ok(crate::remote::RunOn::Here)) {
+                        let b = check::handed_over(&mut store, &job.ws, &job.version).map_err(|e| e.to_string())?;
+                        return Ok(Some((b, seed)));
+                    }
                     let b = check::build_phase(&job.ws, &mut store, &job.version, seed, &machine, Some(&job.cancel))
                         .map_err(|e| e.to_string())?;
                     Ok(b.map(|b| (b, seed)))
@@ -345,12 +350,17 @@ pub fn watch(
                                 crate::slurm::check(&job.ws, &mut store, &one, &r, Some(&job.cancel), &mut note)?;
                             return Ok(report.and_then(|r| r.versions.into_iter().next()));
                         }
-                        // The SSH host climbs the rungs (its build too), recorded here; a newer save
-                        // waits for it rather than cutting it.
+                        // The SSH host climbs the rungs (its build too); each result is recorded
+                        // here and announced as it comes home; a newer save stops the remote check.
                         crate::remote::RunOn::Ssh(t) => {
+                            let (tx, generation) = (tx.clone(), job.generation);
+                            let mut note = |line: &str| {
+                                let _ = tx.send(Msg::Note(id.clone(), generation, line.to_string()));
+                            };
                             let (report, _) =
-                                crate::remote::check(&job.ws, &mut store, &one, &t).map_err(|e| e.to_string())?;
-                            return Ok(report.versions.into_iter().next());
+                                crate::remote::check(&job.ws, &mut store, &one, &t, Some(&job.cancel), &mut note)
+                                    .map_err(|e| e.to_string())?;
+                            return Ok(report.and_then(|r| r.versions.into_iter().next()));
                         }
                     }
                     // Here: the lane's workers, started on first need.

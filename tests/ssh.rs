@@ -369,3 +369,114 @@ fn the_scheduler_runs_the_rungs_through_rung_toml_s_runner() {
     assert_eq!(check["ran_on"]["runner"], url.as_str(), "each result keeps where it ran: {check}");
     assert!(remote_root.path().join("mirror/versions/v003-triton.py").exists());
 }
+
+/// Through the scheduler, each rung's result comes home as the remote records it (a `running`
+/// job event naming it, before the version is done), and a newer save stops the remote check:
+/// its worker process is gone within seconds, and the new version passes.
+#[test]
+fn results_come_home_rung_by_rung_and_a_newer_save_stops_the_remote_check() {
+    use std::io::BufRead;
+    let Some(sshd_bin) = sshd_here() else { return };
+    if !common::toolchain_here() {
+        return;
+    }
+    let sshd = start_sshd(&sshd_bin);
+    let (_tmp, ws) = common::new_workspace("vector-add");
+    for v in ["v001-naive.cu", "v002-float4.cu"] {
+        std::fs::remove_file(ws.join("versions").join(v)).unwrap();
+    }
+    let remote_root = tempfile::tempdir().unwrap();
+    let mirror = remote_root.path().join("mirror");
+    let spec = std::fs::read_to_string(ws.join("rung.toml")).unwrap();
+    let ssh = format!("[runner]\nkind = \"ssh\"\nhost = \"rung-test\"\nworkdir = \"{}\"", mirror.display());
+    std::fs::write(ws.join("rung.toml"), spec.replace("[runner]\nkind = \"local\"", &ssh)).unwrap();
+    // A version whose run() writes its process id, then sleeps far past the test, when it runs in
+    // Triton's interpreter (the build's ahead-of-time capture calls it too).
+    let pid_file = remote_root.path().join("sleeper.pid");
+    let src = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
+    let sleepy = src.replace(
+        "def run(a, b, out, n):\n",
+        &format!(
+            "def run(a, b, out, n):\n    import os, time\n    if os.environ.get('TRITON_INTERPRET') == '1':\n        open({:?}, 'w').write(str(os.getpid()))\n        time.sleep(600)\n",
+            pid_file.display().to_string()
+        ),
+    );
+    assert_ne!(sleepy, src, "the template's run() changed");
+    std::fs::remove_file(ws.join("versions/v003-triton.py")).unwrap();
+    let v4 = ws.join("versions/v004-sleepy.py");
+    std::fs::write(&v4, &sleepy).unwrap();
+
+    let mut child = Command::new(RUNG)
+        .args(["watch", "--json", "--no-bench", "--seed", "3"])
+        .current_dir(&ws)
+        .env("RUNG_SSH", format!("ssh -F {}", sshd.config.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<serde_json::Value>();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    let next = |what: &str, f: &dyn Fn(&serde_json::Value) -> bool| -> serde_json::Value {
+        let start = Instant::now();
+        loop {
+            let left = Duration::from_secs(180).saturating_sub(start.elapsed());
+            let ev = rx.recv_timeout(left).unwrap_or_else(|_| panic!("no {what} within 180 s"));
+            if ev["event"] == "done" && ev["version"] == "v004" && ev["generation"] == 1 {
+                panic!("v004's first run finished instead of sleeping: {ev}");
+            }
+            if f(&ev) {
+                return ev;
+            }
+        }
+    };
+    // The build's result, announced while the job still runs (the run rung sleeps).
+    let note = next("a streamed build result", &|ev| {
+        ev["event"] == "job"
+            && ev["version"] == "v004"
+            && ev["state"] == "running"
+            && ev["why"].as_str().is_some_and(|w| w.starts_with("v004 build pass"))
+    });
+    let store = rung::store::Store::open(&ws.join(".rung")).unwrap();
+    let rows = store.latest_results("v004").unwrap();
+    let build = rows.iter().find(|r| r.stage == "build").unwrap_or_else(|| panic!("{note} but {rows:?}"));
+    assert_eq!(build.verdict, "pass");
+    assert!(build.payload["ran_on"]["runner"].as_str().is_some_and(|r| r.starts_with("ssh://")), "{:?}", build.payload);
+    // The worker is in run(), asleep, on the remote side.
+    let start = Instant::now();
+    let pid: i32 = loop {
+        if let Some(p) = std::fs::read_to_string(&pid_file).ok().and_then(|s| s.trim().parse().ok()) {
+            break p;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "run() never started there");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(Path::new(&format!("/proc/{pid}")).exists());
+    // A newer save: the old job is cancelled, and the remote process with it.
+    std::fs::write(&v4, &src).unwrap();
+    let saved = Instant::now();
+    next("the cancelled job", &|ev| {
+        ev["event"] == "job" && ev["version"] == "v004" && ev["generation"] == 1 && ev["state"] == "cancelled"
+    });
+    while Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z ")
+    {
+        assert!(saved.elapsed() < Duration::from_secs(20), "the remote run() (pid {pid}) is still alive");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let stopped = saved.elapsed();
+    let done = next("the new version's result", &|ev| {
+        ev["event"] == "done" && ev["version"] == "v004" && ev["generation"] == 2
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(done["report"]["verdict"], "pass", "{done}");
+    eprintln!("the remote run was stopped {stopped:?} after the save");
+}

@@ -113,6 +113,9 @@ fn new(dir: &Path, template: &str) -> Result<i32> {
 fn check_cmd(dir: &Path, args: &CheckArgs) -> Result<i32> {
     use rung::remote::RunOn;
     let opts = CheckOptions { versions: args.versions.clone(), seed: args.seed, no_bench: args.no_bench };
+    if args.stream {
+        check::stream_results();
+    }
     let ws = match Workspace::open(dir) {
         Ok(ws) => ws,
         Err(e) if args.json => {
@@ -163,7 +166,9 @@ fn check_cmd(dir: &Path, args: &CheckArgs) -> Result<i32> {
                 }
             }
         }
-        RunOn::Ssh(t) => match rung::remote::check(&ws, &mut store, &opts, t) {
+        RunOn::Ssh(t) => match rung::remote::check(&ws, &mut store, &opts, t, None, &mut |line: &str| {
+            eprintln!("rung check: {}: {line}", t.url())
+        }) {
             Ok((r, synced)) => {
                 if let Some(s) = synced {
                     eprintln!(
@@ -178,7 +183,10 @@ fn check_cmd(dir: &Path, args: &CheckArgs) -> Result<i32> {
                         }
                     );
                 }
-                r
+                match r {
+                    Some(r) => r,
+                    None => return Ok(exit::INTERNAL),
+                }
             }
             Err(e) => {
                 eprintln!("rung check: the ssh runner failed: {e}");
@@ -210,7 +218,9 @@ fn check_cmd(dir: &Path, args: &CheckArgs) -> Result<i32> {
             report.exit_code = exit::REGRESSION;
         }
     }
-    if args.json {
+    if args.json && args.stream {
+        println!("{}", serde_json::to_string(&report)?);
+    } else if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", render::check_report(&report, color()));
@@ -490,6 +500,7 @@ fn demo(dir: PathBuf) -> Result<i32> {
             versions: vec![],
             all: true,
             json: false,
+            stream: false,
             seed: None,
             no_bench: false,
             baseline: None,

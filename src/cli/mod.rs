@@ -194,6 +194,11 @@ pub struct CheckArgs {
     /// Print one JSON document (schema: `rung schema`).
     #[arg(long)]
     pub json: bool,
+    /// With --json: first one JSON line per rung as each is recorded (`{"machine": ...}` then
+    /// `{"stage": {"version", "source_hash", "result"}}`), then the report on one line. The SSH
+    /// runner reads it to bring results home rung by rung.
+    #[arg(long, requires = "json")]
+    pub stream: bool,
     /// Reproduce a check: the seed that draws the inputs.
     #[arg(long)]
     pub seed: Option<u64>,

@@ -387,9 +387,14 @@ impl App {
             Event::Watch(e) => {
                 self.log_event(&e);
                 match e.kind {
-                    EventKind::Job { version, job, state, .. } => match state {
+                    EventKind::Job { version, job, state, why, .. } => match state {
                         JobState::Queued | JobState::Running => {
                             self.running.insert(version, job);
+                            // A runner's word while running: a rung came home (SSH) or the
+                            // job moved (Slurm); what is recorded shows at once.
+                            if why.is_some() {
+                                self.refresh();
+                            }
                         }
                         JobState::Done if job == JobKind::Build => {}
                         JobState::Done | JobState::Failed | JobState::Cancelled => {
