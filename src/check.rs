@@ -227,6 +227,45 @@ fn is_cancelled(cancel: Option<&std::sync::Arc<std::sync::atomic::AtomicBool>>) 
     cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst))
 }
 
+/// The id a CUDA reference is built under: its dumps are `.rung/dumps/reference/`.
+pub const REFERENCE_ID: &str = "reference";
+
+/// A `.cu` (or `.ptx`) reference, built like a version (the same compiler flags and cache) into
+/// `.rung/dumps/reference/`, for the run rung to launch through the native worker. `None` when the
+/// reference is Python or there is no GPU to run it on; `Err` says why it does not build.
+pub fn reference_build(
+    ws: &Workspace,
+    store: &mut Store,
+    machine: &Machine,
+) -> Option<Result<(VersionFile, String), String>> {
+    let path = ws.reference.as_ref().filter(|r| r.extension().is_some_and(|e| e == "cu" || e == "ptx"))?;
+    machine.gpu.first()?;
+    let source = match std::fs::read_to_string(ws.root.join(path)) {
+        Ok(s) => s,
+        Err(e) => return Some(Err(format!("cannot read {}: {e}", path.display()))),
+    };
+    let kind = match crate::workspace::VersionKind::detect(path, &source) {
+        Ok(k) => k,
+        Err(e) => return Some(Err(format!("{}: {e}", path.display()))),
+    };
+    let v = VersionFile { id: REFERENCE_ID.into(), path: path.clone(), kind };
+    let env = BuildEnv {
+        ws,
+        toolchain: &machine.toolchain,
+        gpu_arch: machine.gpu.first().map(|g| g.arch()),
+        timeout: ws.spec.as_ref().map_or(crate::spec::Limits::default().build, |s| s.limits.build),
+        triton_at_launch: false,
+    };
+    Some(match build::build(&env, store, &v, &source) {
+        Ok(b) if b.verdict == Verdict::Pass => Ok((v, source)),
+        Ok(b) => Err(match b.diagnostics.iter().find(|d| d.severity == crate::diag::Severity::Error) {
+            Some(d) => format!("the reference {} does not build: {}: {}", path.display(), d.location(), d.message),
+            None => format!("the reference {} does not build: {}", path.display(), b.summary),
+        }),
+        Err(e) => Err(e.to_string()),
+    })
+}
+
 /// A version handed to a remote runner as it is: that machine prepares and builds it for its own
 /// GPU, so the scheduler does not build it here first.
 pub fn handed_over(store: &mut Store, ws: &Workspace, v: &VersionFile) -> Result<Built, StoreError> {
@@ -337,10 +376,12 @@ pub fn run_phase(
     let out = match runners_for(ws, machine, runners) {
         Ok(r) => {
             let gpu = machine.gpu.first();
+            let reference = reference_build(ws, store, machine);
             let env = run::RunEnv {
                 toolchain: &machine.toolchain,
                 gpu_sms: gpu.map(|g| g.sm_count),
                 gpu_arch: gpu.map(|g| g.compute_capability),
+                reference,
             };
             run::run_and_check(ws, &env, r, v, &source, seed)
         }
@@ -500,11 +541,42 @@ fn bench_and_roofline(
             target: bench::Target::python(b.path.clone(), src),
         }),
     }
-    if let Some(r) = &ws.reference {
-        notes.push(format!(
-            "the reference ({}) runs on the host with numpy: it is not a GPU baseline, so no speedup over it",
-            r.display()
-        ));
+    // A CUDA reference is a GPU baseline: timed interleaved like the best approved version. A
+    // Python reference runs on the host with numpy, so no speedup over it is claimed.
+    let reference = reference_build(ws, store, machine);
+    let ref_plan = match &reference {
+        Some(Ok((rv, src))) => match run::NativePlan::new(ws, spec, rv, src, Some(gpu.sm_count)) {
+            Ok(p) if p.cubin.exists() => Some(p),
+            Ok(_) => {
+                notes.push("the CUDA reference has no cubin: no speedup over it".into());
+                None
+            }
+            Err(d) => {
+                notes.push(format!("the CUDA reference cannot be launched: {}", d.message));
+                None
+            }
+        },
+        Some(Err(e)) => {
+            notes.push(format!("{e}: no speedup over it"));
+            None
+        }
+        None => {
+            if let Some(r) = &ws.reference {
+                notes.push(format!(
+                    "the reference ({}) runs on the host with numpy: it is not a GPU baseline, so no speedup over it",
+                    r.display()
+                ));
+            }
+            None
+        }
+    };
+    let ref_launch = ref_plan.as_ref().map(|p| p.launcher(spec));
+    if let (Some(f), Some(r)) = (&ref_launch, &ws.reference) {
+        others.push(bench::Other {
+            role: bench::ROLE_REFERENCE,
+            label: r.display().to_string(),
+            target: bench::Target::Native(f),
+        });
     }
     let mut out = bench::bench(ws, spec, r, gpu, v, &target, &others, seed);
     if let StageDetail::Bench(b) = &mut out.detail {

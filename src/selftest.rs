@@ -309,7 +309,36 @@ fn write_demo(demo: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Checks the demo, the GPU MODE folders and the KernelBench problem.
+/// A CUDA reference for the vector-add template: a grid-stride loop with its own launch, so it
+/// shares nothing with the versions checked against it.
+const CUDA_REFERENCE: &str = r#"// rung: grid=264 block=128
+// The trusted reference, in CUDA: a grid-stride loop, one element at a time.
+extern "C" __global__ void reference_add(const float* a, const float* b, float* out, int n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        out[i] = a[i] + b[i];
+}
+"#;
+
+/// A version that is wrong past the first 1000 elements: only the largest test size sees it.
+const WRONG_AGAINST_CUDA: &str = r#"// rung: grid="cdiv(n, 256)" block=256
+extern "C" __global__ void vector_add(const float* __restrict__ a, const float* __restrict__ b,
+                                      float* __restrict__ out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = i < 1000 ? a[i] + b[i] : a[i] - b[i];
+}
+"#;
+
+/// The vector-add template with `reference.cu` in place of `reference.py`, and a wrong version.
+fn write_cuda_reference(ws: &Path) -> anyhow::Result<()> {
+    crate::templates::write("vector-add", ws)?;
+    std::fs::remove_file(ws.join("reference.py"))?;
+    std::fs::write(ws.join("reference.cu"), CUDA_REFERENCE)?;
+    std::fs::write(ws.join("versions").join("v004-wrong-sign.cu"), WRONG_AGAINST_CUDA)?;
+    Ok(())
+}
+
+/// Checks the demo, the GPU MODE folders, the KernelBench problem and a workspace whose
+/// reference is CUDA; then benches that workspace's v002, which times it against the reference.
 pub fn run_workspaces(dir: &Path) -> anyhow::Result<Vec<VersionRun>> {
     let machine = Machine::discover();
     let mut out = Vec::new();
@@ -322,6 +351,9 @@ pub fn run_workspaces(dir: &Path) -> anyhow::Result<Vec<VersionRun>> {
     }
     write_dir(&KERNELBENCH, &dir.join("kernelbench"))?;
     places.push(("KernelBench 19_Linear_ReLU".into(), dir.join("kernelbench")));
+    let cu_ref = dir.join("cuda-reference");
+    write_cuda_reference(&cu_ref)?;
+    places.push(("vector-add, reference.cu".into(), cu_ref.clone()));
     for (label, path) in places {
         let ws = Workspace::open(&path)?;
         let mut store = Store::open(&ws.state_dir())?;
@@ -329,6 +361,26 @@ pub fn run_workspaces(dir: &Path) -> anyhow::Result<Vec<VersionRun>> {
         let opts = CheckOptions { no_bench: true, ..Default::default() };
         let report = check_with(&ws, &mut store, &opts, &machine, &mut runners)?;
         out.extend(version_runs(&label, &report));
+    }
+    // The bench of a version against the CUDA reference: a speedup over it, interleaved.
+    let ws = Workspace::open(&cu_ref)?;
+    let mut store = Store::open(&ws.state_dir())?;
+    let opts = CheckOptions { versions: vec!["v002".into()], ..Default::default() };
+    let report = check_with(&ws, &mut store, &opts, &machine, &mut None)?;
+    for v in &report.versions {
+        let bench = v.stages.iter().find(|s| s.stage == Stage::Bench);
+        let against = bench.is_some_and(|b| match &b.detail {
+            crate::report::StageDetail::Bench(d) => d.speedups.iter().any(|s| s.role == "reference"),
+            _ => false,
+        });
+        out.push(VersionRun {
+            workspace: "vector-add, reference.cu, bench".into(),
+            version: v.path.display().to_string(),
+            expected: Verdict::Pass,
+            got: bench.map_or(Verdict::Skipped, |b| b.verdict),
+            summary: bench.map(|b| format!("bench: {}", b.summary)).unwrap_or_else(|| "no bench".into()),
+            ok: against && bench.is_some_and(|b| b.verdict == Verdict::Pass),
+        });
     }
     Ok(out)
 }

@@ -153,3 +153,31 @@ fn a_ptx_without_a_signature_builds_with_a_warning_and_is_not_run() {
     assert_eq!(d["severity"], "warning");
     assert!(d["help"].as_str().unwrap().contains("// extern \"C\" __global__ void rmsnorm("), "{d}");
 }
+
+/// A workspace whose reference is CUDA: without a GPU the reference cannot run, so neither the
+/// Triton version (which the interpreter could run) nor the CUDA one is judged; both say why,
+/// and the builds still pass. On a GPU, `rung selftest --gpu` checks the same layout.
+#[test]
+fn a_cuda_reference_without_a_gpu_is_named_as_why_nothing_is_judged() {
+    if !common::toolchain_here() {
+        return;
+    }
+    let (_tmp, ws) = workspace("vector-add");
+    std::fs::remove_file(ws.join("reference.py")).unwrap();
+    std::fs::write(
+        ws.join("reference.cu"),
+        "extern \"C\" __global__ void reference_add(const float* a, const float* b, float* out, int n) {\n\
+         \x20   int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = a[i] + b[i];\n}\n",
+    )
+    .unwrap();
+    let v = rung(&ws, &["check", "--json", "--seed", "2", "v001", "v003"]);
+    let (cuda, triton) = (&v["versions"][0], &v["versions"][1]);
+    assert_eq!(stage(cuda, "build")["verdict"], "pass", "{cuda}");
+    assert_eq!(stage(triton, "build")["verdict"], "pass", "{triton}");
+    assert_eq!(stage(cuda, "run")["verdict"], "skipped");
+    let why = stage(triton, "run")["summary"].as_str().unwrap();
+    assert_eq!(stage(triton, "run")["verdict"], "skipped", "{triton}");
+    assert!(why.contains("no GPU: the CUDA reference reference.cu runs only on a GPU"), "{why}");
+    assert!(cuda["stages"].as_array().unwrap().iter().all(|s| s["stage"] != "check"), "{cuda}");
+    assert_eq!(v["exit_code"], 0, "skipped is not a failure: {v}");
+}

@@ -233,6 +233,11 @@ pub fn bench(
     };
     let before = crate::devstate::query(&gpu.uuid).ok();
     let python = target.is_python() || others.iter().any(|o| o.target.is_python());
+    // A CUDA reference also re-checks the timed outputs.
+    let reference = others.iter().find_map(|o| match o.target {
+        Target::Native(f) if o.role == ROLE_REFERENCE => Some(f),
+        _ => None,
+    });
     let mut results = Vec::new();
     let mut comparisons = Vec::new();
     let mut notes = Vec::new();
@@ -247,7 +252,7 @@ pub fn bench(
                 break;
             }
         };
-        match bench_size(ws, spec, runners, target, size, seed, &sets, &dir) {
+        match bench_size(ws, spec, runners, target, reference, size, seed, &sets, &dir) {
             Ok(r) => results.push(r),
             Err(f) => {
                 failure = Some(*f);
@@ -522,6 +527,7 @@ fn bench_size(
     spec: &Spec,
     runners: &mut Runners,
     target: &Target,
+    reference: Option<LaunchAt>,
     sizes: &SizeSet,
     seed: u64,
     sets: &Sets,
@@ -562,7 +568,10 @@ fn bench_size(
             Err(f) => graph_error = Some(f.summary),
         }
     }
-    let recheck_failure = recheck(ws, spec, runners, sizes, seed, &sets.files, dir);
+    let recheck_failure = match reference {
+        Some(launch_at) => recheck_native(spec, runners, launch_at, sizes, &sets.files, dir),
+        None => recheck(ws, spec, runners, sizes, seed, &sets.files, dir),
+    };
     let gpu = stats::summarize(&samples.iter().map(|s| s.gpu_ms).collect::<Vec<_>>());
     let host = stats::summarize(&samples.iter().map(|s| s.host_ms).collect::<Vec<_>>());
     let wall = stats::summarize(&samples.iter().map(|s| s.wall_ms).collect::<Vec<_>>());
@@ -727,6 +736,46 @@ fn recheck(
         let shape: Vec<usize> = files[&t.name].1.iter().map(|d| *d as usize).collect();
         let o = inputs::to_f64(t.dtype, &std::fs::read(&files[&t.name].0).unwrap_or_default());
         let r = inputs::to_f64(t.dtype, &std::fs::read(&returns[&t.name].path).unwrap_or_default());
+        let c = metrics::compare(&o, &r, &shape, &t.tolerance);
+        if let Some(why) = metrics::judge(&c, &t.tolerance) {
+            return Some(format!("`{}`: {why}", t.name));
+        }
+    }
+    None
+}
+
+/// [`recheck`] against a CUDA reference, launched in the native worker on the same inputs.
+fn recheck_native(
+    spec: &Spec,
+    runners: &mut Runners,
+    launch_at: LaunchAt,
+    sizes: &SizeSet,
+    files: &Files,
+    dir: &std::path::Path,
+) -> Option<String> {
+    let mut rfiles = files.clone();
+    for t in &spec.outputs {
+        let shape = spec.shape_at(t, sizes).unwrap_or_default();
+        let path = dir.join(format!("{}-ref.bin", t.name));
+        let len = shape.iter().product::<i64>() as usize * t.dtype.size_bytes();
+        if let Err(e) = std::fs::write(&path, vec![0xffu8; len]) {
+            return Some(format!("{}: {e}", path.display()));
+        }
+        rfiles.insert(t.name.clone(), (path, shape));
+    }
+    let launch = match launch_at(sizes, &rfiles) {
+        Ok(l) => l,
+        Err(m) => return Some(format!("the reference cannot be launched: {m}")),
+    };
+    match runners.launch(launch, spec.limits.run * 4) {
+        Ok(r) if r.ok => {}
+        Ok(r) => return Some(format!("the reference failed: {}", r.error.map(|e| e.message).unwrap_or_default())),
+        Err(e) => return Some(format!("the reference failed: {e}")),
+    }
+    for t in &spec.outputs {
+        let shape: Vec<usize> = files[&t.name].1.iter().map(|d| *d as usize).collect();
+        let o = inputs::to_f64(t.dtype, &std::fs::read(&files[&t.name].0).unwrap_or_default());
+        let r = inputs::to_f64(t.dtype, &std::fs::read(&rfiles[&t.name].0).unwrap_or_default());
         let c = metrics::compare(&o, &r, &shape, &t.tolerance);
         if let Some(why) = metrics::judge(&c, &t.tolerance) {
             return Some(format!("`{}`: {why}", t.name));

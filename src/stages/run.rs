@@ -165,6 +165,9 @@ pub struct RunEnv<'a> {
     pub gpu_sms: Option<u32>,
     /// The GPU's compute capability (90 for sm_90), when there is a GPU.
     pub gpu_arch: Option<u32>,
+    /// A CUDA reference's build ([`crate::check::reference_build`]): what it is and its source,
+    /// or why it did not build.
+    pub reference: Option<Result<(VersionFile, String), String>>,
 }
 
 /// Runs and checks one version that built.
@@ -212,12 +215,36 @@ pub fn run_and_check(
         _ if !gpu => return skipped(format!("no GPU: {} versions run only on a GPU", v.kind)),
         _ => None,
     };
-    let Some(reference) = ws.reference.clone().filter(|r| r.extension().is_some_and(|e| e == "py")) else {
-        return skipped("the reference is not a reference.py: a CUDA reference is not run yet");
+    let Some(reference) = ws.reference.clone() else {
+        return skipped("the workspace has no reference");
     };
+    // A CUDA reference runs through the native worker, like a CUDA version.
+    let ref_plan = if reference.extension().is_some_and(|e| e == "py") {
+        None
+    } else if !gpu {
+        return skipped(format!("no GPU: the CUDA reference {} runs only on a GPU", reference.display()));
+    } else {
+        match &env.reference {
+            Some(Ok((rv, rsource))) => match NativePlan::new(ws, spec, rv, rsource, env.gpu_sms) {
+                Ok(p) => Some(p),
+                Err(d) => {
+                    let why = format!("the reference cannot be launched: {}: {}", d.location(), d.message);
+                    let mut out = failed(Verdict::Error, Some(Reason::ReferenceFailed), why);
+                    out.run.diagnostics.push(d);
+                    return out;
+                }
+            },
+            Some(Err(why)) => return failed(Verdict::Error, Some(Reason::ReferenceFailed), why.clone()),
+            None => return skipped(format!("the reference {} was not built", reference.display())),
+        }
+    };
+    // Python runs the version, the Python reference or the user's checks.py; a CUDA version
+    // against a CUDA reference needs none of it.
+    let python = native.is_none() || ref_plan.is_none() || ws.checks.is_some();
     let needs = if native.is_some() || (gpu && has("torch")) { "numpy" } else { "triton" };
-    if !has(needs) || !has("numpy") {
-        return skipped(format!("{needs} and numpy are needed to run the Python reference: run `rung setup`"));
+    if python && (!has(needs) || !has("numpy")) {
+        let what = if ref_plan.is_none() { "the Python reference" } else { "this version and checks.py" };
+        return skipped(format!("{needs} and numpy are needed to run {what}: run `rung setup`"));
     }
     let mode = if native.is_some() {
         CallMode::Reference
@@ -232,6 +259,8 @@ pub fn run_and_check(
         toolchain: env.toolchain,
         runners,
         native,
+        ref_plan,
+        python,
         mode,
         seed,
         phases: BTreeMap::new(),
@@ -371,6 +400,11 @@ struct Checker<'a> {
     runners: &'a mut Runners,
     /// For CUDA versions: what to launch in the native worker.
     native: Option<NativePlan>,
+    /// A CUDA reference: launched in the native worker too.
+    ref_plan: Option<NativePlan>,
+    /// Whether a Python child is needed (not for a CUDA version against a CUDA reference without
+    /// checks.py).
+    python: bool,
     /// How the Python child runs the version (or only the reference, for CUDA versions).
     mode: CallMode,
     seed: u64,
@@ -425,6 +459,40 @@ impl<'a> Checker<'a> {
             self.add_phase(&k, s);
         }
         Ok(killed > 0.0)
+    }
+
+    /// Runs the CUDA reference at `sizes` on the version's input files, its outputs written to
+    /// `returns`' files (first filled with a NaN pattern, so an element it leaves unwritten
+    /// cannot match). Why it failed, if it did.
+    fn native_reference(
+        &mut self,
+        sizes: &SizeSet,
+        files: &BTreeMap<String, (PathBuf, Vec<i64>)>,
+        returns: &BTreeMap<String, TensorFile>,
+    ) -> Option<String> {
+        let plan = self.ref_plan.as_ref()?;
+        let mut rfiles = files.clone();
+        for t in &self.spec.outputs {
+            let r = &returns[&t.name];
+            let len = r.shape.iter().product::<i64>() as usize * t.dtype.size_bytes();
+            if let Err(e) = std::fs::write(&r.path, vec![0xffu8; len]) {
+                return Some(format!("{}: {e}", r.path.display()));
+            }
+            rfiles.insert(t.name.clone(), (r.path.clone(), r.shape.clone()));
+        }
+        let launch = match plan.launch_at(self.spec, sizes, &rfiles) {
+            Ok(l) => l,
+            Err((_, m)) => return Some(format!("the reference cannot be launched: {m}")),
+        };
+        match self.runners.launch(launch, self.spec.limits.run) {
+            Ok(r) if r.ok && r.guards.is_empty() => None,
+            Ok(r) if r.ok => Some(format!("the reference wrote outside `{}`", r.guards[0].name)),
+            Ok(r) => {
+                let e = r.error.unwrap_or_else(|| WorkerError::new("error", "the worker gave no reason"));
+                Some(format!("the reference failed: {}: {}", e.kind, e.message))
+            }
+            Err(f) => Some(format!("the reference failed: {f}")),
+        }
     }
 
     fn python(&mut self, op: protocol::Op) -> Result<Response, Failure> {
@@ -557,7 +625,7 @@ impl<'a> Checker<'a> {
                 }
                 (drawn, t.elapsed().as_secs_f64())
             });
-            let forked = self.fork(prewarm);
+            let forked = if self.python { self.fork(prewarm) } else { Ok(false) };
             (forked, drawing.join().unwrap_or_default())
         });
         // Drawn in parallel with the fork: reported, not on the critical path.
@@ -749,7 +817,15 @@ impl<'a> Checker<'a> {
                 );
             }
             let cached = self.spec.outputs.iter().all(|t| cache.join(format!("{}.bin", t.name)).is_file());
-            if !cached {
+            if !cached && self.ref_plan.is_some() {
+                // The CUDA reference, launched on the real input set (checked unchanged above),
+                // writing straight into the cache.
+                if let Some(why) = self.native_reference(sizes, &files, &returns) {
+                    let _ = std::fs::remove_dir_all(&cache);
+                    check_fail = Some((Verdict::Error, Reason::ReferenceFailed, why));
+                    break;
+                }
+            } else if !cached {
                 let args = match call_args(self.spec, &ref_params, sizes, |t, _| {
                     let (path, shape) = &files[&t.name];
                     TensorFile { path: path.clone(), dtype: t.dtype, shape: shape.clone() }
