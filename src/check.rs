@@ -472,16 +472,28 @@ fn bench_and_roofline(
         detail: StageDetail::None,
         reason: None,
     };
-    let (Some(spec), crate::workspace::Format::Rung) = (ws.spec.as_ref(), ws.format) else {
-        let why = "benching GPU MODE and KernelBench problems is not built yet".to_string();
-        let result = stage_result(Stage::Bench, (started, t0), skip(why), BTreeMap::new());
-        stages.push(record(store, v, source_hash, seed, started, result)?);
-        return Ok(());
-    };
     let Some(gpu) = machine.gpu.first() else {
         let why = "no GPU: bench and roofline skipped (no timing is invented)".to_string();
         let result = stage_result(Stage::Bench, (started, t0), skip(why), BTreeMap::new());
         stages.push(record(store, v, source_hash, seed, started, result)?);
+        return Ok(());
+    };
+    let (Some(spec), crate::workspace::Format::Rung) = (ws.spec.as_ref(), ws.format) else {
+        // A GPU MODE or KernelBench problem: its own inputs, against its own GPU reference.
+        let out = match runners_for(ws, machine, runners) {
+            Ok(r) => bench::bench_problem(ws, r, gpu, v, seed),
+            Err(e) => StageOutcome { verdict: Verdict::Error, ..skip(format!("cannot prepare the workers: {e}")) },
+        };
+        let passed = out.verdict == Verdict::Pass;
+        let result = stage_result(Stage::Bench, (started, t0), out, BTreeMap::new());
+        stages.push(record(store, v, source_hash, seed, started, result)?);
+        if passed {
+            let why =
+                "no roofline: a GPU MODE or KernelBench problem states no bytes or FLOPs (rung.toml's [roofline] does)";
+            let result =
+                stage_result(Stage::Roofline, (SystemTime::now(), Instant::now()), skip(why.into()), BTreeMap::new());
+            stages.push(record(store, v, source_hash, seed, started, result)?);
+        }
         return Ok(());
     };
     if !bench::benchable(v.kind) {

@@ -95,6 +95,8 @@ pub struct Request {
     pub op: Op,
 }
 
+// One request a line, built once and sent: its size in memory does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "op", rename_all = "kebab-case")]
 pub enum Op {
@@ -293,6 +295,30 @@ pub struct Bench {
     /// profiles exactly that call's kernels.
     #[serde(default)]
     pub profile: bool,
+    /// A GPU MODE or KernelBench call to time instead of `call`: the problem makes its own inputs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<ProblemBench>,
+}
+
+/// What a GPU MODE or KernelBench bench times, in the Python worker: `custom_kernel(data)` (or
+/// the problem's `ref_kernel`) on `generate_input(**args)`, or `ModelNew` (or `Model`) on
+/// `get_inputs()`, with weights seeded identically. Each input set is drawn on its own seed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProblemBench {
+    pub format: ProblemFormat,
+    /// The problem's file: GPU MODE's reference.py, or the KernelBench problem.
+    pub problem: PathBuf,
+    pub version: PathBuf,
+    /// Time the problem's reference (`ref_kernel`, `Model`) instead of the version.
+    #[serde(default)]
+    pub reference: bool,
+    /// One entry of task.yml's `benchmarks:` (empty for KernelBench).
+    #[serde(default)]
+    pub args: BTreeMap<String, serde_json::Value>,
+    pub seed: u64,
+    /// Independent input sets to rotate through.
+    pub sets: u32,
 }
 
 /// One timed call, in milliseconds.
@@ -373,6 +399,10 @@ pub struct Response {
     /// Graph replay: per-call milliseconds, one per replay.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub graph_ms: Vec<f64>,
+    /// A problem bench's `write_back`: why the version's output at the benchmark disagrees with
+    /// the problem's reference (its own check), when it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recheck: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -362,11 +362,27 @@ pub fn run_workspaces(dir: &Path) -> anyhow::Result<Vec<VersionRun>> {
         let report = check_with(&ws, &mut store, &opts, &machine, &mut runners)?;
         out.extend(version_runs(&label, &report));
     }
-    // The bench of a version against the CUDA reference: a speedup over it, interleaved.
-    let ws = Workspace::open(&cu_ref)?;
+    // Benches against a GPU reference, interleaved: the CUDA reference, GPU MODE's ref_kernel
+    // at task.yml's benchmarks, KernelBench's Model.
+    let benched = [
+        ("vector-add, reference.cu, bench", cu_ref.clone(), "v002"),
+        ("GPU MODE vectoradd, bench", dir.join("gpu-mode").join("vectoradd"), "v002"),
+        ("KernelBench 19_Linear_ReLU, bench", dir.join("kernelbench"), "v002"),
+    ];
+    for (label, path, id) in benched {
+        out.extend(bench_run(label, &path, id, &machine)?);
+    }
+    Ok(out)
+}
+
+/// One version benched, as a row: it passes when the bench passed and timed a speedup over the
+/// reference.
+fn bench_run(label: &str, path: &Path, id: &str, machine: &Machine) -> anyhow::Result<Vec<VersionRun>> {
+    let mut out = Vec::new();
+    let ws = Workspace::open(path)?;
     let mut store = Store::open(&ws.state_dir())?;
-    let opts = CheckOptions { versions: vec!["v002".into()], ..Default::default() };
-    let report = check_with(&ws, &mut store, &opts, &machine, &mut None)?;
+    let opts = CheckOptions { versions: vec![id.into()], ..Default::default() };
+    let report = check_with(&ws, &mut store, &opts, machine, &mut None)?;
     for v in &report.versions {
         let bench = v.stages.iter().find(|s| s.stage == Stage::Bench);
         let against = bench.is_some_and(|b| match &b.detail {
@@ -374,7 +390,7 @@ pub fn run_workspaces(dir: &Path) -> anyhow::Result<Vec<VersionRun>> {
             _ => false,
         });
         out.push(VersionRun {
-            workspace: "vector-add, reference.cu, bench".into(),
+            workspace: label.into(),
             version: v.path.display().to_string(),
             expected: Verdict::Pass,
             got: bench.map_or(Verdict::Skipped, |b| b.verdict),

@@ -123,6 +123,31 @@ fn samples() -> Vec<Message> {
             }),
         }),
         Message::Response(Response { id: Some(12), ok: true, graph_ms: vec![0.0041, 0.0040], ..Default::default() }),
+        // A GPU MODE version timed on its own inputs; its write-back answers with its own check.
+        Message::Request(Request {
+            id: 13,
+            op: Op::Bench(Bench {
+                samples: 10,
+                warmup_seconds: 0.3,
+                flush_bytes: 1 << 28,
+                problem: Some(ProblemBench {
+                    format: ProblemFormat::GpuMode,
+                    problem: "reference.py".into(),
+                    version: "versions/v002-triton.py".into(),
+                    reference: false,
+                    args: BTreeMap::from([("size".into(), serde_json::json!(4096))]),
+                    seed: 7,
+                    sets: 3,
+                }),
+                ..Default::default()
+            }),
+        }),
+        Message::Response(Response {
+            id: Some(13),
+            ok: true,
+            recheck: Some("mismatch at (0, 1)".into()),
+            ..Default::default()
+        }),
         Message::Response(Response {
             id: Some(8),
             ok: true,

@@ -472,8 +472,102 @@ def _user_rungs(req):
 _bench = {}
 
 
+def _problem_bench_setup(req):
+    """A GPU MODE or KernelBench series: the problem makes its own inputs, one independent set
+    per seed; `fn` is the version's entry (or the problem's reference); `recheck` runs the version
+    once on set 0 and judges its output the problem's own way."""
+    import torch
+    pb = req["problem"]
+    problem = pb["problem"]
+    pdir = os.path.dirname(os.path.abspath(problem))
+    if pdir not in sys.path:
+        sys.path.insert(0, pdir)
+    gpu_mode = pb["format"] == "gpu-mode"
+    prob = _load(problem, "reference" if gpu_mode else None)
+    version = _load(pb["version"])
+    seed = int(pb["seed"])
+    args = dict(pb.get("args") or {})
+    n = max(1, int(pb.get("sets") or 1))
+    sets = []
+    with torch.no_grad():
+        if gpu_mode:
+            for fn_name, owner in (("generate_input", prob), ("ref_kernel", prob), ("custom_kernel", version)):
+                if not hasattr(owner, fn_name):
+                    raise AttributeError("%s defines no %s()" % (problem if owner is prob else pb["version"], fn_name))
+            entry = prob.ref_kernel if pb.get("reference") else version.custom_kernel
+            for k in range(n):
+                a = dict(args)
+                if "seed" in a:
+                    a["seed"] = int(a["seed"]) + k
+                torch.manual_seed(seed + k)
+                sets.append(({"data": prob.generate_input(**a)}, []))
+
+            def fn(data):
+                return entry(data)
+
+            def recheck():
+                data = sets[0][0]["data"]
+                out = version.custom_kernel(_clone(data))
+                torch.cuda.synchronize()
+                if hasattr(prob, "check_implementation"):
+                    verdict = prob.check_implementation(_clone(data), out)
+                    if isinstance(verdict, tuple):
+                        return None if verdict[0] else str(verdict[1] if len(verdict) > 1 else "check_implementation failed")
+                    if isinstance(verdict, str):
+                        return verdict or None
+                    return None if verdict else "check_implementation failed"
+                ref = prob.ref_kernel(_clone(data))
+                same = torch.allclose(out.float(), ref.float(), atol=1e-2, rtol=1e-2)
+                return None if same else "the output differs from ref_kernel's (atol = rtol = 1e-2)"
+        else:
+            for fn_name in ("Model", "get_inputs", "get_init_inputs"):
+                if not hasattr(prob, fn_name):
+                    raise AttributeError("%s defines no %s" % (problem, fn_name))
+            if not hasattr(version, "ModelNew"):
+                raise AttributeError("%s defines no ModelNew" % pb["version"])
+            torch.manual_seed(seed)
+            init = prob.get_init_inputs()
+
+            def build(cls):
+                torch.manual_seed(seed)
+                return cls(*init).to("cuda")
+
+            model = build(prob.Model) if pb.get("reference") else build(version.ModelNew)
+            for k in range(n):
+                torch.manual_seed(seed + k)
+                sets.append(({"inputs": [x.to("cuda") if hasattr(x, "to") else x for x in prob.get_inputs()]}, []))
+
+            def fn(inputs):
+                return model(*inputs)
+
+            def recheck():
+                inputs = sets[0][0]["inputs"]
+                out = build(version.ModelNew)(*_clone(inputs))
+                ref = build(prob.Model)(*_clone(inputs))
+                torch.cuda.synchronize()
+                if tuple(out.shape) != tuple(ref.shape):
+                    return "the output's shape %s is not the reference's %s" % (tuple(out.shape), tuple(ref.shape))
+                same = torch.allclose(out.float(), ref.float(), atol=1e-2, rtol=1e-2)
+                return None if same else "torch.allclose(atol=1e-2, rtol=1e-2) is false"
+    torch.cuda.synchronize()
+    flush_bytes = int(req.get("flush_bytes") or 0)
+    flush = _Flusher(req.get("flush_ptx"), flush_bytes) if flush_bytes else None
+    series = int(req.get("series") or 0)
+    _bench.pop(series, None)
+
+    def timed(**kw):
+        with torch.no_grad():
+            return fn(**kw)
+
+    _bench[series] = dict(fn=timed, sets=sets, flush=flush, next=0, recheck=recheck,
+                          start=torch.cuda.Event(enable_timing=True), end=torch.cuda.Event(enable_timing=True))
+    return _bench[series]
+
+
 def _bench_setup(req):
     import torch
+    if req.get("problem"):
+        return _problem_bench_setup(req)
     call = req["call"]
     module = _load(call["file"])
     fn = getattr(module, call["function"], None)
@@ -593,7 +687,7 @@ def _graph_replay(b, calls, replays):
 def _bench_req(req, state):
     resp = {}
     series = int(req.get("series") or 0)
-    if req.get("call"):
+    if req.get("call") or req.get("problem"):
         b = _bench_setup(req)
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < float(req.get("warmup_seconds") or 0):
@@ -615,7 +709,11 @@ def _bench_req(req, state):
         samples.append(_bench_one(b, b["fn"], kw))
     if int(req.get("graph_calls") or 0) > 0:
         resp["graph_ms"] = _graph_replay(b, int(req["graph_calls"]), int(req.get("graph_replays") or 1))
-    if req.get("write_back"):
+    if req.get("write_back") and b.get("recheck"):
+        # A problem: its own check of the version's output on set 0.
+        with __import__("torch").no_grad():
+            resp["recheck"] = b["recheck"]()
+    elif req.get("write_back"):
         # The outputs are shared by the input sets: one more call on set 0 (the real one).
         _bench_one(b, b["fn"], b["sets"][0][0])
         for g in b["sets"][0][1]:

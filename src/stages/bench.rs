@@ -144,7 +144,12 @@ pub type LaunchAt<'a> = &'a dyn Fn(&SizeSet, &Files) -> Result<protocol::Launch,
 /// How one timed call is made: the native launch or the Python call at a size, given the files.
 pub enum Target<'a> {
     Native(LaunchAt<'a>),
-    Python { file: PathBuf, params: Vec<String> },
+    Python {
+        file: PathBuf,
+        params: Vec<String>,
+    },
+    /// A GPU MODE or KernelBench version or reference, which makes its own inputs.
+    Problem(protocol::ProblemBench),
 }
 
 impl Target<'_> {
@@ -159,7 +164,7 @@ impl Target<'_> {
     }
 
     fn is_python(&self) -> bool {
-        matches!(self, Target::Python { .. })
+        matches!(self, Target::Python { .. } | Target::Problem(_))
     }
 }
 
@@ -292,6 +297,14 @@ pub fn bench(
         f.detail = detail;
         return f;
     }
+    summarise(results, comparisons, throttled, detail)
+}
+
+/// The bench's verdict and one-line summary from its sizes and comparisons.
+fn summarise(results: Vec<SizeBench>, comparisons: Vec<Speedup>, throttled: bool, detail: StageDetail) -> StageOutcome {
+    if results.is_empty() {
+        return StageOutcome { detail, ..fail(Verdict::Error, None, "nothing was timed") };
+    }
     if let Some(bad) = results.iter().find(|r| r.recheck_failure.is_some()) {
         return StageOutcome {
             verdict: Verdict::Fail,
@@ -338,6 +351,144 @@ pub fn bench(
         summary.push_str("; THROTTLED (see device state)");
     }
     StageOutcome { verdict: Verdict::Pass, summary, diagnostics: vec![], detail, reason: None }
+}
+
+/// Benches a GPU MODE or KernelBench version that passed its check: at each of task.yml's
+/// `benchmarks:` (KernelBench: its `get_inputs()`), the problem's own inputs drawn on rung's
+/// seeds, several independent sets rotated, L2 flushed before each call, the same adaptive
+/// stopping rule; then, at the first benchmark, interleaved against the problem's reference
+/// (`ref_kernel`, `Model`), which runs on the GPU: a real baseline. The timed version's output is
+/// re-checked at each benchmark by the problem's own check (GPU MODE's `check_implementation`,
+/// KernelBench's allclose).
+pub fn bench_problem(ws: &Workspace, runners: &mut Runners, gpu: &GpuInfo, v: &VersionFile, seed: u64) -> StageOutcome {
+    let Some(problem) = ws.reference.clone() else {
+        return fail(Verdict::Error, None, "the problem has no reference file");
+    };
+    let format = if ws.format == crate::workspace::Format::GpuMode {
+        protocol::ProblemFormat::GpuMode
+    } else {
+        protocol::ProblemFormat::KernelBench
+    };
+    let benchmarks: Vec<BTreeMap<String, serde_json::Value>> = if format == protocol::ProblemFormat::GpuMode {
+        match crate::stages::run::read_task_yml(&ws.root.join("task.yml")) {
+            Ok(t) if !t.benchmarks.is_empty() => t.benchmarks,
+            Ok(_) => return StageOutcome::new(Verdict::Skipped, "task.yml lists no benchmarks: nothing to time"),
+            Err(d) => return fail(Verdict::Error, None, d.message),
+        }
+    } else {
+        vec![BTreeMap::new()]
+    };
+    let limits = crate::spec::Limits::default();
+    let limit = limits.bench + limits.run * 2;
+    let rule = StopRule { budget_seconds: limits.bench.as_secs_f64(), ..StopRule::default() };
+    let lock = match crate::gpulock::lock(&gpu.uuid) {
+        Ok(l) => l,
+        Err(e) => return fail(Verdict::Error, None, format!("cannot take the GPU's bench lock: {e}")),
+    };
+    let before = crate::devstate::query(&gpu.uuid).ok();
+    let mut results = Vec::new();
+    let mut comparisons = Vec::new();
+    let mut notes = Vec::new();
+    let mut failure = None;
+    for (bi, bench) in benchmarks.iter().enumerate() {
+        let mut args = bench.clone();
+        // rung's seed, not the file's, as in the check.
+        let bench_seed = seed.wrapping_add(0xB5E7 + bi as u64) & 0x7FFF_FFFF;
+        if args.contains_key("seed") {
+            args.insert("seed".into(), serde_json::json!(bench_seed));
+        }
+        let sizes: SizeSet = args.iter().filter_map(|(k, v)| v.as_i64().map(|i| (k.clone(), i))).collect();
+        let target_of = |reference: bool| {
+            Target::Problem(protocol::ProblemBench {
+                format,
+                problem: problem.clone(),
+                version: v.path.clone(),
+                reference,
+                args: args.clone(),
+                seed: bench_seed,
+                sets: INPUT_SETS as u32,
+            })
+        };
+        let target = target_of(false);
+        let first = match first_request_problem(&target) {
+            Some(f) => f,
+            None => continue,
+        };
+        let sampled = fork_for(runners, &[&target]).and_then(|_| sample_series(runners, &target, first, limit, &rule));
+        let (samples, fixed_ms, stop) = match sampled {
+            Ok(x) => x,
+            Err(f) => {
+                failure = Some(*f);
+                break;
+            }
+        };
+        let (metric, basis) = headline_samples(&samples, fixed_ms);
+        let recheck_failure = match send(runners, &target, protocol::Bench { write_back: true, ..more(0, 0) }, limit) {
+            Ok(r) => r.recheck,
+            Err(f) => Some(f.summary),
+        };
+        let summary = |f: fn(&protocol::Sample) -> f64| stats::summarize(&samples.iter().map(f).collect::<Vec<_>>());
+        results.push(SizeBench {
+            sizes: sizes.clone(),
+            headline: stats::summarize(&metric),
+            basis: basis.into(),
+            gpu: summary(|s| s.gpu_ms),
+            host: summary(|s| s.host_ms),
+            wall: summary(|s| s.wall_ms),
+            fixed_ms,
+            stop,
+            input_sets: INPUT_SETS,
+            flush_bytes: FLUSH_BYTES,
+            graph: None,
+            graph_error: None,
+            recheck_failure,
+        });
+        if bi > 0 {
+            continue;
+        }
+        let reference = Other { role: ROLE_REFERENCE, label: problem.display().to_string(), target: target_of(true) };
+        let firsts = [first_request_problem(&target), first_request_problem(&reference.target)];
+        if let [Some(a), Some(b)] = firsts {
+            let firsts = [protocol::Bench { series: 0, ..a }, protocol::Bench { series: 1, ..b }];
+            match alternate(runners, [&target, &reference.target], firsts, &reference, &sizes, limit, &rule) {
+                Ok(c) => comparisons.push(c),
+                Err(f) => notes.push(format!("against {} ({}): {}", reference.label, reference.role, f.summary)),
+            }
+        }
+    }
+    runners.end_children();
+    let after = crate::devstate::query(&gpu.uuid).ok();
+    let throttled = before.as_ref().is_some_and(|d| d.throttled) || after.as_ref().is_some_and(|d| d.throttled);
+    let detail = StageDetail::Bench(BenchDetail {
+        gpu: gpu.name.clone(),
+        uuid: gpu.uuid.clone(),
+        device_before: before,
+        device_after: after,
+        throttled,
+        lock_wait_ms: lock.waited.as_secs_f64() * 1e3,
+        sizes: results.clone(),
+        speedups: comparisons.clone(),
+        comparison_notes: notes,
+    });
+    drop(lock);
+    if let Some(mut f) = failure {
+        f.detail = detail;
+        return f;
+    }
+    summarise(results, comparisons, throttled, detail)
+}
+
+/// A problem target's first request: warm-up, flush, the problem's own inputs.
+fn first_request_problem(target: &Target) -> Option<protocol::Bench> {
+    let Target::Problem(p) = target else { return None };
+    Some(protocol::Bench {
+        warmup_seconds: WARMUP_SECONDS,
+        samples: 10,
+        flush_bytes: FLUSH_BYTES,
+        flush_ptx: Some(crate::worker::COPY_PTX.to_string()),
+        problem: Some(p.clone()),
+        ..Default::default()
+    })
 }
 
 fn worker_failure(f: Failure) -> StageOutcome {
@@ -445,6 +596,11 @@ fn first_request(
             });
             first.flush_ptx = Some(crate::worker::COPY_PTX.to_string());
         }
+        Target::Problem(p) => {
+            first.sets = vec![];
+            first.problem = Some(p.clone());
+            first.flush_ptx = Some(crate::worker::COPY_PTX.to_string());
+        }
     }
     Ok(first)
 }
@@ -538,22 +694,7 @@ fn bench_size(
     let rule = StopRule { budget_seconds: spec.limits.bench.as_secs_f64(), ..StopRule::default() };
     fork_for(runners, &[target])?;
     let first = first_request(spec, target, sizes, &sets.files, &sets.extra, 0)?;
-    let resp = send(runners, target, first, limit)?;
-    let fixed_ms = resp.fixed_ms.unwrap_or(0.0);
-    let mut samples = resp.samples;
-    let stop = loop {
-        // The timed work so far, and the figure that decides: the call's stream, or the whole
-        // device when the call leaves work elsewhere.
-        let spent: f64 = samples.iter().map(|s| s.wall_ms).sum::<f64>() / 1e3;
-        let metric = headline_samples(&samples, fixed_ms).0;
-        if let Some(stop) = stats::should_stop(&metric, spent, &rule) {
-            break stop;
-        }
-        let per = (spent / samples.len().max(1) as f64).max(1e-6);
-        let left = ((rule.budget_seconds - spent) / per).ceil().max(1.0) as usize;
-        let n = stats::next_batch(&metric, spent, &rule).min(left) as u32;
-        samples.extend(send(runners, target, more(0, n), limit)?.samples);
-    };
+    let (samples, fixed_ms, stop) = sample_series(runners, target, first, limit, &rule)?;
     let (metric, basis) = headline_samples(&samples, fixed_ms);
     let headline = stats::summarize(&metric);
     // One more call on the real input set, its outputs written back and checked; then a small
@@ -592,6 +733,35 @@ fn bench_size(
     })
 }
 
+/// Sets up series 0 with `first`, then asks for samples in batches until the headline median's
+/// interval is under the target or the budget is spent: the samples, the fixed cost, why it
+/// stopped.
+fn sample_series(
+    runners: &mut Runners,
+    target: &Target,
+    first: protocol::Bench,
+    limit: Duration,
+    rule: &StopRule,
+) -> Result<(Vec<protocol::Sample>, f64, Stop), Box<StageOutcome>> {
+    let resp = send(runners, target, first, limit)?;
+    let fixed_ms = resp.fixed_ms.unwrap_or(0.0);
+    let mut samples = resp.samples;
+    let stop = loop {
+        // The timed work so far, and the figure that decides: the call's stream, or the whole
+        // device when the call leaves work elsewhere.
+        let spent: f64 = samples.iter().map(|s| s.wall_ms).sum::<f64>() / 1e3;
+        let metric = headline_samples(&samples, fixed_ms).0;
+        if let Some(stop) = stats::should_stop(&metric, spent, rule) {
+            break stop;
+        }
+        let per = (spent / samples.len().max(1) as f64).max(1e-6);
+        let left = ((rule.budget_seconds - spent) / per).ceil().max(1.0) as usize;
+        let n = stats::next_batch(&metric, spent, rule).min(left) as u32;
+        samples.extend(send(runners, target, more(0, n), limit)?.samples);
+    };
+    Ok((samples, fixed_ms, stop))
+}
+
 /// Times `target` (series 0) and `other.target` (series 1) in alternating batches on the same
 /// input sets until both medians' intervals are under the target or the bench budget is spent.
 #[allow(clippy::too_many_arguments)]
@@ -613,11 +783,29 @@ fn interleave(
         f.extend(poisoned_outputs(spec, sizes, &dir.join(format!("s{k}"))).map_err(io)?);
     }
     let targets = [target, &other.target];
+    let firsts = [
+        first_request(spec, targets[0], sizes, &files[0], &sets.extra, 0)?,
+        first_request(spec, targets[1], sizes, &files[1], &sets.extra, 1)?,
+    ];
+    alternate(runners, targets, firsts, other, sizes, limit, &rule)
+}
+
+/// The interleaved comparison itself: both series set up by `firsts`, then batches of each in
+/// turn until [`interleave_done`].
+fn alternate(
+    runners: &mut Runners,
+    targets: [&Target; 2],
+    firsts: [protocol::Bench; 2],
+    other: &Other,
+    sizes: &SizeSet,
+    limit: Duration,
+    rule: &StopRule,
+) -> Result<Speedup, Box<StageOutcome>> {
+    let rule = *rule;
     fork_for(runners, &targets)?;
     let mut samples: [Vec<protocol::Sample>; 2] = [vec![], vec![]];
     let mut fixed = [0.0; 2];
-    for k in 0..2 {
-        let first = first_request(spec, targets[k], sizes, &files[k], &sets.extra, k as u32)?;
+    for (k, first) in firsts.into_iter().enumerate() {
         let r = send(runners, targets[k], first, limit)?;
         fixed[k] = r.fixed_ms.unwrap_or(0.0);
         samples[k] = r.samples;

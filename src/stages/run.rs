@@ -115,7 +115,7 @@ pub struct StageOutcome {
 }
 
 impl StageOutcome {
-    fn new(verdict: Verdict, summary: impl Into<String>) -> StageOutcome {
+    pub fn new(verdict: Verdict, summary: impl Into<String>) -> StageOutcome {
         StageOutcome { verdict, summary: summary.into(), diagnostics: vec![], detail: StageDetail::None, reason: None }
     }
 }
