@@ -399,8 +399,23 @@ pub fn run_phase(
     if is_cancelled(cancel) {
         return Ok(None);
     }
+    let launched = match &out.run.detail {
+        StageDetail::Run(r) => r.launched.clone(),
+        _ => vec![],
+    };
     let result = stage_result(Stage::Run, (started, t0), out.run, BTreeMap::new());
     stages.push(record(store, v, &source_hash, seed, started, result)?);
+    // A Triton version compiled at launch: the kernels that ran become its build's artefacts.
+    let at_launch = stages.iter().position(|s| s.stage == Stage::Build && matches!(s.detail, StageDetail::None));
+    if let (Some(i), Some(g)) = (at_launch, machine.gpu.first())
+        && let Some((verdict, summary, detail)) = build::captured(ws, &machine.toolchain, &g.arch(), &launched)
+    {
+        let started = SystemTime::now();
+        let outcome =
+            StageOutcome { verdict, summary, diagnostics: vec![], detail: StageDetail::Build(detail), reason: None };
+        let result = stage_result(Stage::Build, (started, Instant::now()), outcome, stages[i].tools.clone());
+        stages[i] = record(store, v, &source_hash, seed, started, result)?;
+    }
     if let Some(check) = out.check {
         let started = SystemTime::now();
         let checked = check.verdict == Verdict::Pass;

@@ -361,6 +361,24 @@ pub fn run_workspaces(dir: &Path) -> anyhow::Result<Vec<VersionRun>> {
         let opts = CheckOptions { no_bench: true, ..Default::default() };
         let report = check_with(&ws, &mut store, &opts, &machine, &mut runners)?;
         out.extend(version_runs(&label, &report));
+        // A Triton version's build result, after the run: the kernels that launched.
+        for v in report.versions.iter().filter(|v| v.kind == crate::workspace::VersionKind::Triton) {
+            let Some(build) = v.stages.iter().find(|s| s.stage == Stage::Build) else { continue };
+            let listed = match &build.detail {
+                crate::report::StageDetail::Build(d) => {
+                    !d.ahead_of_time && d.artefacts.iter().any(|a| a.kind == "cubin")
+                }
+                _ => false,
+            };
+            out.push(VersionRun {
+                workspace: format!("{label}, build artefacts"),
+                version: v.path.display().to_string(),
+                expected: Verdict::Pass,
+                got: build.verdict,
+                summary: format!("build: {}", build.summary),
+                ok: listed && build.verdict == Verdict::Pass,
+            });
+        }
     }
     // Benches against a GPU reference, interleaved: the CUDA reference, GPU MODE's ref_kernel
     // at task.yml's benchmarks, KernelBench's Model.

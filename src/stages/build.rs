@@ -962,9 +962,128 @@ fn build_python_aot(s: &mut Session, tool: AotTool, arch: &str, detail: &mut Bui
     Ok(files)
 }
 
+/// The build result of a Triton version compiled at launch, made after the run rung captured
+/// the kernels that really launched (their PTX and cubin, now in `.rung/dumps/<id>/`): those are
+/// its artefacts, stored like any build's, with each kernel's resources read from its cubin by
+/// `cuobjdump --dump-resource-usage`. It replaces the placeholder recorded before the run.
+pub fn captured(
+    ws: &Workspace,
+    tc: &Toolchain,
+    arch: &str,
+    kernels: &[crate::protocol::CapturedKernel],
+) -> Option<(Verdict, String, BuildDetail)> {
+    if kernels.is_empty() {
+        return None;
+    }
+    let objects = Objects::new(&ws.state_dir());
+    let mut detail = BuildDetail {
+        compiler: "triton".into(),
+        arch: arch.into(),
+        arch_reason: "GPU".into(),
+        ahead_of_time: false,
+        cached: false,
+        cache_key: String::new(),
+        commands: vec![],
+        artefacts: vec![],
+        kernels: vec![],
+        notes: vec![
+            "compiled by Triton at launch on the GPU; captured by the run rung: these are the kernels that ran".into(),
+        ],
+    };
+    for k in kernels {
+        for path in [&k.ptx, &k.cubin].into_iter().flatten() {
+            let full = ws.root.join(path);
+            let Ok(bytes) = std::fs::read(&full) else { continue };
+            let Ok(hash) = objects.put(&bytes) else { continue };
+            let name = full.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+            let kind = full.extension().map(|e| e.to_string_lossy().to_string()).unwrap_or_default();
+            detail.artefacts.push(Artefact { name, kind, hash, bytes: bytes.len() as u64 });
+        }
+        let resources = k
+            .cubin
+            .as_ref()
+            .and_then(|c| cubin_resources(tc, &ws.root.join(c)))
+            .and_then(|all| all.into_iter().find(|r| r.name == k.name))
+            .unwrap_or_else(|| KernelResources { name: k.name.clone(), arch: arch.into(), ..Default::default() });
+        detail.kernels.push(KernelBuild { resources, num_warps: k.num_warps, num_stages: None });
+    }
+    let names: Vec<String> =
+        detail.kernels.iter().map(|k| format!("{} ({} regs)", k.resources.name, k.resources.registers)).collect();
+    let summary = format!("triton at launch for {arch}: {} kernel(s) captured: {}", names.len(), names.join(", "));
+    Some((Verdict::Pass, summary, detail))
+}
+
+/// Each kernel's resources in a cubin, from `cuobjdump --dump-resource-usage`
+/// (`Function k: REG:26 STACK:0 SHARED:0 LOCAL:0 ...`).
+pub fn cubin_resources(tc: &Toolchain, cubin: &Path) -> Option<Vec<KernelResources>> {
+    let tool = tc.cuobjdump.as_ref()?;
+    let out = std::process::Command::new(&tool.path).arg("--dump-resource-usage").arg(cubin).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Some(parse_resource_usage(&text))
+}
+
+/// Parses `cuobjdump --dump-resource-usage`: a `Function <name>:` line, then its fields
+/// (`REG:26 STACK:0 SHARED:0 LOCAL:0 CONSTANT[0]:576 ...`) on the next line.
+pub fn parse_resource_usage(text: &str) -> Vec<KernelResources> {
+    let mut arch = String::new();
+    let mut out = Vec::new();
+    let mut pending: Option<String> = None;
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("arch = ") {
+            arch = rest.trim().to_string();
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("Function ") {
+            let (name, fields) = rest.split_once(':').unwrap_or((rest, ""));
+            pending = Some(name.trim().to_string());
+            if fields.trim().is_empty() {
+                continue;
+            }
+        }
+        let Some(name) = pending.take() else { continue };
+        let fields = line.rsplit_once("Function ").map_or(line, |(_, r)| r.split_once(':').map_or(r, |(_, f)| f));
+        let field = |key: &str| -> Option<u32> {
+            fields
+                .split_whitespace()
+                .find_map(|f| f.strip_prefix(key).and_then(|v| v.strip_prefix(':')))
+                .and_then(|v| v.parse().ok())
+        };
+        out.push(KernelResources {
+            name,
+            arch: arch.clone(),
+            registers: field("REG").unwrap_or(0),
+            barriers: 0,
+            shared_bytes: field("SHARED").unwrap_or(0),
+            stack_frame_bytes: field("STACK").unwrap_or(0),
+            // Local memory is what spills (and local arrays) use; cuobjdump does not split it.
+            spill_store_bytes: field("LOCAL").unwrap_or(0),
+            spill_load_bytes: field("LOCAL").unwrap_or(0),
+            cmem0_bytes: field("CONSTANT[0]"),
+        });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::choose_arch;
+
+    #[test]
+    fn cuobjdump_resource_usage_parses_per_kernel() {
+        // As cuobjdump 13.2 prints it for a fatbin (a plain cubin has no `arch =` header).
+        let text = "\nFatbin elf code:\n================\narch = sm_90\ncode version = [1,8]\n\n\
+                    Resource usage:\n Common:\n  GLOBAL:0\n Function add_kernel:\n  REG:26 STACK:0 SHARED:0 LOCAL:8 CONSTANT[0]:560 TEXTURE:0 SURFACE:0 SAMPLER:0\n\
+                    Function _Z4tailPf:\n  REG:40 STACK:16 SHARED:1024 LOCAL:0 CONSTANT[0]:360 TEXTURE:0 SURFACE:0 SAMPLER:0\n";
+        let r = super::parse_resource_usage(text);
+        assert_eq!(r.len(), 2, "{r:?}");
+        assert_eq!((r[0].name.as_str(), r[0].registers, r[0].cmem0_bytes), ("add_kernel", 26, Some(560)));
+        assert_eq!((r[0].arch.as_str(), r[0].spill_store_bytes), ("sm_90", 8));
+        assert_eq!(
+            (r[1].name.as_str(), r[1].registers, r[1].shared_bytes, r[1].stack_frame_bytes),
+            ("_Z4tailPf", 40, 1024, 16)
+        );
+    }
 
     #[test]
     fn target_choice() {
