@@ -319,10 +319,13 @@ fn summarise(results: Vec<SizeBench>, comparisons: Vec<Speedup>, throttled: bool
         };
     }
     let first = &results[0];
+    let at = match crate::spec::size_label(&first.sizes) {
+        l if l.is_empty() => "the problem's inputs".to_string(),
+        l => l,
+    };
     let mut summary = format!(
-        "{:.1} µs median at {} ({} {}, n={}, 95% CI ±{:.2}%, host {:.1} µs/call)",
+        "{:.1} µs median at {at} ({} {}, n={}, 95% CI ±{:.2}%, host {:.1} µs/call)",
         first.headline.median * 1e3,
-        crate::spec::size_label(&first.sizes),
         first.basis,
         match first.stop {
             Stop::Converged => "converged",
@@ -397,7 +400,9 @@ pub fn bench_problem(ws: &Workspace, runners: &mut Runners, gpu: &GpuInfo, v: &V
         if args.contains_key("seed") {
             args.insert("seed".into(), serde_json::json!(bench_seed));
         }
-        let sizes: SizeSet = args.iter().filter_map(|(k, v)| v.as_i64().map(|i| (k.clone(), i))).collect();
+        // The benchmark's sizes, as its label; the seed is rung's, not a size.
+        let sizes: SizeSet =
+            args.iter().filter(|(k, _)| *k != "seed").filter_map(|(k, v)| v.as_i64().map(|i| (k.clone(), i))).collect();
         let target_of = |reference: bool| {
             Target::Problem(protocol::ProblemBench {
                 format,
