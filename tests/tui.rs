@@ -1275,6 +1275,37 @@ fn assembly_keys_switch_kind_kernel_registers_comparison_and_hunks() {
 }
 
 #[test]
+fn long_assembly_lines_scroll_sideways_with_h_and_l() {
+    let (_tmp, ws) = assembly_workspace();
+    let mut app = assembly_app(&ws, 1);
+    let text = pane_text(&app, Pane::Assembly, 80, 24);
+    let at = text.lines().position(|l| l.contains("LDG.E R4,")).unwrap_or_else(|| panic!("{text}"));
+    let row = |app: &App| pane_text(app, Pane::Assembly, 80, 24).lines().nth(at).unwrap().to_string();
+    let before = row(&app);
+    assert!(before.contains("~ LDG.E R4,"), "{before}");
+    // l moves both listings 8 characters left; the hidden start is marked.
+    press(&mut app, "l");
+    assert_eq!(app.asm.column, 8);
+    let after = row(&app);
+    assert!(!after.contains("LDG.E R4,") && after.contains("~«, desc[UR4][R2.64]"), "{after}");
+    // Not past the longest line.
+    for _ in 0..100 {
+        press(&mut app, "l");
+    }
+    assert!(app.asm.column + 8 <= app.asm.longest_text().max(8), "{}", app.asm.column);
+    // h back to the start, and no further.
+    for _ in 0..100 {
+        press(&mut app, "h");
+    }
+    assert_eq!(app.asm.column, 0);
+    assert_eq!(row(&app), before);
+    // Elsewhere h and l do nothing.
+    app.focus(Pane::Versions);
+    press(&mut app, "l");
+    assert_eq!(app.asm.column, 0);
+}
+
+#[test]
 fn assembly_diffs_are_made_off_the_ui_thread_and_remade_when_a_listing_changes() {
     let (_tmp, ws) = assembly_workspace();
     let (tx, rx) = std::sync::mpsc::channel();

@@ -37,6 +37,9 @@ pub enum Action {
     NextKernel,
     /// Renames registers by first use before comparing listings, or stops.
     Registers,
+    /// The assembly pane's listings scroll sideways, both sides as one (long SASS lines).
+    Left,
+    Right,
     /// Runs `rung profile` on the selected version: Nsight Compute, memcheck or racecheck.
     Profile,
     Memcheck,
@@ -54,7 +57,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 27] = [
+    pub const ALL: [Action; 29] = [
         Action::Up,
         Action::Down,
         Action::PageUp,
@@ -73,6 +76,8 @@ impl Action {
         Action::PrevHunk,
         Action::NextKernel,
         Action::Registers,
+        Action::Left,
+        Action::Right,
         Action::Profile,
         Action::Memcheck,
         Action::Racecheck,
@@ -104,6 +109,8 @@ impl Action {
             Action::PrevHunk => "prev-hunk",
             Action::NextKernel => "kernel",
             Action::Registers => "registers",
+            Action::Left => "left",
+            Action::Right => "right",
             Action::Profile => "profile",
             Action::Memcheck => "memcheck",
             Action::Racecheck => "racecheck",
@@ -136,6 +143,8 @@ impl Action {
             Action::PrevHunk => "assembly: previous change",
             Action::NextKernel => "assembly: one kernel at a time, then all",
             Action::Registers => "assembly: rename registers before comparing, or not",
+            Action::Left => "assembly: scroll the listings left",
+            Action::Right => "assembly: scroll the listings right (long lines)",
             Action::Profile => "profile the selected version with Nsight Compute (needs a GPU)",
             Action::Memcheck => "run compute-sanitizer's memcheck on the selected version",
             Action::Racecheck => "run compute-sanitizer's racecheck on the selected version",

@@ -28,6 +28,8 @@ use super::theme::{Role, Theme};
 pub const LOG_LINES: usize = 2000;
 /// Results of one stage read for the timing history.
 const HISTORY_ROWS: usize = 5000;
+/// Characters the assembly listings move per `h` / `l`.
+pub const COLUMN_STEP: usize = 8;
 /// The file, in `.rung/`, that holds the pinned baseline's id.
 pub const BASELINE_FILE: &str = "baseline";
 
@@ -883,6 +885,17 @@ impl App {
                     Some(k) => format!("kernel {k} only"),
                     None => "every kernel".into(),
                 });
+            }
+            Action::Left | Action::Right => {
+                if self.pane != Pane::Assembly {
+                    return false;
+                }
+                let longest = self.asm.longest_text();
+                self.asm.column = if action == Action::Right {
+                    (self.asm.column + COLUMN_STEP).min(longest.saturating_sub(COLUMN_STEP))
+                } else {
+                    self.asm.column.saturating_sub(COLUMN_STEP)
+                };
             }
             Action::Registers => {
                 self.focus(Pane::Assembly);

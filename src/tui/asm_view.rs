@@ -129,6 +129,8 @@ pub struct AsmView {
     pub registers: bool,
     /// The first row on screen.
     pub scroll: usize,
+    /// Characters of each listing's text scrolled off to the left.
+    pub column: usize,
     /// The diff that belongs on screen now; `None` with `why_not` when there is nothing to diff.
     pub wanted: Option<DiffKey>,
     pub why_not: Option<String>,
@@ -149,6 +151,7 @@ impl Default for AsmView {
             kernel: None,
             registers: false,
             scroll: 0,
+            column: 0,
             wanted: None,
             why_not: None,
             shown: None,
@@ -314,6 +317,18 @@ impl AsmView {
     }
 
     /// The diff row of a flat row.
+    /// The longest line of either listing on screen now, in characters: how far `column` goes.
+    pub fn longest_text(&self) -> usize {
+        self.rows
+            .iter()
+            .filter_map(|f| self.row(*f).and_then(|(_, r)| r))
+            .flat_map(|r| [r.left.as_ref(), r.right.as_ref()])
+            .flatten()
+            .map(|s| s.text.chars().count())
+            .max()
+            .unwrap_or(0)
+    }
+
     pub fn row(&self, flat: Flat) -> Option<(&KernelDiff, Option<&Row>)> {
         let d = self.shown.as_ref()?;
         match flat {

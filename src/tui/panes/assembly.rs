@@ -276,7 +276,10 @@ fn side(
     };
     let mut spans = vec![Span::styled(gutter, t.fg(Role::Dim))];
     let mark_style = role.map_or(Style::new(), |r| t.fg(r).add_modifier(Modifier::BOLD));
-    spans.push(Span::styled(format!("{mark} "), paint(app, mark_style)));
+    // Scrolled sideways: `«` where the mark's space was says text is hidden to the left.
+    let scrolled = if app.asm.column > 0 { '«' } else { ' ' };
+    spans.push(Span::styled(format!("{mark}{scrolled}"), paint(app, mark_style)));
+    let fixed = spans.len();
     match (row.kind, role) {
         (RowKind::Equal, _) => match colours {
             Some(c) => spans.extend(c),
@@ -303,5 +306,27 @@ fn side(
         }
         (_, role) => spans.push(Span::styled(s.text.clone(), role.map_or(Style::new(), |r| t.fg(r)))),
     }
+    let text = spans.split_off(fixed);
+    spans.extend(skip_chars(text, app.asm.column));
     Line::from(spans)
+}
+
+/// Spans less their first `n` characters, styles kept.
+fn skip_chars(spans: Vec<Span<'static>>, mut n: usize) -> Vec<Span<'static>> {
+    let mut out = Vec::with_capacity(spans.len());
+    for span in spans {
+        let len = span.content.chars().count();
+        if n >= len {
+            n -= len;
+            continue;
+        }
+        if n == 0 {
+            out.push(span);
+        } else {
+            let rest: String = span.content.chars().skip(n).collect();
+            out.push(Span::styled(rest, span.style));
+            n = 0;
+        }
+    }
+    out
 }
