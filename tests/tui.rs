@@ -1681,6 +1681,40 @@ fn agent_events_fill_the_panel_one_turn_at_a_time_and_stop_cancels_it() {
     assert!(screen_text(&app, 200, 60).contains("no reply is streaming"));
 }
 
+/// A provider whose key comes from a slow `api_key_command` (a keyring asking for a
+/// passphrase): the panel opens at once, the key is read on a thread of its own, and a message
+/// typed meanwhile goes as soon as the agent is ready, with that key.
+#[test]
+fn a_slow_key_command_does_not_freeze_the_ui_and_a_message_waits_for_it() {
+    use common::loopback::{Reply, Server, fixture};
+    let (_tmp, ws) = checked_workspace();
+    let server = Server::start(vec![Reply::stream(&fixture("openai-code-block.sse"), &[])]);
+    let config = format!(
+        "[agent]\nprovider = \"local\"\n\n[agent.providers.local]\nkind = \"openai\"\nbase_url = \"{}/v1\"\n\
+         model = \"gpt-test\"\nretries = 0\napi_key_command = [\"sh\", \"-c\", \"sleep 1; echo sk-slow\"]\n",
+        server.url
+    );
+    let mut app = App::open(&ws, false).unwrap();
+    agent_config(&mut app, &ws, &config);
+    let (tx, rx) = std::sync::mpsc::channel();
+    app.chat.events = Some(tx);
+    let t0 = std::time::Instant::now();
+    press(&mut app, "i");
+    let opened = t0.elapsed();
+    assert!(opened < std::time::Duration::from_millis(500), "the panel opened in {opened:?}");
+    assert!(screen_text(&app, 200, 60).contains("reading the API key with `sh -c sleep 1; echo sk-slow`"));
+    type_text(&mut app, "a kernel?");
+    app.update(key(KeyCode::Enter));
+    assert!(last_notice(&app).contains("the message goes when it is ready"), "{}", last_notice(&app));
+    assert!(server.requests().is_empty(), "nothing is sent before the key is read");
+    // The key arrives; the message goes with it.
+    until_turn_ends(&mut app, &rx);
+    let req = &server.requests()[0];
+    assert_eq!(req.header("authorization"), Some("Bearer sk-slow"), "{:?}", req.headers);
+    assert_eq!(req.body["messages"][1], serde_json::json!({"role": "user", "content": "a kernel?"}));
+    assert!(screen_text(&app, 200, 60).contains("local gpt-test"), "the model is shown once ready");
+}
+
 #[test]
 fn a_message_sent_from_the_tui_gets_a_real_reply_in_the_panel_and_the_chat_file() {
     use common::loopback::{Reply, Server, fixture, inside};

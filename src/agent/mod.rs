@@ -436,6 +436,13 @@ pub struct TurnEnd {
     pub result: Result<(), AgentError>,
 }
 
+impl std::fmt::Debug for Agent {
+    /// The provider's name and model: never its key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent").field("name", &self.name).field("model", &self.provider.model()).finish()
+    }
+}
+
 impl Agent {
     /// Builds the named provider (`None`: the configured one), `model` overriding its model.
     pub fn new(config: config::AgentConfig, provider: Option<&str>, model: Option<&str>) -> Result<Agent, AgentError> {

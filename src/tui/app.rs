@@ -463,6 +463,10 @@ impl App {
                 }
                 true
             }
+            Event::AgentBuilt(built) => {
+                self.chat.built(*built);
+                true
+            }
             Event::AutoAsking(text) => {
                 self.chat.panel.push_user(&text);
                 true

@@ -29,6 +29,11 @@ enum Setup {
     /// No agent: why, already shown on the panel with how to configure one. Opening the panel
     /// again reads the configuration again.
     Unconfigured,
+    /// The provider's `api_key_command` is running on a thread of its own (a keyring may ask
+    /// for a passphrase); a message sent meanwhile waits here and goes once the agent is ready.
+    Starting {
+        queued: Option<String>,
+    },
 }
 
 /// The turn in flight.
@@ -110,7 +115,7 @@ impl ChatSession {
                 }
                 self.configure();
             }
-            Setup::Ready { .. } => {}
+            Setup::Ready { .. } | Setup::Starting { .. } => {}
         }
     }
 
@@ -130,8 +135,29 @@ impl ChatSession {
     /// Builds the agent from the configuration, which wins over the model a restored
     /// conversation was left on (a `/model` lasts for the session); the switch is recorded in it.
     fn configure(&mut self) {
-        let built =
-            AgentConfig::load_or_default(self.config_path.as_deref()).and_then(|cfg| Agent::new(cfg, None, None));
+        let config = AgentConfig::load_or_default(self.config_path.as_deref());
+        // A key command can take seconds (a keyring's prompt): it runs off the UI thread.
+        let command = config.as_ref().ok().and_then(|c| c.settings(&c.provider_name(None)).ok()?.api_key_command);
+        if let (Some(cmd), Some(events), Ok(cfg)) = (command, self.events.clone(), &config) {
+            let cfg = cfg.clone();
+            std::thread::spawn(move || {
+                let _ = events.send(Event::AgentBuilt(Box::new(Agent::new(cfg, None, None))));
+            });
+            self.panel.model = "starting…".into();
+            self.panel.push_notice(format!("reading the API key with `{}`…", cmd.join(" ")), false);
+            self.setup = Setup::Starting { queued: None };
+            return;
+        }
+        self.built(config.and_then(|cfg| Agent::new(cfg, None, None)));
+    }
+
+    /// The agent, built (here, or on the key command's thread): ready, or why not. A message
+    /// sent while it started goes now.
+    pub fn built(&mut self, built: Result<Agent, AgentError>) {
+        let queued = match &mut self.setup {
+            Setup::Starting { queued } => queued.take(),
+            _ => None,
+        };
         match built {
             Ok(agent) => {
                 self.panel.model = agent.label();
@@ -145,11 +171,17 @@ impl ChatSession {
                 }
                 let tools = Arc::new(WorkspaceTools::new(self.root.clone()));
                 self.setup = Setup::Ready { agent: Box::new(agent), tools };
+                if let Some(text) = queued {
+                    self.send(text);
+                }
             }
             Err(e) => {
                 self.panel.model = "no agent".into();
                 self.panel.push_notice(why_not(&e), true);
                 self.panel.push_notice(how_to(self.config_path.as_deref()), false);
+                if queued.is_some() {
+                    self.panel.push_notice("the message was not sent", true);
+                }
                 self.setup = Setup::Unconfigured;
             }
         }
@@ -157,6 +189,11 @@ impl ChatSession {
 
     /// Sends a message the panel has already shown: the turn starts on its own thread.
     pub fn send(&mut self, text: String) {
+        if let Setup::Starting { queued } = &mut self.setup {
+            *queued = Some(text);
+            self.panel.push_notice("the agent is starting (reading its key): the message goes when it is ready", false);
+            return;
+        }
         let Setup::Ready { agent, tools } = &self.setup else {
             self.panel.push_notice("no agent is configured: see above, then close and open the chat again", true);
             return;
@@ -251,6 +288,10 @@ impl ChatSession {
     /// Starts auto mode from the best approved or passing version (else `selected`), on a
     /// thread of its own; its climbs wait for the scheduler's results ([`ChatSession::report`]).
     pub fn start_auto(&mut self, selected: Option<&str>) {
+        if matches!(self.setup, Setup::Starting { .. }) {
+            self.panel.push_notice("the agent is starting (reading its key): A again in a moment", true);
+            return;
+        }
         let Setup::Ready { agent, tools } = &self.setup else {
             self.panel.push_notice("no agent is configured: see above, then close and open the chat again", true);
             return;

@@ -37,6 +37,8 @@ pub enum Event {
     Agent(AgentEvent),
     /// The chat's turn ended: its conversation back, and how it ended.
     AgentDone(Box<TurnEnd>),
+    /// The chat's agent, built on the thread that ran its `api_key_command`.
+    AgentBuilt(Box<Result<rung::agent::Agent, rung::agent::AgentError>>),
     /// Auto mode sends this message for its next proposal.
     AutoAsking(String),
     /// Auto mode wrote this proposal, which now climbs.
