@@ -15,7 +15,8 @@
 //! The system `ssh` with the user's config, keys and agent, `BatchMode` (no prompt can hang a
 //! check) and host key checking as the user has it. Keepalives (`ServerAliveInterval` 5 s, three
 //! misses) make a dead link an error within about 15 s; a lost connection is a verdict
-//! (`connection-lost`), and the next check opens a new connection. `RUNG_SSH` replaces the `ssh`
+//! (`connection-lost`; `connection-failed` when none could be made), and the next check opens a
+//! new connection. `RUNG_SSH` replaces the `ssh`
 //! command (e.g. `ssh -F /path/to/config`).
 
 use std::collections::BTreeMap;
@@ -490,9 +491,12 @@ pub fn check(
         ran.runner = Some(url.clone());
         ran
     };
+    // Whether the check itself started there: a failure before it is `connection-failed`.
+    let mut checking = false;
     let attempt = sync(ws, t).and_then(|s| {
         let rung = s.rung.clone();
         synced = Some(s);
+        checking = true;
         let mut on = |line: Streamed| match line {
             Streamed::Machine(m) => machine = Some(m),
             Streamed::Stage { version, source_hash, result } => {
@@ -525,7 +529,8 @@ pub fn check(
         Ok(None) => return Ok((None, synced)),
         Err(RemoteError::Connection(why)) => {
             let ms = clock.elapsed().as_secs_f64() * 1e3;
-            return lost(ws, store, opts, seed, t, &why, ms).map(|r| (Some(r), synced));
+            let reason = if checking { Reason::ConnectionLost } else { Reason::ConnectionFailed };
+            return lost(ws, store, opts, seed, t, &why, reason, ms).map(|r| (Some(r), synced));
         }
         Err(e) => return Err(e),
     };
@@ -566,6 +571,7 @@ pub fn check(
 
 /// The report of a check whose connection was lost: each asked version gets one `error` stage
 /// saying so, and whether a new connection works now.
+#[allow(clippy::too_many_arguments)]
 fn lost(
     ws: &Workspace,
     store: &mut Store,
@@ -573,6 +579,7 @@ fn lost(
     seed: u64,
     t: &SshTarget,
     why: &str,
+    reason: Reason,
     ms: f64,
 ) -> Result<CheckReport, RemoteError> {
     let back = match run(t, "true", None) {
@@ -580,17 +587,8 @@ fn lost(
         Err(e) => format!("reconnecting failed too ({e}); the next check tries again"),
     };
     let ran = RanOn { host: t.host.clone(), gpu: None, uuid: None, device: None, runner: Some(t.url()) };
-    crate::check::runner_failed(
-        ws,
-        store,
-        &opts.versions,
-        seed,
-        Reason::ConnectionLost,
-        &format!("{why}; {back}"),
-        ms,
-        ran,
-    )
-    .map_err(|e| RemoteError::Local(e.to_string()))
+    crate::check::runner_failed(ws, store, &opts.versions, seed, reason, &format!("{why}; {back}"), ms, ran)
+        .map_err(|e| RemoteError::Local(e.to_string()))
 }
 
 #[cfg(test)]

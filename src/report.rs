@@ -300,8 +300,11 @@ pub enum Reason {
     ProblemCheck,
     /// The reference itself failed.
     ReferenceFailed,
-    /// The connection to a remote runner failed or was lost mid-run; `summary` has ssh's reason.
+    /// The connection to a remote runner was lost mid-run; `summary` has ssh's reason.
     ConnectionLost,
+    /// No connection to a remote runner could be made (refused, unknown host, a host key that
+    /// does not match), or it broke while the workspace was sent: nothing ran there.
+    ConnectionFailed,
     /// The cluster's scheduler killed the job at its time limit.
     TimeLimit,
     /// A `rung_run` host entry returned a non-zero code, or its shared object did not load.

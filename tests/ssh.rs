@@ -319,7 +319,7 @@ fn a_host_key_that_does_not_match_is_refused() {
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let summary = v["versions"][0]["stages"][0]["summary"].as_str().unwrap_or_default().to_string();
-    assert_eq!(v["versions"][0]["stages"][0]["reason"], "connection-lost", "{v}");
+    assert_eq!(v["versions"][0]["stages"][0]["reason"], "connection-failed", "nothing ran there: {v}");
     assert!(summary.contains("Host key verification failed"), "ssh's own reason is kept: {summary}");
 }
 
