@@ -1713,6 +1713,16 @@ fn a_slow_key_command_does_not_freeze_the_ui_and_a_message_waits_for_it() {
     assert_eq!(req.header("authorization"), Some("Bearer sk-slow"), "{:?}", req.headers);
     assert_eq!(req.body["messages"][1], serde_json::json!({"role": "user", "content": "a kernel?"}));
     assert!(screen_text(&app, 200, 60).contains("local gpt-test"), "the model is shown once ready");
+    // /model reads the key again, off the UI thread too; the old model serves until it is done.
+    let t0 = std::time::Instant::now();
+    type_text(&mut app, "/model gpt-next");
+    app.update(key(KeyCode::Enter));
+    assert!(t0.elapsed() < std::time::Duration::from_millis(500), "/model returned in {:?}", t0.elapsed());
+    assert!(screen_text(&app, 200, 60).contains("local gpt-test"), "still the old model");
+    let ev = rx.recv_timeout(std::time::Duration::from_secs(30)).expect("the switch arrives");
+    assert!(matches!(ev, Event::ModelSwitched(_)), "{ev:?}");
+    app.update(ev);
+    assert!(screen_text(&app, 200, 60).contains("local gpt-next"), "{}", screen_text(&app, 200, 60));
 }
 
 #[test]

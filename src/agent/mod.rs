@@ -451,6 +451,11 @@ impl Agent {
         Ok(Agent { config, name, provider: Arc::from(provider), prices })
     }
 
+    /// The command that reads this provider's key, when one does (it may take a while).
+    pub fn key_command(&self) -> Option<Vec<String>> {
+        self.config.settings(&self.name).ok().and_then(|s| s.api_key_command)
+    }
+
     /// The same provider with another model (`/model NAME`); its key is read again.
     pub fn with_model(&self, model: &str) -> Result<Agent, AgentError> {
         Agent::new(self.config.clone(), Some(&self.name), Some(model))

@@ -467,6 +467,10 @@ impl App {
                 self.chat.built(*built);
                 true
             }
+            Event::ModelSwitched(next) => {
+                self.chat.switched(*next);
+                true
+            }
             Event::AutoAsking(text) => {
                 self.chat.panel.push_user(&text);
                 true

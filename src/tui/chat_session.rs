@@ -401,7 +401,26 @@ impl ChatSession {
             self.panel.push_notice("no agent is configured", true);
             return;
         };
-        match agent.with_model(model) {
+        // The key is read again: off the UI thread when a command reads it.
+        let command = agent.key_command();
+        if let (Some(cmd), Some(events)) = (command, self.events.clone()) {
+            let current = agent.as_ref().clone();
+            let model = model.to_string();
+            std::thread::spawn(move || {
+                let _ = events.send(Event::ModelSwitched(Box::new(current.with_model(&model))));
+            });
+            self.panel.push_notice(format!("reading the API key with `{}`…", cmd.join(" ")), false);
+            return;
+        }
+        let next = agent.with_model(model);
+        self.switched(next);
+    }
+
+    /// `/model`'s provider, built: it replaces the agent, and the switch is recorded in the
+    /// conversation; or the model stays.
+    pub fn switched(&mut self, next: Result<Agent, AgentError>) {
+        let Setup::Ready { agent, .. } = &mut self.setup else { return };
+        match next {
             Ok(next) => {
                 **agent = next;
                 self.panel.model = agent.label();

@@ -39,6 +39,8 @@ pub enum Event {
     AgentDone(Box<TurnEnd>),
     /// The chat's agent, built on the thread that ran its `api_key_command`.
     AgentBuilt(Box<Result<rung::agent::Agent, rung::agent::AgentError>>),
+    /// `/model`'s provider, built on the thread that ran its `api_key_command`.
+    ModelSwitched(Box<Result<rung::agent::Agent, rung::agent::AgentError>>),
     /// Auto mode sends this message for its next proposal.
     AutoAsking(String),
     /// Auto mode wrote this proposal, which now climbs.
