@@ -553,9 +553,10 @@ pub fn check(
             let hash = ws.source_hash(file).unwrap_or_else(|| v.source_hash.clone());
             store.sync_version(file, &hash, v.status).map_err(|e| RemoteError::Local(e.to_string()))?;
         }
-        for (i, s) in v.stages.iter_mut().enumerate() {
-            // Recorded as it arrived; a result the stream missed is recorded now.
-            if let Some(r) = came.get(i).filter(|r| r.stage == s.stage) {
+        for s in v.stages.iter_mut() {
+            // Recorded as it arrived (the newest of its stage: a Triton build captured at launch
+            // is recorded again after the run); a result the stream missed is recorded now.
+            if let Some(r) = came.iter().rev().find(|r| r.stage == s.stage) {
                 *s = r.clone();
                 continue;
             }
