@@ -24,23 +24,14 @@ def main():
     report = json.load(open(report_path))
     sizes = bv.bench_size(ws)
     import torch, cupy
-    here = os.path.dirname(os.path.abspath(__file__))
-    mod = cupy.cuda.function.Module()
-    mod.load(open(os.path.join(here, "..", "assets", "kernels", "copy.ptx"), "rb").read())
-    read, discard = mod.get_function("rung_flush"), mod.get_function("rung_discard")
+    read, discard, _ = bv.flush_kernels()
     spin = cupy.RawKernel(SPIN, "spin")
-    nb = 256 << 20
-    buf = cupy.zeros(nb // 4, dtype=cupy.int32)
-    sink = cupy.zeros(1, dtype=cupy.int32)
-    props = torch.cuda.get_device_properties(0)
-    sms = props.multi_processor_count
     clock_khz = cupy.cuda.runtime.getDeviceProperties(0)["clockRate"]
     stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
 
     def flush():
-        with stream:
-            read((sms * 4,), (512,), (buf, cupy.uint64(nb // 16), sink))
-            discard((sms * 4,), (512,), (buf, cupy.uint64(nb // 128)))
+        read()
+        discard()
 
     def wait_gpu(us):
         def f():

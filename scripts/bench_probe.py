@@ -13,28 +13,8 @@ def main():
     want = sys.argv[3:]
     report = json.load(open(report_path))
     sizes = bv.bench_size(ws)
-    import torch, cupy
-    here = os.path.dirname(os.path.abspath(__file__))
-    ptx_mod = cupy.cuda.function.Module()
-    ptx_mod.load(open(os.path.join(here, "..", "assets", "kernels", "copy.ptx"), "rb").read())
-    read = ptx_mod.get_function("rung_flush")
-    discard = ptx_mod.get_function("rung_discard")
-    nb = 256 << 20
-    buf = cupy.zeros(nb // 4, dtype=cupy.int32)
-    sink = cupy.zeros(1, dtype=cupy.int32)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
-
-    def f_read():
-        with stream:
-            read((sms * 4,), (512,), (buf, cupy.uint64(nb // 16), sink))
-
-    def f_discard():
-        with stream:
-            discard((sms * 4,), (512,), (buf, cupy.uint64(nb // 128)))
-
-    def f_zero():
-        buf.fill(0)
+    import torch
+    f_read, f_discard, f_zero = bv.flush_kernels()
 
     conds = {
         "read+discard": [f_read, f_discard],

@@ -165,6 +165,11 @@ pub fn check_with(
         r.ran_on.get_or_insert_with(|| here.clone());
         versions.push(r);
     }
+    Ok(report_of(ws, seed, diagnostics, versions))
+}
+
+/// The check's report of these versions, with its exit code.
+fn report_of(ws: &Workspace, seed: u64, diagnostics: Vec<Diagnostic>, versions: Vec<VersionReport>) -> CheckReport {
     let mut report = CheckReport {
         schema: SCHEMA,
         rung_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -178,7 +183,7 @@ pub fn check_with(
         exit_code: 0,
     };
     report.exit_code = exit::for_report(&report);
-    Ok(report)
+    report
 }
 
 fn check_version(
@@ -373,15 +378,16 @@ pub fn run_phase(
     let v = &v;
     let started = SystemTime::now();
     let t0 = Instant::now();
+    // A CUDA reference, built once for the run rung and the bench.
+    let reference = reference_build(ws, store, machine);
     let out = match runners_for(ws, machine, runners) {
         Ok(r) => {
             let gpu = machine.gpu.first();
-            let reference = reference_build(ws, store, machine);
             let env = run::RunEnv {
                 toolchain: &machine.toolchain,
                 gpu_sms: gpu.map(|g| g.sm_count),
                 gpu_arch: gpu.map(|g| g.compute_capability),
-                reference,
+                reference: reference.clone(),
             };
             run::run_and_check(ws, &env, r, v, &source, seed)
         }
@@ -422,7 +428,7 @@ pub fn run_phase(
         let result = stage_result(Stage::Check, (started, Instant::now()), check, BTreeMap::new());
         stages.push(record(store, v, &source_hash, seed, started, result)?);
         if checked && !opts.no_bench {
-            bench_and_roofline(ws, store, v, &source, &source_hash, seed, machine, runners, &mut stages)?;
+            bench_and_roofline(ws, store, v, &source, &source_hash, seed, machine, runners, &reference, &mut stages)?;
         }
     }
     if is_cancelled(cancel) {
@@ -475,6 +481,7 @@ fn bench_and_roofline(
     seed: u64,
     machine: &Machine,
     runners: &mut Option<Runners>,
+    reference: &Option<Result<(VersionFile, String), String>>,
     stages: &mut Vec<StageResult>,
 ) -> Result<(), StoreError> {
     use crate::stages::bench;
@@ -570,8 +577,7 @@ fn bench_and_roofline(
     }
     // A CUDA reference is a GPU baseline: timed interleaved like the best approved version. A
     // Python reference runs on the host with numpy, so no speedup over it is claimed.
-    let reference = reference_build(ws, store, machine);
-    let ref_plan = match &reference {
+    let ref_plan = match reference {
         Some(Ok((rv, src))) => match run::NativePlan::new(ws, spec, rv, src, Some(gpu.sm_count)) {
             Ok(p) if p.cubin.exists() => Some(p),
             Ok(_) => {
@@ -729,20 +735,7 @@ pub fn runner_failed(
             ran_on: Some(ran_on.clone()),
         });
     }
-    let mut report = CheckReport {
-        schema: SCHEMA,
-        rung_version: env!("CARGO_PKG_VERSION").to_string(),
-        workspace: ws.root.clone(),
-        format: Some(ws.format),
-        problem: ws.spec.as_ref().map(|s| s.name.clone()),
-        seed,
-        diagnostics: vec![],
-        versions: out,
-        comparisons: vec![],
-        exit_code: 0,
-    };
-    report.exit_code = exit::for_report(&report);
-    Ok(report)
+    Ok(report_of(ws, seed, vec![], out))
 }
 
 pub(crate) fn record(

@@ -194,6 +194,27 @@ fn rung(dir: &Path, args: &[&str], sshd: &Sshd) -> (serde_json::Value, String) {
     (v, stderr)
 }
 
+/// rung.toml's `[runner]` table set to the test's sshd, mirroring into `mirror`.
+fn runner_in_toml(ws: &Path, mirror: &Path) {
+    let spec = std::fs::read_to_string(ws.join("rung.toml")).unwrap();
+    let table = "[runner]\nkind = \"local\"";
+    assert!(spec.contains(table), "the template's [runner] changed");
+    let ssh = format!("[runner]\nkind = \"ssh\"\nhost = \"rung-test\"\nworkdir = \"{}\"", mirror.display());
+    std::fs::write(ws.join("rung.toml"), spec.replace(table, &ssh)).unwrap();
+}
+
+/// `rung watch --json --no-bench` in `ws`, its ssh through the test's config; events on stdout.
+fn watch_through(ws: &Path, sshd: &Sshd) -> Child {
+    Command::new(RUNG)
+        .args(["watch", "--json", "--no-bench", "--seed", "3"])
+        .current_dir(ws)
+        .env("RUNG_SSH", format!("ssh -F {}", sshd.config.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 fn stages(v: &serde_json::Value) -> Vec<(String, String)> {
     v["stages"]
         .as_array()
@@ -336,20 +357,8 @@ fn the_scheduler_runs_the_rungs_through_rung_toml_s_runner() {
     let (_tmp, ws) = common::new_workspace("vector-add");
     let remote_root = tempfile::tempdir().unwrap();
     let url = format!("ssh://rung-test{}", remote_root.path().join("mirror").display());
-    let spec = std::fs::read_to_string(ws.join("rung.toml")).unwrap();
-    let table = "[runner]\nkind = \"local\"";
-    assert!(spec.contains(table), "the template's [runner] changed");
-    let mirror = remote_root.path().join("mirror");
-    let ssh = format!("[runner]\nkind = \"ssh\"\nhost = \"rung-test\"\nworkdir = \"{}\"", mirror.display());
-    std::fs::write(ws.join("rung.toml"), spec.replace(table, &ssh)).unwrap();
-    let mut child = Command::new(RUNG)
-        .args(["watch", "--json", "--no-bench", "--seed", "3"])
-        .current_dir(&ws)
-        .env("RUNG_SSH", format!("ssh -F {}", sshd.config.display()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    runner_in_toml(&ws, &remote_root.path().join("mirror"));
+    let mut child = watch_through(&ws, &sshd);
     let lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let mut done = None;
     for line in lines {
@@ -386,10 +395,7 @@ fn results_come_home_rung_by_rung_and_a_newer_save_stops_the_remote_check() {
         std::fs::remove_file(ws.join("versions").join(v)).unwrap();
     }
     let remote_root = tempfile::tempdir().unwrap();
-    let mirror = remote_root.path().join("mirror");
-    let spec = std::fs::read_to_string(ws.join("rung.toml")).unwrap();
-    let ssh = format!("[runner]\nkind = \"ssh\"\nhost = \"rung-test\"\nworkdir = \"{}\"", mirror.display());
-    std::fs::write(ws.join("rung.toml"), spec.replace("[runner]\nkind = \"local\"", &ssh)).unwrap();
+    runner_in_toml(&ws, &remote_root.path().join("mirror"));
     // A version whose run() writes its process id, then sleeps far past the test, when it runs in
     // Triton's interpreter (the build's ahead-of-time capture calls it too).
     let pid_file = remote_root.path().join("sleeper.pid");
@@ -406,14 +412,7 @@ fn results_come_home_rung_by_rung_and_a_newer_save_stops_the_remote_check() {
     let v4 = ws.join("versions/v004-sleepy.py");
     std::fs::write(&v4, &sleepy).unwrap();
 
-    let mut child = Command::new(RUNG)
-        .args(["watch", "--json", "--no-bench", "--seed", "3"])
-        .current_dir(&ws)
-        .env("RUNG_SSH", format!("ssh -F {}", sshd.config.display()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = watch_through(&ws, &sshd);
     let (tx, rx) = std::sync::mpsc::channel::<serde_json::Value>();
     let out = child.stdout.take().unwrap();
     std::thread::spawn(move || {

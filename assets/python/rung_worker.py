@@ -472,6 +472,46 @@ def _user_rungs(req):
 _bench = {}
 
 
+def _problem_modules(problem, version_path, fmt):
+    """The problem's module and the version's, each checked for what its format needs (GPU MODE:
+    generate_input, ref_kernel, custom_kernel; KernelBench: Model, get_inputs, get_init_inputs,
+    ModelNew). The problem's folder goes on sys.path first, for its own imports."""
+    pdir = os.path.dirname(os.path.abspath(problem))
+    if pdir not in sys.path:
+        sys.path.insert(0, pdir)
+    prob = _load(problem, "reference" if fmt == "gpu-mode" else None)
+    version = _load(version_path)
+    if fmt == "gpu-mode":
+        for fn in ("generate_input", "ref_kernel"):
+            if not hasattr(prob, fn):
+                raise AttributeError("%s defines no %s()" % (problem, fn))
+        if not hasattr(version, "custom_kernel"):
+            raise AttributeError("%s defines no custom_kernel()" % version_path)
+    else:
+        for fn in ("Model", "get_inputs", "get_init_inputs"):
+            if not hasattr(prob, fn):
+                raise AttributeError("%s defines no %s" % (problem, fn))
+        if not hasattr(version, "ModelNew"):
+            raise AttributeError("%s defines no ModelNew" % version_path)
+    return prob, version
+
+
+def _own_verdict(verdict):
+    """GPU MODE's check_implementation answer (a tuple, a string or a bool) as pass and message."""
+    if isinstance(verdict, tuple):
+        return {"pass": bool(verdict[0]), "message": str(verdict[1]) if len(verdict) > 1 else ""}
+    if isinstance(verdict, str):
+        return {"pass": verdict == "", "message": verdict}
+    return {"pass": bool(verdict), "message": ""}
+
+
+def _seeded_model(cls, init, seed, device):
+    """A KernelBench model built under `seed`, so Model and ModelNew get the same weights."""
+    import torch
+    torch.manual_seed(seed)
+    return cls(*init).to(device)
+
+
 def _problem_bench_setup(req):
     """A GPU MODE or KernelBench series: the problem makes its own inputs, one independent set
     per seed; `fn` is the version's entry (or the problem's reference); `recheck` runs the version
@@ -479,21 +519,13 @@ def _problem_bench_setup(req):
     import torch
     pb = req["problem"]
     problem = pb["problem"]
-    pdir = os.path.dirname(os.path.abspath(problem))
-    if pdir not in sys.path:
-        sys.path.insert(0, pdir)
-    gpu_mode = pb["format"] == "gpu-mode"
-    prob = _load(problem, "reference" if gpu_mode else None)
-    version = _load(pb["version"])
+    prob, version = _problem_modules(problem, pb["version"], pb["format"])
     seed = int(pb["seed"])
     args = dict(pb.get("args") or {})
     n = max(1, int(pb.get("sets") or 1))
     sets = []
     with torch.no_grad():
-        if gpu_mode:
-            for fn_name, owner in (("generate_input", prob), ("ref_kernel", prob), ("custom_kernel", version)):
-                if not hasattr(owner, fn_name):
-                    raise AttributeError("%s defines no %s()" % (problem if owner is prob else pb["version"], fn_name))
+        if pb["format"] == "gpu-mode":
             entry = prob.ref_kernel if pb.get("reference") else version.custom_kernel
             for k in range(n):
                 a = dict(args)
@@ -510,29 +542,15 @@ def _problem_bench_setup(req):
                 out = version.custom_kernel(_clone(data))
                 torch.cuda.synchronize()
                 if hasattr(prob, "check_implementation"):
-                    verdict = prob.check_implementation(_clone(data), out)
-                    if isinstance(verdict, tuple):
-                        return None if verdict[0] else str(verdict[1] if len(verdict) > 1 else "check_implementation failed")
-                    if isinstance(verdict, str):
-                        return verdict or None
-                    return None if verdict else "check_implementation failed"
+                    own = _own_verdict(prob.check_implementation(_clone(data), out))
+                    return None if own["pass"] else (own["message"] or "check_implementation failed")
                 ref = prob.ref_kernel(_clone(data))
                 same = torch.allclose(out.float(), ref.float(), atol=1e-2, rtol=1e-2)
                 return None if same else "the output differs from ref_kernel's (atol = rtol = 1e-2)"
         else:
-            for fn_name in ("Model", "get_inputs", "get_init_inputs"):
-                if not hasattr(prob, fn_name):
-                    raise AttributeError("%s defines no %s" % (problem, fn_name))
-            if not hasattr(version, "ModelNew"):
-                raise AttributeError("%s defines no ModelNew" % pb["version"])
             torch.manual_seed(seed)
             init = prob.get_init_inputs()
-
-            def build(cls):
-                torch.manual_seed(seed)
-                return cls(*init).to("cuda")
-
-            model = build(prob.Model) if pb.get("reference") else build(version.ModelNew)
+            model = _seeded_model(prob.Model if pb.get("reference") else version.ModelNew, init, seed, "cuda")
             for k in range(n):
                 torch.manual_seed(seed + k)
                 sets.append(({"inputs": [x.to("cuda") if hasattr(x, "to") else x for x in prob.get_inputs()]}, []))
@@ -542,8 +560,8 @@ def _problem_bench_setup(req):
 
             def recheck():
                 inputs = sets[0][0]["inputs"]
-                out = build(version.ModelNew)(*_clone(inputs))
-                ref = build(prob.Model)(*_clone(inputs))
+                out = _seeded_model(version.ModelNew, init, seed, "cuda")(*_clone(inputs))
+                ref = _seeded_model(prob.Model, init, seed, "cuda")(*_clone(inputs))
                 torch.cuda.synchronize()
                 if tuple(out.shape) != tuple(ref.shape):
                     return "the output's shape %s is not the reference's %s" % (tuple(out.shape), tuple(ref.shape))
@@ -817,15 +835,10 @@ def _problem(req, state):
     device = "cuda" if state["mode"] == "cuda" else "cpu"
     out_dir = req["dir"]
     os.makedirs(out_dir, exist_ok=True)
-    problem = req["problem"]
-    pdir = os.path.dirname(os.path.abspath(problem))
-    if pdir not in sys.path:
-        sys.path.insert(0, pdir)
     seed = int(req["seed"])
     phases = {}
     t = time.perf_counter()
-    prob = _load(problem, "reference" if req["format"] == "gpu-mode" else None)
-    version = _load(req["version"])
+    prob, version = _problem_modules(req["problem"], req["version"], req["format"])
     phases["import"] = time.perf_counter() - t
     args = dict(req.get("args") or {})
     own = None
@@ -836,11 +849,6 @@ def _problem(req, state):
 
     with torch.no_grad():
         if req["format"] == "gpu-mode":
-            for fn in ("generate_input", "ref_kernel"):
-                if not hasattr(prob, fn):
-                    raise AttributeError("%s defines no %s()" % (problem, fn))
-            if not hasattr(version, "custom_kernel"):
-                raise AttributeError("%s defines no custom_kernel()" % req["version"])
             data = prob.generate_input(**args)
             pristine = _clone(data)
             before = [(n, _write_tensor(x, os.path.join(out_dir, "in%d-before.bin" % i))["path"])
@@ -853,26 +861,13 @@ def _problem(req, state):
             expected = prob.ref_kernel(_clone(pristine))
             sync()
             if hasattr(prob, "check_implementation"):
-                verdict = prob.check_implementation(_clone(pristine), output)
-                if isinstance(verdict, tuple):
-                    own = {"pass": bool(verdict[0]), "message": str(verdict[1]) if len(verdict) > 1 else ""}
-                elif isinstance(verdict, str):
-                    own = {"pass": verdict == "", "message": verdict}
-                else:
-                    own = {"pass": bool(verdict), "message": ""}
+                own = _own_verdict(prob.check_implementation(_clone(pristine), output))
             inputs_after = data
         else:
-            for fn in ("Model", "get_inputs", "get_init_inputs"):
-                if not hasattr(prob, fn):
-                    raise AttributeError("%s defines no %s" % (problem, fn))
-            if not hasattr(version, "ModelNew"):
-                raise AttributeError("%s defines no ModelNew" % req["version"])
             torch.manual_seed(seed)
             init = prob.get_init_inputs()
-            torch.manual_seed(seed)
-            model = prob.Model(*init).to(device)
-            torch.manual_seed(seed)
-            model_new = version.ModelNew(*init).to(device)
+            model = _seeded_model(prob.Model, init, seed, device)
+            model_new = _seeded_model(version.ModelNew, init, seed, device)
             torch.manual_seed(seed)
             inputs = [x.to(device) if hasattr(x, "to") else x for x in prob.get_inputs()]
             pristine = _clone(inputs)

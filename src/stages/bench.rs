@@ -279,6 +279,20 @@ pub fn bench(
         runners.end_children();
     }
     let _ = std::fs::remove_dir_all(&scratch);
+    finish(gpu, lock, before, results, comparisons, notes, failure)
+}
+
+/// The bench's outcome: the device state after, the detail, the lock given back, then the
+/// failure that stopped it or the verdict and one-line summary from its sizes and comparisons.
+fn finish(
+    gpu: &GpuInfo,
+    lock: crate::gpulock::GpuLock,
+    before: Option<DeviceState>,
+    results: Vec<SizeBench>,
+    comparisons: Vec<Speedup>,
+    notes: Vec<String>,
+    failure: Option<StageOutcome>,
+) -> StageOutcome {
     let after = crate::devstate::query(&gpu.uuid).ok();
     let throttled = before.as_ref().is_some_and(|d| d.throttled) || after.as_ref().is_some_and(|d| d.throttled);
     let detail = StageDetail::Bench(BenchDetail {
@@ -297,11 +311,6 @@ pub fn bench(
         f.detail = detail;
         return f;
     }
-    summarise(results, comparisons, throttled, detail)
-}
-
-/// The bench's verdict and one-line summary from its sizes and comparisons.
-fn summarise(results: Vec<SizeBench>, comparisons: Vec<Speedup>, throttled: bool, detail: StageDetail) -> StageOutcome {
     if results.is_empty() {
         return StageOutcome { detail, ..fail(Verdict::Error, None, "nothing was timed") };
     }
@@ -403,22 +412,17 @@ pub fn bench_problem(ws: &Workspace, runners: &mut Runners, gpu: &GpuInfo, v: &V
         // The benchmark's sizes, as its label; the seed is rung's, not a size.
         let sizes: SizeSet =
             args.iter().filter(|(k, _)| *k != "seed").filter_map(|(k, v)| v.as_i64().map(|i| (k.clone(), i))).collect();
-        let target_of = |reference: bool| {
-            Target::Problem(protocol::ProblemBench {
-                format,
-                problem: problem.clone(),
-                version: v.path.clone(),
-                reference,
-                args: args.clone(),
-                seed: bench_seed,
-                sets: INPUT_SETS as u32,
-            })
+        let problem_of = |reference: bool| protocol::ProblemBench {
+            format,
+            problem: problem.clone(),
+            version: v.path.clone(),
+            reference,
+            args: args.clone(),
+            seed: bench_seed,
+            sets: INPUT_SETS as u32,
         };
-        let target = target_of(false);
-        let first = match first_request_problem(&target) {
-            Some(f) => f,
-            None => continue,
-        };
+        let target = Target::Problem(problem_of(false));
+        let first = problem_request(problem_of(false), 0);
         let sampled = fork_for(runners, &[&target]).and_then(|_| sample_series(runners, &target, first, limit, &rule));
         let (samples, fixed_ms, stop) = match sampled {
             Ok(x) => x,
@@ -427,73 +431,41 @@ pub fn bench_problem(ws: &Workspace, runners: &mut Runners, gpu: &GpuInfo, v: &V
                 break;
             }
         };
-        let (metric, basis) = headline_samples(&samples, fixed_ms);
-        let recheck_failure = match send(runners, &target, protocol::Bench { write_back: true, ..more(0, 0) }, limit) {
+        let mut size = SizeBench::of(&sizes, &samples, fixed_ms, stop);
+        size.recheck_failure = match send(runners, &target, protocol::Bench { write_back: true, ..more(0, 0) }, limit) {
             Ok(r) => r.recheck,
             Err(f) => Some(f.summary),
         };
-        let summary = |f: fn(&protocol::Sample) -> f64| stats::summarize(&samples.iter().map(f).collect::<Vec<_>>());
-        results.push(SizeBench {
-            sizes: sizes.clone(),
-            headline: stats::summarize(&metric),
-            basis: basis.into(),
-            gpu: summary(|s| s.gpu_ms),
-            host: summary(|s| s.host_ms),
-            wall: summary(|s| s.wall_ms),
-            fixed_ms,
-            stop,
-            input_sets: INPUT_SETS,
-            flush_bytes: FLUSH_BYTES,
-            graph: None,
-            graph_error: None,
-            recheck_failure,
-        });
+        results.push(size);
         if bi > 0 {
             continue;
         }
-        let reference = Other { role: ROLE_REFERENCE, label: problem.display().to_string(), target: target_of(true) };
-        let firsts = [first_request_problem(&target), first_request_problem(&reference.target)];
-        if let [Some(a), Some(b)] = firsts {
-            let firsts = [protocol::Bench { series: 0, ..a }, protocol::Bench { series: 1, ..b }];
-            match alternate(runners, [&target, &reference.target], firsts, &reference, &sizes, limit, &rule) {
-                Ok(c) => comparisons.push(c),
-                Err(f) => notes.push(format!("against {} ({}): {}", reference.label, reference.role, f.summary)),
-            }
+        let reference = Other {
+            role: ROLE_REFERENCE,
+            label: problem.display().to_string(),
+            target: Target::Problem(problem_of(true)),
+        };
+        let firsts = [problem_request(problem_of(false), 0), problem_request(problem_of(true), 1)];
+        match alternate(runners, [&target, &reference.target], firsts, &reference, &sizes, limit, &rule) {
+            Ok(c) => comparisons.push(c),
+            Err(f) => notes.push(format!("against {} ({}): {}", reference.label, reference.role, f.summary)),
         }
     }
     runners.end_children();
-    let after = crate::devstate::query(&gpu.uuid).ok();
-    let throttled = before.as_ref().is_some_and(|d| d.throttled) || after.as_ref().is_some_and(|d| d.throttled);
-    let detail = StageDetail::Bench(BenchDetail {
-        gpu: gpu.name.clone(),
-        uuid: gpu.uuid.clone(),
-        device_before: before,
-        device_after: after,
-        throttled,
-        lock_wait_ms: lock.waited.as_secs_f64() * 1e3,
-        sizes: results.clone(),
-        speedups: comparisons.clone(),
-        comparison_notes: notes,
-    });
-    drop(lock);
-    if let Some(mut f) = failure {
-        f.detail = detail;
-        return f;
-    }
-    summarise(results, comparisons, throttled, detail)
+    finish(gpu, lock, before, results, comparisons, notes, failure)
 }
 
-/// A problem target's first request: warm-up, flush, the problem's own inputs.
-fn first_request_problem(target: &Target) -> Option<protocol::Bench> {
-    let Target::Problem(p) = target else { return None };
-    Some(protocol::Bench {
+/// A problem series' first request: warm-up, flush, the problem's own inputs.
+fn problem_request(problem: protocol::ProblemBench, series: u32) -> protocol::Bench {
+    protocol::Bench {
+        series,
         warmup_seconds: WARMUP_SECONDS,
         samples: 10,
         flush_bytes: FLUSH_BYTES,
         flush_ptx: Some(crate::worker::COPY_PTX.to_string()),
-        problem: Some(p.clone()),
+        problem: Some(problem),
         ..Default::default()
-    })
+    }
 }
 
 fn worker_failure(f: Failure) -> StageOutcome {
@@ -601,11 +573,7 @@ fn first_request(
             });
             first.flush_ptx = Some(crate::worker::COPY_PTX.to_string());
         }
-        Target::Problem(p) => {
-            first.sets = vec![];
-            first.problem = Some(p.clone());
-            first.flush_ptx = Some(crate::worker::COPY_PTX.to_string());
-        }
+        Target::Problem(p) => return Ok(problem_request(p.clone(), series)),
     }
     Ok(first)
 }
@@ -700,42 +668,46 @@ fn bench_size(
     fork_for(runners, &[target])?;
     let first = first_request(spec, target, sizes, &sets.files, &sets.extra, 0)?;
     let (samples, fixed_ms, stop) = sample_series(runners, target, first, limit, &rule)?;
-    let (metric, basis) = headline_samples(&samples, fixed_ms);
-    let headline = stats::summarize(&metric);
+    let mut out = SizeBench::of(sizes, &samples, fixed_ms, stop);
     // One more call on the real input set, its outputs written back and checked; then a small
     // kernel is also timed by graph replay (a capture that fails is reported, not fatal).
     send(runners, target, protocol::Bench { write_back: true, ..more(0, 0) }, limit)?;
-    let (mut graph, mut graph_error) = (None, None);
-    if basis == "events" && headline.median < SMALL_KERNEL_MS {
+    if out.basis == "events" && out.headline.median < SMALL_KERNEL_MS {
         let req = protocol::Bench { graph_calls: GRAPH_CALLS, graph_replays: GRAPH_REPLAYS, ..more(0, 0) };
         match send(runners, target, req, limit) {
-            Ok(r) if !r.graph_ms.is_empty() => graph = Some(stats::summarize(&r.graph_ms)),
-            Ok(_) => graph_error = Some("the worker returned no graph replay times".to_string()),
-            Err(f) => graph_error = Some(f.summary),
+            Ok(r) if !r.graph_ms.is_empty() => out.graph = Some(stats::summarize(&r.graph_ms)),
+            Ok(_) => out.graph_error = Some("the worker returned no graph replay times".to_string()),
+            Err(f) => out.graph_error = Some(f.summary),
         }
     }
-    let recheck_failure = match reference {
+    out.recheck_failure = match reference {
         Some(launch_at) => recheck_native(spec, runners, launch_at, sizes, &sets.files, dir),
         None => recheck(ws, spec, runners, sizes, seed, &sets.files, dir),
     };
-    let gpu = stats::summarize(&samples.iter().map(|s| s.gpu_ms).collect::<Vec<_>>());
-    let host = stats::summarize(&samples.iter().map(|s| s.host_ms).collect::<Vec<_>>());
-    let wall = stats::summarize(&samples.iter().map(|s| s.wall_ms).collect::<Vec<_>>());
-    Ok(SizeBench {
-        sizes: sizes.clone(),
-        headline,
-        basis: basis.into(),
-        gpu,
-        host,
-        wall,
-        fixed_ms,
-        stop,
-        input_sets: INPUT_SETS,
-        flush_bytes: FLUSH_BYTES,
-        graph,
-        graph_error,
-        recheck_failure,
-    })
+    Ok(out)
+}
+
+impl SizeBench {
+    /// The statistics of one size's samples (no graph replay, no re-check yet).
+    fn of(sizes: &SizeSet, samples: &[protocol::Sample], fixed_ms: f64, stop: Stop) -> SizeBench {
+        let (metric, basis) = headline_samples(samples, fixed_ms);
+        let summary = |f: fn(&protocol::Sample) -> f64| stats::summarize(&samples.iter().map(f).collect::<Vec<_>>());
+        SizeBench {
+            sizes: sizes.clone(),
+            headline: stats::summarize(&metric),
+            basis: basis.into(),
+            gpu: summary(|s| s.gpu_ms),
+            host: summary(|s| s.host_ms),
+            wall: summary(|s| s.wall_ms),
+            fixed_ms,
+            stop,
+            input_sets: INPUT_SETS,
+            flush_bytes: FLUSH_BYTES,
+            graph: None,
+            graph_error: None,
+            recheck_failure: None,
+        }
+    }
 }
 
 /// Sets up series 0 with `first`, then asks for samples in batches until the headline median's

@@ -213,10 +213,7 @@ impl ChatSession {
         // The task, the version in focus and its results, as they are now, and the passages of
         // context/ the message asks about.
         let context = rung::agent::prompt::workspace_context(&self.root, self.focus.as_deref(), &text);
-        let started = match self.conversation.take() {
-            Some(c) => Ok(c),
-            None => agent.conversation(Some(&ChatStore::for_workspace(&self.root))),
-        };
+        let started = continued(&mut self.conversation, agent, &self.root);
         let mut conv = match started.and_then(|mut c| c.push(Message::user(text.clone())).map(|()| c)) {
             Ok(c) => c,
             Err(e) => {
@@ -304,15 +301,12 @@ impl ChatSession {
             self.panel.push_notice("the chat is not connected to the event loop", true);
             return;
         };
-        let mut conv = match self.conversation.take() {
-            Some(c) => c,
-            None => match agent.conversation(Some(&ChatStore::for_workspace(&self.root))) {
-                Ok(c) => c,
-                Err(e) => {
-                    self.panel.push_notice(format!("error: {e}"), true);
-                    return;
-                }
-            },
+        let mut conv = match continued(&mut self.conversation, agent, &self.root) {
+            Ok(c) => c,
+            Err(e) => {
+                self.panel.push_notice(format!("error: {e}"), true);
+                return;
+            }
         };
         conv.prices = agent.prices;
         let cancel = Cancel::new();
@@ -504,5 +498,14 @@ fn why_not(e: &AgentError) -> String {
     match e {
         AgentError::MissingKey { detail, .. } => format!("no agent: {detail}"),
         other => format!("no agent: {other}"),
+    }
+}
+
+/// The conversation a message or auto mode continues: the one on screen, else a new one in the
+/// workspace's `.rung/chat/`.
+fn continued(held: &mut Option<Conversation>, agent: &Agent, root: &Path) -> Result<Conversation, AgentError> {
+    match held.take() {
+        Some(c) => Ok(c),
+        None => agent.conversation(Some(&ChatStore::for_workspace(root))),
     }
 }
