@@ -5,6 +5,7 @@ pub mod agent;
 pub mod asm;
 pub mod check;
 pub mod context;
+pub mod cupti;
 pub mod devstate;
 pub mod diag;
 pub mod dtype;

@@ -327,6 +327,14 @@ pub struct ProblemBench {
 pub struct Sample {
     /// Between events recorded before and after the call on its stream.
     pub gpu_ms: f64,
+    /// From CUPTI's activity records: the GPU's busy time for the work the call launched on
+    /// any stream (the union of its kernels', copies' and memsets' intervals; rung's L2 flush
+    /// left out). None when CUPTI is not tracing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy_ms: Option<f64>,
+    /// From the same records: the first start to the last end, idle gaps included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span_ms: Option<f64>,
     /// Host time of the call itself (launch overhead is real cost).
     pub host_ms: f64,
     /// From before the call to the whole device being idle again, as the host saw it: every
@@ -393,6 +401,9 @@ pub struct Response {
     /// The fixed cost in `wall_ms` of waiting for the device (an empty call, median, ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixed_ms: Option<f64>,
+    /// Why samples carry no `span_ms` (CUPTI not found or refused), with a series' first reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timer_note: Option<String>,
     /// Measured ceilings by method, in GB/s (copy) or TFLOP/s (GEMM).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub ceilings: BTreeMap<String, f64>,

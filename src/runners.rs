@@ -321,6 +321,9 @@ pub struct WorkerEnv {
     pub data: PathBuf,
     /// The one GPU (by ordinal) the workers may see, for a lane of one GPU among several.
     pub visible_device: Option<i32>,
+    /// libcupti for the workers' bench timing (`RUNG_CUPTI`), when rung found one and the
+    /// environment names none.
+    pub cupti: Option<PathBuf>,
 }
 
 impl WorkerEnv {
@@ -334,6 +337,9 @@ impl WorkerEnv {
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .env("PYTHONUNBUFFERED", "1")
             .env("RUNG_WORKER_DIR", &self.data);
+        if let Some(p) = &self.cupti {
+            cmd.env("RUNG_CUPTI", p);
+        }
     }
 }
 
@@ -393,6 +399,7 @@ impl Runners {
                 logs: state.join("logs"),
                 data,
                 visible_device: None,
+                cupti: if std::env::var_os("RUNG_CUPTI").is_some() { None } else { crate::toolchain::find_cupti() },
             },
             script,
             python,

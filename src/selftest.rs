@@ -532,6 +532,12 @@ pub struct BenchRun {
     pub verdict: Verdict,
     pub median_us: Option<f64>,
     pub basis: Option<String>,
+    /// The same calls timed between events on the call's stream, µs (beside a CUPTI headline).
+    #[serde(default)]
+    pub events_us: Option<f64>,
+    /// Why the bench was timed by events, not CUPTI.
+    #[serde(default)]
+    pub timer_note: Option<String>,
     pub ci_rel_percent: Option<f64>,
     pub n: Option<usize>,
     pub throttled: Option<bool>,
@@ -574,6 +580,11 @@ fn bench_expectations(label: &str, b: Option<&crate::stages::bench::BenchDetail>
             }
             None => why.push(format!("no speedup over v003: {}", b.comparison_notes.join("; "))),
         },
+        // ~100 ms of spinning on a side stream the call never joins: its real cost.
+        "side-stream" if b.sizes.first().is_none_or(|x| x.headline.median < 50.0) => why.push(format!(
+            "the side stream's work was not timed: {:.3} ms median",
+            b.sizes.first().map_or(0.0, |x| x.headline.median)
+        )),
         "small" if b.sizes.first().is_none_or(|x| x.graph.is_none()) => why.push(format!(
             "a small kernel was not timed by graph replay: {}",
             b.sizes.first().and_then(|x| x.graph_error.clone()).unwrap_or_default()
@@ -681,6 +692,8 @@ pub fn run_bench(
                     verdict: v.verdict,
                     median_us: b.as_ref().map(|(x, _)| x.headline.median * 1e3),
                     basis: b.as_ref().map(|(x, _)| x.basis.clone()),
+                    events_us: b.as_ref().map(|(x, _)| x.gpu.median * 1e3),
+                    timer_note: b.as_ref().and_then(|(x, _)| x.timer_note.clone()),
                     ci_rel_percent: b.as_ref().map(|(x, _)| x.headline.ci_rel * 100.0),
                     n: b.as_ref().map(|(x, _)| x.headline.n),
                     throttled: b.as_ref().map(|(_, t)| *t),

@@ -63,6 +63,9 @@ pub struct Toolchain {
     pub nvdisasm: Option<Tool>,
     /// The folder holding libnvrtc.so.13 (put on LD_LIBRARY_PATH for NVRTC and its builtins).
     pub nvrtc_lib_dir: Option<PathBuf>,
+    /// libcupti, whose activity records time benches (events are the fallback).
+    #[serde(default)]
+    pub cupti: Option<PathBuf>,
     pub ncu: Option<Tool>,
     pub compute_sanitizer: Option<Tool>,
     pub python: Option<PythonEnv>,
@@ -195,6 +198,7 @@ impl Toolchain {
                 .map(|l| root.join(l))
                 .find(|d| d.join("libnvrtc.so.13").is_file() || d.join("libnvrtc.so").is_file())
         });
+        let cupti = cupti_in(&roots);
         let ncu = find_tool(&roots, "ncu").or_else(|| loose_tool("ncu", &["/usr/local/cuda/nsight-compute"]));
         let compute_sanitizer = find_tool(&roots, "compute-sanitizer")
             .or_else(|| loose_tool("compute-sanitizer", &["/usr/local/cuda/compute-sanitizer"]));
@@ -208,6 +212,7 @@ impl Toolchain {
             nvdisasm: find_tool(&nvcc_roots, "nvdisasm"),
             nvcc,
             nvrtc_lib_dir,
+            cupti,
             ncu,
             compute_sanitizer,
             python,
@@ -222,6 +227,24 @@ impl Toolchain {
     pub fn has_python_package(&self, import: &str) -> bool {
         self.python.as_ref().is_some_and(|p| p.packages.contains_key(import))
     }
+}
+
+/// The folders under a CUDA root where libcupti lives: the toolkit's `extras/CUPTI/lib64` (and
+/// its `targets` copy), or a wheel's `lib`.
+const CUPTI_DIRS: &[&str] = &["extras/CUPTI/lib64", "targets/x86_64-linux/lib", "lib64", "lib"];
+
+fn cupti_in(roots: &[(PathBuf, &'static str)]) -> Option<PathBuf> {
+    roots.iter().find_map(|(root, _)| {
+        CUPTI_DIRS
+            .iter()
+            .flat_map(|d| ["libcupti.so.13", "libcupti.so"].map(|f| root.join(d).join(f)))
+            .find(|p| p.is_file())
+    })
+}
+
+/// libcupti in the CUDA roots (not asking Python): what a worker uses when `RUNG_CUPTI` is unset.
+pub fn find_cupti() -> Option<PathBuf> {
+    cupti_in(&cuda_roots(None))
 }
 
 /// Asks a Python for its version, the versions of rung's packages and where its nvidia/cu13

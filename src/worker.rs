@@ -394,6 +394,10 @@ mod bench {
         start: sys::CUevent,
         end: sys::CUevent,
         next: usize,
+        /// CUPTI tracing, when it could start: each sample's span comes from its records.
+        tracer: Option<crate::cupti::Tracer>,
+        /// Why samples carry no span.
+        timer_note: Option<String>,
     }
 
     impl Drop for State {
@@ -456,6 +460,8 @@ mod bench {
                 start,
                 end,
                 next: 0,
+                tracer: None,
+                timer_note: None,
             };
             if flush_bytes > 0 {
                 let d = result::malloc_sync(flush_bytes as usize).map_err(cuda_error)?;
@@ -509,6 +515,8 @@ mod bench {
         let mut args: Vec<*mut c_void> = state.sets[i].0.iter_mut().map(|b| b.as_mut_ptr() as *mut c_void).collect();
         // SAFETY: the argument bytes live in `state` for the launch, which is synchronised.
         unsafe {
+            // The device is idle here: what CUPTI still holds is older work, not this call's.
+            traced(state);
             flush(state)?;
             // Queued behind the flush, so the host's launch overhead is hidden as in real use.
             result::event::record(state.start, std::ptr::null_mut()).map_err(cuda_error)?;
@@ -519,8 +527,51 @@ mod bench {
             result::ctx::synchronize().map_err(cuda_error)?;
             let wall = t0.elapsed();
             let gpu = result::event::elapsed(state.start, state.end).map_err(cuda_error)?;
-            Ok(Sample { gpu_ms: gpu as f64, host_ms: host.as_secs_f64() * 1e3, wall_ms: wall.as_secs_f64() * 1e3 })
+            let traced = traced(state).and_then(|w| crate::cupti::call_ms(&w));
+            Ok(Sample {
+                gpu_ms: gpu as f64,
+                busy_ms: traced.map(|t| t.0),
+                span_ms: traced.map(|t| t.1),
+                host_ms: host.as_secs_f64() * 1e3,
+                wall_ms: wall.as_secs_f64() * 1e3,
+            })
         }
+    }
+
+    /// The work records CUPTI finished since the last call, or None when not tracing. A CUPTI
+    /// failure stops tracing for the series, with its reason kept for the reply.
+    fn traced(state: &mut State) -> Option<Vec<crate::cupti::Work>> {
+        let tracer = state.tracer?;
+        match tracer.take() {
+            Ok(w) => Some(w),
+            Err(e) => {
+                state.tracer = None;
+                state.timer_note = Some(format!("CUPTI stopped: {e}; timed by events"));
+                None
+            }
+        }
+    }
+
+    /// Starts CUPTI tracing for a series (not for a profiled one: Nsight Compute owns CUPTI
+    /// then). `RUNG_CUPTI=off` times by events.
+    fn start_tracer(state: &mut State) {
+        match tracer() {
+            Ok(t) => state.tracer = Some(t),
+            Err(e) => state.timer_note = Some(e),
+        }
+    }
+
+    /// CUPTI tracing for this process, or why not ("...; timed by events").
+    fn tracer() -> Result<crate::cupti::Tracer, String> {
+        let found = if std::env::var("RUNG_CUPTI").is_ok_and(|v| v == "off") {
+            Err("RUNG_CUPTI=off".to_string())
+        } else {
+            crate::cupti::library().ok_or_else(|| {
+                "no libcupti found (looked in the CUDA roots' extras/CUPTI/lib64 and lib; RUNG_CUPTI names it)"
+                    .to_string()
+            })
+        };
+        found.and_then(|p| crate::cupti::Tracer::start(&p)).map_err(|e| format!("{e}; timed by events"))
     }
 
     /// Clears L2 (queued, not waited for): reads the flush buffer, which evicts everything else
@@ -608,6 +659,9 @@ mod bench {
         if let Some(l) = &req.launch {
             series.remove(&req.series);
             let mut state = setup(l, &req.sets, req.flush_bytes, sms)?;
+            if !req.profile {
+                start_tracer(&mut state);
+            }
             // Warm-up by time: the clocks ramp from idle.
             let t0 = Instant::now();
             while t0.elapsed().as_secs_f64() < req.warmup_seconds {
@@ -644,7 +698,8 @@ mod bench {
                 std::fs::write(path, &bytes).map_err(|e| io(path, e))?;
             }
         }
-        Ok(Response { ok: true, samples, fixed_ms: fixed, graph_ms, ..Default::default() })
+        let timer_note = state.timer_note.clone();
+        Ok(Response { ok: true, samples, fixed_ms: fixed, graph_ms, timer_note, ..Default::default() })
     }
 
     /// `calls` launches on set 0 captured into one CUDA graph on a stream of its own, replayed
@@ -718,15 +773,24 @@ mod bench {
             result::memset_d8_sync(src, 1, bytes).map_err(cuda_error)?;
             let start = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(cuda_error)?;
             let end = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(cuda_error)?;
+            // Timed as benches are, so that a kernel's share of the ceiling compares like with
+            // like: CUPTI's busy time when it traces, else events.
+            let traced = tracer();
             let best = |f: &mut dyn FnMut() -> Result<(), WorkerError>| -> Result<f64, WorkerError> {
                 f()?; // warm
+                result::ctx::synchronize().map_err(cuda_error)?;
                 let mut best_ms = f64::INFINITY;
                 for _ in 0..req.reps.max(1) {
+                    if let Ok(t) = &traced {
+                        let _ = t.take();
+                    }
                     result::event::record(start, std::ptr::null_mut()).map_err(cuda_error)?;
                     f()?;
                     result::event::record(end, std::ptr::null_mut()).map_err(cuda_error)?;
                     result::event::synchronize(end).map_err(cuda_error)?;
-                    best_ms = best_ms.min(result::event::elapsed(start, end).map_err(cuda_error)? as f64);
+                    let events = result::event::elapsed(start, end).map_err(cuda_error)? as f64;
+                    let busy = traced.as_ref().ok().and_then(|t| t.take().ok()).and_then(|w| crate::cupti::call_ms(&w));
+                    best_ms = best_ms.min(busy.map_or(events, |b| b.0));
                 }
                 Ok(2.0 * bytes as f64 / (best_ms * 1e-3) / 1e9)
             };
@@ -770,7 +834,7 @@ mod bench {
             let _ = result::event::destroy(end);
             let _ = result::free_sync(src);
             let _ = result::free_sync(dst);
-            Ok(Response { ok: true, ceilings, ..Default::default() })
+            Ok(Response { ok: true, ceilings, timer_note: traced.err(), ..Default::default() })
         }
     }
 }

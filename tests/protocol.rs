@@ -413,3 +413,37 @@ fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// Both workers time a call from CUPTI's records the same way: the Python worker's `_Tracer`
+/// (ctypes) and `rung::cupti::call_ms` agree on busy time and span for the same records,
+/// overlaps, gaps, copies and rung's flush kernels included.
+#[test]
+fn both_workers_turn_cupti_records_into_the_same_busy_time_and_span() {
+    let Some(python) = common::python_with_numpy() else { return };
+    let cases: Vec<Vec<(u64, u64, Option<&str>)>> = vec![
+        vec![(0, 400_000, Some("rung_flush")), (400_500, 410_000, Some("rung_discard")), (411_000, 661_000, Some("k"))],
+        vec![(0, 10_000, Some("gemm")), (60_000, 65_000, Some("relu")), (2_000, 4_000, None)],
+        vec![(100, 900, Some("a")), (200, 300, Some("b")), (850, 2_000, None), (5_000, 5_001, Some("c"))],
+        vec![(0, 400, Some("rung_flush"))],
+    ];
+    let script = format!(
+        "import json, sys\nsys.path.insert(0, {:?})\nimport rung_worker as w\ncases = json.loads(sys.argv[1])\n\
+         print(json.dumps([w._Tracer.call_ms([(s, e, n.encode() if n is not None else None) for s, e, n in c]) for c in cases]))",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python")
+    );
+    let out = Command::new(&python).args(["-c", &script, &serde_json::to_string(&cases).unwrap()]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got: Vec<Option<(f64, f64)>> = serde_json::from_slice(&out.stdout).unwrap();
+    for (case, py) in cases.iter().zip(&got) {
+        let work: Vec<rung::cupti::Work> =
+            case.iter().map(|&(start, end, k)| rung::cupti::Work { start, end, kernel: k.map(Into::into) }).collect();
+        let rust = rung::cupti::call_ms(&work);
+        assert_eq!(rust.is_some(), py.is_some(), "{case:?}");
+        if let (Some(r), Some(p)) = (rust, py) {
+            assert!((r.0 - p.0).abs() < 1e-12 && (r.1 - p.1).abs() < 1e-12, "{case:?}: {r:?} vs {p:?}");
+        }
+    }
+    assert_eq!(rung::cupti::call_ms(&[]), None);
+    // The third case: 100..2000 busy once (three overlapping records), then 1 ns more.
+    assert_eq!(got[2], Some((1901.0 / 1e6, 4901.0 / 1e6)));
+}

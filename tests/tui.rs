@@ -98,6 +98,7 @@ fn roofline(median_ms: f64, percent: f64) -> StageDetail {
             datasheet_gbs: None,
             datasheet_bf16_tflops: None,
             measured_at: "2026-12-02T00:00:00.000Z".into(),
+            timer: "cupti".into(),
         },
     })
 }

@@ -735,6 +735,12 @@ fn selftest(args: &SelftestArgs) -> Result<i32> {
                     r.n.unwrap_or(0),
                     r.roofline_summary.clone().unwrap_or_else(|| r.bench_summary.clone())
                 );
+                if let (Some(e), Some("cupti")) = (r.events_us, r.basis.as_deref()) {
+                    println!("  {:<12} between events on the call's stream: {e:.1} µs", "");
+                }
+                if let Some(n) = &r.timer_note {
+                    println!("  {:<12} {n}", "");
+                }
                 if let Some(g) = r.graph_us {
                     println!("  {:<12} graph replay: {g:.2} µs/call", "");
                 }

@@ -257,6 +257,12 @@ pub fn doctor(tc: &Toolchain, gpu: &GpuProbe, on: bool) -> String {
         tc.nvrtc_lib_dir.as_ref().map(|d| d.display().to_string()).unwrap_or_default(),
         "not found: no in-process CUDA compiles; run `rung setup`",
     );
+    line(
+        tc.cupti.is_some(),
+        "CUPTI",
+        tc.cupti.as_ref().map(|d| d.display().to_string()).unwrap_or_default(),
+        "not found: benches are timed by events (set RUNG_CUPTI to libcupti.so.13)",
+    );
     match &tc.python {
         Some(p) => {
             line(true, "python", format!("{} {} (via {})", p.path.display(), p.version, p.found_via), "");

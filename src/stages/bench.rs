@@ -61,10 +61,20 @@ pub struct SizeBench {
     /// The headline time, ms: `gpu`, or the device-wide interval less `fixed_ms` when work was left
     /// on another stream. Its median is the figure the roofline and comparisons use.
     pub headline: Summary,
-    /// `events` or `device-wide`.
+    /// `cupti`, `events` or `device-wide`.
     pub basis: String,
     /// GPU time between events on the call's stream, ms.
     pub gpu: Summary,
+    /// The GPU's busy time for the call's work on every stream, from CUPTI's activity records
+    /// (the union of its intervals), ms, when every sample has one: the `cupti` headline.
+    #[serde(default)]
+    pub busy: Option<Summary>,
+    /// From the same records, first start to last end, idle gaps between the work included.
+    #[serde(default)]
+    pub span: Option<Summary>,
+    /// Why the samples were timed by events rather than CUPTI.
+    #[serde(default)]
+    pub timer_note: Option<String>,
     /// Host time of the call itself, ms.
     pub host: Summary,
     /// Device-wide interval as the host saw it, ms, before subtracting `fixed_ms`.
@@ -98,6 +108,10 @@ pub struct Ceilings {
     pub datasheet_gbs: Option<f64>,
     pub datasheet_bf16_tflops: Option<f64>,
     pub measured_at: String,
+    /// How the ceilings were timed: `cupti` (as benches are when CUPTI traces) or `events`.
+    /// Empty in a cache written before rung timed by CUPTI, which is then measured again.
+    #[serde(default)]
+    pub timer: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -424,14 +438,14 @@ pub fn bench_problem(ws: &Workspace, runners: &mut Runners, gpu: &GpuInfo, v: &V
         let target = Target::Problem(problem_of(false));
         let first = problem_request(problem_of(false), 0);
         let sampled = fork_for(runners, &[&target]).and_then(|_| sample_series(runners, &target, first, limit, &rule));
-        let (samples, fixed_ms, stop) = match sampled {
+        let series = match sampled {
             Ok(x) => x,
             Err(f) => {
                 failure = Some(*f);
                 break;
             }
         };
-        let mut size = SizeBench::of(&sizes, &samples, fixed_ms, stop);
+        let mut size = SizeBench::of(&sizes, &series);
         size.recheck_failure = match send(runners, &target, protocol::Bench { write_back: true, ..more(0, 0) }, limit) {
             Ok(r) => r.recheck,
             Err(f) => Some(f.summary),
@@ -667,12 +681,12 @@ fn bench_size(
     let rule = StopRule { budget_seconds: spec.limits.bench.as_secs_f64(), ..StopRule::default() };
     fork_for(runners, &[target])?;
     let first = first_request(spec, target, sizes, &sets.files, &sets.extra, 0)?;
-    let (samples, fixed_ms, stop) = sample_series(runners, target, first, limit, &rule)?;
-    let mut out = SizeBench::of(sizes, &samples, fixed_ms, stop);
+    let series = sample_series(runners, target, first, limit, &rule)?;
+    let mut out = SizeBench::of(sizes, &series);
     // One more call on the real input set, its outputs written back and checked; then a small
     // kernel is also timed by graph replay (a capture that fails is reported, not fatal).
     send(runners, target, protocol::Bench { write_back: true, ..more(0, 0) }, limit)?;
-    if out.basis == "events" && out.headline.median < SMALL_KERNEL_MS {
+    if out.basis != BASIS_DEVICE && out.headline.median < SMALL_KERNEL_MS {
         let req = protocol::Bench { graph_calls: GRAPH_CALLS, graph_replays: GRAPH_REPLAYS, ..more(0, 0) };
         match send(runners, target, req, limit) {
             Ok(r) if !r.graph_ms.is_empty() => out.graph = Some(stats::summarize(&r.graph_ms)),
@@ -689,7 +703,9 @@ fn bench_size(
 
 impl SizeBench {
     /// The statistics of one size's samples (no graph replay, no re-check yet).
-    fn of(sizes: &SizeSet, samples: &[protocol::Sample], fixed_ms: f64, stop: Stop) -> SizeBench {
+    fn of(sizes: &SizeSet, series: &Series) -> SizeBench {
+        let Series { samples, fixed_ms, stop, timer_note } = series;
+        let (fixed_ms, stop) = (*fixed_ms, *stop);
         let (metric, basis) = headline_samples(samples, fixed_ms);
         let summary = |f: fn(&protocol::Sample) -> f64| stats::summarize(&samples.iter().map(f).collect::<Vec<_>>());
         SizeBench {
@@ -706,8 +722,20 @@ impl SizeBench {
             graph: None,
             graph_error: None,
             recheck_failure: None,
+            span: samples.iter().map(|s| s.span_ms).collect::<Option<Vec<f64>>>().map(|v| stats::summarize(&v)),
+            busy: samples.iter().map(|s| s.busy_ms).collect::<Option<Vec<f64>>>().map(|v| stats::summarize(&v)),
+            timer_note: timer_note.clone(),
         }
     }
+}
+
+/// One series' timed calls, the fixed cost of waiting, why sampling stopped, and why the
+/// samples carry no CUPTI span when they do not.
+pub struct Series {
+    pub samples: Vec<protocol::Sample>,
+    pub fixed_ms: f64,
+    pub stop: Stop,
+    pub timer_note: Option<String>,
 }
 
 /// Sets up series 0 with `first`, then asks for samples in batches until the headline median's
@@ -719,9 +747,10 @@ fn sample_series(
     first: protocol::Bench,
     limit: Duration,
     rule: &StopRule,
-) -> Result<(Vec<protocol::Sample>, f64, Stop), Box<StageOutcome>> {
+) -> Result<Series, Box<StageOutcome>> {
     let resp = send(runners, target, first, limit)?;
     let fixed_ms = resp.fixed_ms.unwrap_or(0.0);
+    let timer_note = resp.timer_note;
     let mut samples = resp.samples;
     let stop = loop {
         // The timed work so far, and the figure that decides: the call's stream, or the whole
@@ -736,7 +765,7 @@ fn sample_series(
         let n = stats::next_batch(&metric, spent, rule).min(left) as u32;
         samples.extend(send(runners, target, more(0, n), limit)?.samples);
     };
-    Ok((samples, fixed_ms, stop))
+    Ok(Series { samples, fixed_ms, stop, timer_note })
 }
 
 /// Times `target` (series 0) and `other.target` (series 1) in alternating batches on the same
@@ -790,7 +819,7 @@ fn alternate(
     let mut rounds = 1;
     loop {
         let spent: f64 = samples.iter().flatten().map(|s| s.wall_ms).sum::<f64>() / 1e3;
-        let metric = [headline_samples(&samples[0], fixed[0]).0, headline_samples(&samples[1], fixed[1]).0];
+        let metric = headline_pair(&samples, fixed);
         if interleave_done(rounds, &metric, spent, &rule) {
             break;
         }
@@ -804,8 +833,7 @@ fn alternate(
         }
         rounds += 1;
     }
-    let this = stats::summarize(&headline_samples(&samples[0], fixed[0]).0);
-    let theirs = stats::summarize(&headline_samples(&samples[1], fixed[1]).0);
+    let [this, theirs] = headline_pair(&samples, fixed).map(|m| stats::summarize(&m));
     let (s, low, high) = speedup(&this, &theirs);
     Ok(Speedup {
         role: other.role.into(),
@@ -837,14 +865,39 @@ pub fn interleave_done(rounds: usize, metric: &[Vec<f64>; 2], spent: f64, rule: 
 pub const ROLE_BEST_APPROVED: &str = "best approved";
 pub const ROLE_REFERENCE: &str = "reference";
 
-/// The samples the headline comes from: GPU time on the call's stream, or, when the device stays
-/// busy well past it (work left on another stream), the device-wide interval less the fixed
-/// cost of waiting.
+pub const BASIS_CUPTI: &str = "cupti";
+pub const BASIS_EVENTS: &str = "events";
+pub const BASIS_DEVICE: &str = "device-wide";
+
+/// The samples the headline comes from: the GPU's busy time for the call's work on every stream
+/// from CUPTI's records when every sample has one; else GPU time between events on the call's
+/// stream, or, when the device stays busy well past it (work left on another stream), the
+/// device-wide interval less the fixed cost of waiting.
 pub fn headline_samples(samples: &[protocol::Sample], fixed_ms: f64) -> (Vec<f64>, &'static str) {
+    if let Some(busy) = busy_times(samples) {
+        return (busy, BASIS_CUPTI);
+    }
+    events_headline(samples, fixed_ms)
+}
+
+fn busy_times(samples: &[protocol::Sample]) -> Option<Vec<f64>> {
+    (!samples.is_empty()).then(|| samples.iter().map(|s| s.busy_ms).collect::<Option<Vec<_>>>()).flatten()
+}
+
+/// Both sides of an interleaved comparison on one basis: CUPTI's busy times only when both have them
+/// (a Triton version's worker may not trace while a CUDA one's does).
+fn headline_pair(samples: &[Vec<protocol::Sample>; 2], fixed: [f64; 2]) -> [Vec<f64>; 2] {
+    match (busy_times(&samples[0]), busy_times(&samples[1])) {
+        (Some(a), Some(b)) => [a, b],
+        _ => [0, 1].map(|k| events_headline(&samples[k], fixed[k]).0),
+    }
+}
+
+fn events_headline(samples: &[protocol::Sample], fixed_ms: f64) -> (Vec<f64>, &'static str) {
     let gpu: Vec<f64> = samples.iter().map(|s| s.gpu_ms).collect();
     let device: Vec<f64> = samples.iter().map(|s| (s.wall_ms - fixed_ms).max(0.0)).collect();
     let (g, d) = (stats::summarize(&gpu).median, stats::summarize(&device).median);
-    if d > 1.5 * g + 0.05 { (device, "device-wide") } else { (gpu, "events") }
+    if d > 1.5 * g + 0.05 { (device, BASIS_DEVICE) } else { (gpu, BASIS_EVENTS) }
 }
 
 /// Compares the written-back outputs with the reference at the benchmark size (not cached: a
@@ -959,6 +1012,7 @@ pub fn ceilings(runners: &mut Runners, gpu: &GpuInfo, torch: bool) -> Result<Cei
     if let Ok(text) = std::fs::read_to_string(&path)
         && let Ok(c) = serde_json::from_str::<Ceilings>(&text)
         && (c.gemm_bf16_tflops.is_some() || !torch)
+        && !c.timer.is_empty()
     {
         return Ok(c);
     }
@@ -970,6 +1024,7 @@ pub fn ceilings(runners: &mut Runners, gpu: &GpuInfo, torch: bool) -> Result<Cei
         return Err(format!("measuring the copy ceiling: {:?}", copy.error.map(|e| e.message)));
     }
     let copy_gbs = copy.ceilings.values().copied().fold(0.0, f64::max);
+    let mut timer = if copy.timer_note.is_none() { BASIS_CUPTI } else { BASIS_EVENTS };
     let mut gemm = None;
     if torch {
         let z = runners.zygote(false).map_err(|e| e.to_string())?;
@@ -980,6 +1035,9 @@ pub fn ceilings(runners: &mut Runners, gpu: &GpuInfo, torch: bool) -> Result<Cei
             );
             if let Some(r) = r.filter_ok() {
                 gemm = r.ceilings.values().copied().reduce(f64::max);
+                if r.timer_note.is_some() {
+                    timer = BASIS_EVENTS;
+                }
             }
         }
         runners.end_children();
@@ -994,6 +1052,7 @@ pub fn ceilings(runners: &mut Runners, gpu: &GpuInfo, torch: bool) -> Result<Cei
         datasheet_gbs: ds_gbs,
         datasheet_bf16_tflops: ds_tflops,
         measured_at: crate::report::rfc3339(std::time::SystemTime::now()),
+        timer: timer.into(),
     };
     if let Some(dir) = path.parent() {
         let _ = std::fs::create_dir_all(dir);
@@ -1087,6 +1146,7 @@ mod tests {
             datasheet_gbs: Some(4800.0),
             datasheet_bf16_tflops: Some(989.4),
             measured_at: String::new(),
+            timer: BASIS_CUPTI.into(),
         }
     }
 
@@ -1138,7 +1198,13 @@ mod tests {
 
     #[test]
     fn work_left_on_another_stream_makes_the_headline_device_wide() {
-        let same = |gpu: f64, wall: f64| protocol::Sample { gpu_ms: gpu, host_ms: 0.01, wall_ms: wall };
+        let same = |gpu: f64, wall: f64| protocol::Sample {
+            gpu_ms: gpu,
+            busy_ms: None,
+            span_ms: None,
+            host_ms: 0.01,
+            wall_ms: wall,
+        };
         // A kernel on the call's stream: the device-wide interval is its time plus the fixed cost.
         let normal: Vec<_> = (0..20).map(|i| same(0.270 + i as f64 * 1e-4, 0.350 + i as f64 * 1e-4)).collect();
         let (m, basis) = headline_samples(&normal, 0.080);
@@ -1149,6 +1215,31 @@ mod tests {
         let (m, basis) = headline_samples(&side, 0.080);
         assert_eq!(basis, "device-wide");
         assert!((stats::summarize(&m).median - 100.22).abs() < 1e-9);
+    }
+
+    #[test]
+    fn cupti_busy_times_are_the_headline_only_when_every_sample_has_one() {
+        let s = |gpu: f64, span: Option<f64>| protocol::Sample {
+            gpu_ms: gpu,
+            busy_ms: span,
+            span_ms: span,
+            host_ms: 0.01,
+            wall_ms: gpu + 0.08,
+        };
+        let traced: Vec<_> = (0..20).map(|i| s(0.264, Some(0.251 + i as f64 * 1e-5))).collect();
+        let (m, basis) = headline_samples(&traced, 0.080);
+        assert_eq!(basis, BASIS_CUPTI);
+        assert!((stats::summarize(&m).median - 0.251095).abs() < 1e-9);
+        // One sample without a span (tracing stopped mid-series): the whole series is events.
+        let mut mixed = traced.clone();
+        mixed[7].busy_ms = None;
+        assert_eq!(headline_samples(&mixed, 0.080).1, BASIS_EVENTS);
+        // An interleaved pair is compared on one basis: events when either side lacks spans.
+        let untraced: Vec<_> = (0..20).map(|_| s(0.266, None)).collect();
+        let [a, b] = headline_pair(&[traced.clone(), untraced.clone()], [0.08, 0.08]);
+        assert!(a.iter().all(|&x| x == 0.264) && b.iter().all(|&x| x == 0.266));
+        let [a, _] = headline_pair(&[traced.clone(), traced], [0.08, 0.08]);
+        assert!(a.iter().all(|&x| x < 0.252));
     }
 
     #[test]
