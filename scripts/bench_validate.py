@@ -62,16 +62,16 @@ def make_call(ws, v, prep, sizes):
     return call
 
 
-def flush_kernels():
+def flush_kernels(nb=256 << 20):
     """rung's L2 flush as the bench runs it (assets/kernels/copy.ptx: read a 256 MB buffer, then
-    discard its lines), launched through CuPy on torch's current stream: (read, discard)."""
+    discard its lines), launched through CuPy on torch's current stream: (read, discard, zero).
+    `nb` sizes the buffer for experiments."""
     import cupy
     import torch
     here = os.path.dirname(os.path.abspath(__file__))
     mod = cupy.cuda.function.Module()
     mod.load(open(os.path.join(here, "..", "assets", "kernels", "copy.ptx"), "rb").read())
     read_k, discard_k = mod.get_function("rung_flush"), mod.get_function("rung_discard")
-    nb = 256 << 20
     buf = cupy.zeros(nb // 4, dtype=cupy.int32)
     sink = cupy.zeros(1, dtype=cupy.int32)
     sms = torch.cuda.get_device_properties(0).multi_processor_count

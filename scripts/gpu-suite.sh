@@ -40,9 +40,13 @@ doc = json.load(open(os.path.join(out, "selftest.json")))
 report = json.load(open(os.path.join(out, "demo-report.json")))
 do_bench = json.load(open(os.path.join(out, "do-bench.json")))
 print("\nbench validation at the benchmark size (µs; Δ = other / rung − 1)")
-print("%-6s %-34s %10s %10s %8s %10s %8s" % ("id", "version", "rung", "ncu", "Δ ncu", "do_bench", "Δ do_b"))
+print("rung: the headline median (CUPTI's span when it traces); events: the same calls between events")
+print("%-6s %-34s %10s %-6s %10s %10s %8s %10s %8s" % ("id", "version", "rung", "basis", "events", "ncu", "Δ ncu", "do_bench", "Δ do_b"))
 for v in report["versions"]:
-    rung = next((s["detail"]["sizes"][0]["headline"]["median"] * 1e3 for s in v["stages"] if s["stage"] == "bench" and s["verdict"] == "pass"), None)
+    size = next((s["detail"]["sizes"][0] for s in v["stages"] if s["stage"] == "bench" and s["verdict"] == "pass"), None)
+    rung = size["headline"]["median"] * 1e3 if size else None
+    events = size["gpu"]["median"] * 1e3 if size else None
+    basis = size["basis"] if size else "-"
     ncu = []
     path = os.path.join(out, "ncu-%s.csv" % v["id"])
     lines = [l for l in open(path) if l.startswith('"')] if os.path.exists(path) else []
@@ -57,7 +61,7 @@ for v in report["versions"]:
     d = d if isinstance(d, (int, float)) else None
     fmt = lambda x: "%.1f" % x if x is not None else "-"
     pct = lambda x: "%+.1f%%" % (100 * (x / rung - 1)) if x is not None and rung else "-"
-    print("%-6s %-34s %10s %10s %8s %10s %8s" % (v["id"], v["path"][9:], fmt(rung), fmt(n), pct(n), fmt(d), pct(d)))
+    print("%-6s %-34s %10s %-6s %10s %10s %8s %10s %8s" % (v["id"], v["path"][9:], fmt(rung), basis[:6], fmt(events), fmt(n), pct(n), fmt(d), pct(d)))
 PY
 rm -rf "$WORK"
 exit $status
