@@ -40,7 +40,7 @@ doc = json.load(open(os.path.join(out, "selftest.json")))
 report = json.load(open(os.path.join(out, "demo-report.json")))
 do_bench = json.load(open(os.path.join(out, "do-bench.json")))
 print("\nbench validation at the benchmark size (µs; Δ = other / rung − 1)")
-print("rung: the headline median (CUPTI's span when it traces); events: the same calls between events")
+print("rung: the headline median (CUPTI's busy time when it traces); events: the same calls between events")
 print("%-6s %-34s %10s %-6s %10s %10s %8s %10s %8s" % ("id", "version", "rung", "basis", "events", "ncu", "Δ ncu", "do_bench", "Δ do_b"))
 for v in report["versions"]:
     size = next((s["detail"]["sizes"][0] for s in v["stages"] if s["stage"] == "bench" and s["verdict"] == "pass"), None)
