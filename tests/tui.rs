@@ -1007,7 +1007,7 @@ fn key_names_parse_and_print_the_same_way() {
 
 #[test]
 fn the_config_file_follows_xdg_config_home() {
-    use tui::config::user_path_in;
+    use rung::agent::config::user_path_in;
     assert_eq!(
         user_path_in(Some("/x/conf".into()), Some("/home/u".into())),
         Some(PathBuf::from("/x/conf/rung/config.toml"))

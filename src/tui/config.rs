@@ -53,17 +53,9 @@ struct SettingsFile {
     mouse: Option<bool>,
 }
 
-/// The user's config file: `$XDG_CONFIG_HOME/rung/config.toml`, else `~/.config/rung/config.toml`.
-pub fn user_path() -> Option<PathBuf> {
-    user_path_in(std::env::var_os("XDG_CONFIG_HOME"), dirs::home_dir())
-}
-
-/// [`user_path`] given `$XDG_CONFIG_HOME` and the home folder (an empty variable is unset).
-pub fn user_path_in(xdg_config_home: Option<std::ffi::OsString>, home: Option<PathBuf>) -> Option<PathBuf> {
-    let base =
-        xdg_config_home.filter(|v| !v.is_empty()).map(PathBuf::from).or_else(|| home.map(|h| h.join(".config")))?;
-    Some(base.join("rung").join("config.toml"))
-}
+/// The user's config file: `$XDG_CONFIG_HOME/rung/config.toml`, else `~/.config/rung/config.toml`
+/// (the file the agent's table is read from too).
+pub use rung::agent::config::user_path;
 
 impl Default for Config {
     fn default() -> Config {
