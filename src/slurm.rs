@@ -10,6 +10,7 @@
 //! `time-limit`, with the limit, rather than a silent failure.
 
 use std::io::Read;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -103,7 +104,10 @@ pub fn check(
         Some(s) => s,
         None => store.next_seed(crate::check::draw_seed).map_err(|e| e.to_string())?,
     };
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find rung itself: {e}"))?;
+    let exe = match r.rung.as_deref().filter(|p| !p.is_empty()) {
+        Some(p) => PathBuf::from(p),
+        None => std::env::current_exe().map_err(|e| format!("cannot find rung itself: {e}"))?,
+    };
     let n = COUNTER.fetch_add(1, Ordering::SeqCst);
     let name = format!("rung-{}-{n}", std::process::id());
     let mut cmd = Command::new("srun");
@@ -174,6 +178,15 @@ pub fn check(
             Reason::TimeLimit,
             format!(
                 "slurm job {job} was killed at its time limit ({limit}): raise `time` under [runner], or make the check faster"
+            ),
+        )
+    } else if stderr.contains("execve") || (stderr.contains(&*exe.to_string_lossy()) && stderr.contains("No such file"))
+    {
+        (
+            Reason::Crashed,
+            format!(
+                "slurm job {job} could not start {} on the compute node ({last}): put rung on a filesystem the nodes share, or name the binary there with rung = \"/path/to/rung\" under [runner]",
+                exe.display()
             ),
         )
     } else if stderr.contains("CANCELLED") {

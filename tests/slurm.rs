@@ -281,4 +281,16 @@ fn checks_run_as_slurm_jobs_a_save_cancels_the_running_job_and_the_time_limit_is
     let store = rung::store::Store::open(&ws2.join(".rung")).unwrap();
     let run = store.latest_results("v004").unwrap().into_iter().find(|r| r.stage == "run").unwrap();
     assert_eq!((run.verdict.as_str(), &run.payload["reason"]), ("error", &serde_json::json!("time-limit")), "{run:?}");
+
+    // A binary the compute node cannot run (`rung` under [runner], or this binary off the
+    // shared filesystem) is a failure that names it and the fix.
+    let (_tmp3, ws3) = workspace("time = \"5:00\"\nrung = \"/nonexistent/rung\"");
+    let o = cluster.cmd(RUNG).args(["check", "--json", "--no-bench", "v001"]).current_dir(&ws3).output().unwrap();
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+    let summary = v["versions"][0]["stages"][0]["summary"].as_str().unwrap_or_default().to_string();
+    assert!(
+        summary.contains("could not start /nonexistent/rung on the compute node") && summary.contains("under [runner]"),
+        "{v}"
+    );
 }

@@ -215,6 +215,15 @@ fn every_error_is_reported_not_just_the_first() {
 }
 
 #[test]
+fn the_compute_nodes_binary_is_a_slurm_key() {
+    let s = parse(&format!("{GOOD}\n[runner]\nkind = \"slurm\"\nrung = \"/shared/bin/rung\"\n")).unwrap();
+    assert_eq!(s.runner.rung.as_deref(), Some("/shared/bin/rung"));
+    let (pos, key, msg) = first_error(&format!("{GOOD}\n[runner]\nkind = \"ssh\"\nhost = \"box\"\nrung = \"/x\"\n"));
+    assert_eq!((pos.as_str(), key.as_str()), ("42:8", "runner.rung"), "{msg}");
+    assert!(msg.contains("this runner is not Slurm"), "{msg}");
+}
+
+#[test]
 fn runner_is_an_ssh_url_or_a_table() {
     let url = format!("runner = \"ssh://me@gpu-box:2200/srv/rmsnorm\"\n{GOOD}");
     let s = parse(&url).unwrap();

@@ -121,6 +121,10 @@ pub struct RunnerSpec {
     pub time: Option<String>,
     pub account: Option<String>,
     pub srun_args: Vec<String>,
+    /// Slurm: the rung binary on the compute nodes (default: this binary's own path, which
+    /// must then be on a filesystem they share).
+    #[serde(default)]
+    pub rung: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]

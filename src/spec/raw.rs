@@ -150,6 +150,7 @@ pub(super) struct RawRunner {
     pub account: Option<String>,
     #[serde(default)]
     pub srun_args: Vec<String>,
+    pub rung: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -451,6 +451,14 @@ pub(super) fn validate(raw: RawSpec, text: &str, file: &Path) -> Result<Spec, Ve
             }
         },
         RawRunnerField::Table(r) => {
+            if r.rung.is_some() && r.kind != RunnerKind::Slurm {
+                c.err(
+                    &[key("runner"), key("rung")],
+                    None,
+                    "`rung` names the binary Slurm's compute nodes run; this runner is not Slurm",
+                    "remove it, or set kind = \"slurm\" (an SSH runner ships its own binary)",
+                );
+            }
             if r.kind == RunnerKind::Ssh && r.host.as_deref().is_none_or(str::is_empty) {
                 c.err(
                     &[key("runner"), key("kind")],
@@ -469,6 +477,7 @@ pub(super) fn validate(raw: RawSpec, text: &str, file: &Path) -> Result<Spec, Ve
                 time: r.time.clone(),
                 account: r.account.clone(),
                 srun_args: r.srun_args.clone(),
+                rung: r.rung.clone(),
             }
         }
     };
