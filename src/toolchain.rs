@@ -41,7 +41,8 @@ pub const PYTHON_PACKAGES: &[(&str, &str, &str)] = &[
     ("tilelang", "tilelang", "TileLang versions"),
 ];
 
-/// The CUDA wheels `rung setup` installs (CUDA 13.0, matching driver 580), plus Triton and numpy.
+/// The CUDA wheels `rung setup` installs (CUDA 13.0, matching driver 580; CUPTI for timing),
+/// plus Triton and numpy.
 pub const SETUP_REQUIREMENTS: &[&str] = &[
     "nvidia-cuda-nvcc==13.0.88",
     "nvidia-nvvm==13.0.88",
@@ -51,6 +52,8 @@ pub const SETUP_REQUIREMENTS: &[&str] = &[
     "nvidia-cuda-cccl==13.0.85",
     "nvidia-cuda-cuobjdump==13.2.51",
     "nvidia-cuda-nvdisasm==13.2.51",
+    // libcupti, the bench's timer on a machine with the driver but no CUDA toolkit.
+    "nvidia-cuda-cupti==13.0.85",
     "triton",
     "numpy",
 ];
