@@ -196,11 +196,11 @@ fn check_cmd(dir: &Path, args: &CheckArgs) -> Result<i32> {
     };
     let mut notes = Vec::new();
     if let (Some(base), Some(pct)) = (&args.baseline, args.max_regression) {
-        let latest = |id: &str| -> Option<rung::stats::Summary> {
+        let latest = |id: &str| -> Option<rung::stages::bench::SizeBench> {
             let rows = store.history(Some(id), 200).ok()?;
             rows.iter()
                 .filter(|r| r.stage == "bench" && r.verdict == "pass")
-                .find_map(|r| rung::stages::bench::recorded_summary(&r.payload))
+                .find_map(|r| rung::stages::bench::recorded_bench(&r.payload))
         };
         let base_id = ws.version(base).map(|v| v.id.clone()).unwrap_or_else(|| base.clone());
         match latest(&base_id) {
@@ -208,7 +208,9 @@ fn check_cmd(dir: &Path, args: &CheckArgs) -> Result<i32> {
             Some(b) => {
                 for v in report.versions.iter().filter(|v| v.id != base_id) {
                     match latest(&v.id) {
-                        Some(c) => report.comparisons.push(rung::stages::bench::compare(&v.id, &c, &base_id, &b, pct)),
+                        Some(c) => {
+                            report.comparisons.push(rung::stages::bench::compare_benches(&v.id, &c, &base_id, &b, pct))
+                        }
                         None => notes.push(format!("{}: no bench in the history: not compared", v.id)),
                     }
                 }
@@ -226,13 +228,14 @@ fn check_cmd(dir: &Path, args: &CheckArgs) -> Result<i32> {
         print!("{}", render::check_report(&report, color()));
         for c in &report.comparisons {
             println!(
-                "{} {} vs {}: {:+.1}% (at least {:+.1}% by the confidence intervals; allowed {:.1}%)",
+                "{} {} vs {}: {:+.1}% (at least {:+.1}% by the confidence intervals; allowed {:.1}%; {})",
                 if c.regressed { "✗ regression:" } else { "✓" },
                 c.version,
                 c.baseline,
                 c.change_percent,
                 c.least_slowdown_percent,
-                c.max_regression_percent
+                c.max_regression_percent,
+                c.basis
             );
         }
     }

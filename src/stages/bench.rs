@@ -1288,6 +1288,10 @@ pub struct Comparison {
     pub max_regression_percent: f64,
     /// The least slowdown exceeds the allowed regression.
     pub regressed: bool,
+    /// What both figures are: the headlines' basis when the two benches share it, else `events`
+    /// (every bench keeps its event times), so a change of timer is not read as a change of speed.
+    #[serde(default)]
+    pub basis: String,
 }
 
 /// Compares two benches' headline summaries. A version regressed only when even the fastest its
@@ -1302,14 +1306,42 @@ pub fn compare(version: &str, candidate: &Summary, baseline: &str, base: &Summar
         least_slowdown_percent: least,
         max_regression_percent: max_pct,
         regressed: least > max_pct,
+        basis: String::new(),
     }
 }
 
 /// The headline summary of a recorded bench result (its first benchmark size), from the history.
 pub fn recorded_summary(payload: &serde_json::Value) -> Option<Summary> {
+    Some(recorded_bench(payload)?.headline)
+}
+
+/// A recorded bench result's first benchmark size, from the history.
+pub fn recorded_bench(payload: &serde_json::Value) -> Option<SizeBench> {
     let result: crate::report::StageResult = serde_json::from_value(payload.clone()).ok()?;
     let StageDetail::Bench(b) = result.detail else { return None };
-    Some(b.sizes.first()?.headline.clone())
+    b.sizes.into_iter().next()
+}
+
+/// [`compare`] on a basis both benches share: their headlines when the basis is the same (or
+/// one is device-wide, whose event time misses the work), else their times between events, so
+/// that a bench timed by CUPTI is not compared with one timed by events (they differ by a few
+/// microseconds of event processing).
+pub fn compare_benches(
+    version: &str,
+    candidate: &SizeBench,
+    baseline: &str,
+    base: &SizeBench,
+    max_pct: f64,
+) -> Comparison {
+    let events = candidate.basis != base.basis && candidate.basis != BASIS_DEVICE && base.basis != BASIS_DEVICE;
+    let (c, b, basis) = if events {
+        (&candidate.gpu, &base.gpu, BASIS_EVENTS.to_string())
+    } else if candidate.basis == base.basis {
+        (&candidate.headline, &base.headline, candidate.basis.clone())
+    } else {
+        (&candidate.headline, &base.headline, format!("{} vs {}", candidate.basis, base.basis))
+    };
+    Comparison { basis, ..compare(version, c, baseline, b, max_pct) }
 }
 
 #[cfg(test)]
@@ -1342,5 +1374,29 @@ mod compare_tests {
         assert!(!compare("v2", &summary(110.0, 6.0), "v1", &base, 5.0).regressed);
         // Faster is never a regression.
         assert!(!compare("v2", &summary(90.0, 1.0), "v1", &base, 0.0).regressed);
+    }
+
+    #[test]
+    fn a_change_of_timer_is_not_a_change_of_speed() {
+        let bench = |basis: &str, headline: f64, events: f64| SizeBench {
+            headline: summary(headline, 0.1),
+            gpu: summary(events, 0.1),
+            basis: basis.into(),
+            ..Default::default()
+        };
+        // The baseline timed by events (262 µs), the candidate by CUPTI (259.5 µs busy, 262 by
+        // events): the same kernel, no change, not 1% faster.
+        let c = compare_benches("v2", &bench(BASIS_CUPTI, 259.5, 262.0), "v1", &bench(BASIS_EVENTS, 262.0, 262.0), 0.5);
+        assert_eq!(c.basis, "events");
+        assert!(c.change_percent.abs() < 1e-9, "{c:?}");
+        // Both by CUPTI: the headlines.
+        let c = compare_benches("v2", &bench(BASIS_CUPTI, 265.0, 268.0), "v1", &bench(BASIS_CUPTI, 259.5, 262.0), 1.0);
+        assert_eq!(c.basis, "cupti");
+        assert!((c.change_percent - 100.0 * (265.0 / 259.5 - 1.0)).abs() < 1e-9 && c.regressed, "{c:?}");
+        // Work left on a side stream: its event time misses it, so the headlines, and it says so.
+        let c =
+            compare_benches("v2", &bench(BASIS_DEVICE, 100_000.0, 5.0), "v1", &bench(BASIS_CUPTI, 250.0, 252.0), 5.0);
+        assert_eq!(c.basis, "device-wide vs cupti");
+        assert!(c.regressed);
     }
 }
