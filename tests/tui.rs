@@ -1887,3 +1887,42 @@ fn correctness_pane_says_where_a_remote_result_ran() {
     let text = pane_text(&App::open(&ws2, false).unwrap(), Pane::Correctness, 200, 60);
     assert!(!text.contains("ran on"), "{text}");
 }
+
+#[test]
+fn the_timing_chart_puts_versions_timed_differently_on_one_timer() {
+    use tui::app::{GpuTiming, TimingPoint, one_timer};
+    let point = |v: &str, basis: &str, headline: f64, events: f64| TimingPoint {
+        version: v.into(),
+        ordinal: 0,
+        median_us: headline,
+        min_us: headline - 1.0,
+        max_us: headline + 1.0,
+        current: true,
+        basis: basis.into(),
+        events_us: (events, events - 1.0, events + 1.0),
+    };
+    // v003 by CUPTI (259.1 busy, 261.6 between events), v004 Triton by events (263.0), the side
+    // stream device-wide: plotted as 259.1 against 263.0, v003 would look 1.5% faster than an
+    // interleaved comparison finds.
+    let mut g = GpuTiming {
+        points: vec![
+            point("v003", "cupti", 259.1, 261.6),
+            point("v004", "events", 263.0, 263.0),
+            point("v101", "device-wide", 101_568.0, 303.0),
+        ],
+        ..Default::default()
+    };
+    one_timer(&mut g);
+    assert!(g.mixed_timers);
+    let medians: Vec<f64> = g.points.iter().map(|p| p.median_us).collect();
+    assert_eq!(medians, vec![261.6, 263.0, 101_568.0]);
+    assert_eq!((g.points[0].min_us, g.points[0].max_us), (260.6, 262.6));
+    // One timer throughout: the headlines stand.
+    let mut g = GpuTiming {
+        points: vec![point("v003", "cupti", 259.1, 261.6), point("v005", "cupti", 250.1, 252.6)],
+        ..Default::default()
+    };
+    one_timer(&mut g);
+    assert!(!g.mixed_timers);
+    assert_eq!(g.points[0].median_us, 259.1);
+}

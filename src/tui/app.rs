@@ -11,7 +11,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEventK
 use ratatui::layout::{Position, Rect};
 use rung::diag::Diagnostic;
 use rung::report::{Stage, StageDetail, StageResult, Verdict};
-use rung::stages::bench::ROLE_REFERENCE;
+use rung::stages::bench::{BASIS_DEVICE, BASIS_EVENTS, ROLE_REFERENCE};
 use rung::store::{Status, Store};
 use rung::watch::{EventKind, JobKind, JobState, WatchEvent};
 use rung::workspace::{VersionFile, Workspace};
@@ -81,6 +81,9 @@ pub struct GpuTiming {
     /// The time at the ceiling that bounds the kernel (bytes or FLOPs over the measured
     /// ceiling), µs, from the newest roofline on this GPU.
     pub roofline_us: Option<f64>,
+    /// The versions were timed by different timers (CUPTI and events), so every point is its
+    /// time between events: a change of timer is not shown as a change of speed.
+    pub mixed_timers: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -94,6 +97,10 @@ pub struct TimingPoint {
     pub max_us: f64,
     /// Of the file as it is now (false: the version was edited since).
     pub current: bool,
+    /// The headline's basis (`cupti`, `events`, `device-wide`).
+    pub basis: String,
+    /// The time between events on the call's stream: median, min, max, µs.
+    pub events_us: (f64, f64, f64),
 }
 
 impl GpuTiming {
@@ -1167,6 +1174,8 @@ fn timing(ws: &Workspace, store: &Store, versions: &[VersionView]) -> Result<Vec
             min_us: h.min * 1e3,
             max_us: h.max * 1e3,
             current,
+            basis: first.basis.clone(),
+            events_us: (first.gpu.median * 1e3, first.gpu.min * 1e3, first.gpu.max * 1e3),
         };
         gpu.points.retain(|p| p.version != row.version);
         gpu.points.push(point);
@@ -1190,8 +1199,27 @@ fn timing(ws: &Workspace, store: &Store, versions: &[VersionView]) -> Result<Vec
     }
     for g in &mut gpus {
         g.points.sort_by_key(|p| p.ordinal);
+        one_timer(g);
     }
     Ok(gpus)
+}
+
+/// Puts a GPU's points on one timer: when versions were timed by different ones (a CUDA version
+/// by CUPTI, a Triton one or an older bench by events), each point becomes its time between
+/// events, which every bench records; a device-wide point keeps its headline (its event time
+/// misses the work left on another stream).
+pub fn one_timer(g: &mut GpuTiming) {
+    let mut timers: Vec<&str> = g.points.iter().map(|p| p.basis.as_str()).filter(|b| *b != BASIS_DEVICE).collect();
+    timers.sort_unstable();
+    timers.dedup();
+    g.mixed_timers = timers.len() > 1;
+    if !g.mixed_timers {
+        return;
+    }
+    for p in g.points.iter_mut().filter(|p| p.basis != BASIS_DEVICE) {
+        (p.median_us, p.min_us, p.max_us) = p.events_us;
+        p.basis = BASIS_EVENTS.into();
+    }
 }
 
 /// The newest result of each stage, kept only when it is of the same source as the newest result

@@ -153,6 +153,9 @@ fn chart(app: &App, i: usize, gpu: &GpuTiming, area: Rect, buf: &mut Buffer) {
     if !edited.is_empty() {
         title.push(Span::styled(format!("  edited since benched: {}", edited.join(", ")), t.fg(Role::Dim)));
     }
+    if gpu.mixed_timers {
+        title.push(Span::styled("  between events: the versions had different timers", t.fg(Role::Dim)));
+    }
     let chart = Chart::new(sets)
         .block(Block::new().title(Line::from(title)))
         .x_axis(Axis::default().bounds([x0, x1]).labels(x_labels).style(t.fg(Role::Dim)))
