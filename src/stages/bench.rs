@@ -1332,14 +1332,19 @@ pub fn compare_benches(
     Comparison { basis, ..compare(version, s[0], baseline, s[1], max_pct) }
 }
 
+/// Whether benches were timed by different timers (CUPTI and events; device-wide aside).
+pub fn mixed_timers(benches: &[&SizeBench]) -> bool {
+    let mut timers: Vec<&str> = benches.iter().map(|b| b.basis.as_str()).filter(|b| *b != BASIS_DEVICE).collect();
+    timers.sort_unstable();
+    timers.dedup();
+    timers.len() > 1
+}
+
 /// The summaries to compare benches by, and what they are: the headlines when the benches share
 /// a timer, else each one's time between events (which every bench records), except a
 /// device-wide headline, whose event time misses the work left on another stream.
 pub fn one_timer<'a>(benches: &[&'a SizeBench]) -> (Vec<&'a Summary>, String) {
-    let mut timers: Vec<&str> = benches.iter().map(|b| b.basis.as_str()).filter(|b| *b != BASIS_DEVICE).collect();
-    timers.sort_unstable();
-    timers.dedup();
-    let mixed = timers.len() > 1;
+    let mixed = mixed_timers(benches);
     let pick = |b: &&'a SizeBench| -> (&'a Summary, &'a str) {
         if mixed && b.basis != BASIS_DEVICE { (&b.gpu, BASIS_EVENTS) } else { (&b.headline, b.basis.as_str()) }
     };

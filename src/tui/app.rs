@@ -11,7 +11,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEventK
 use ratatui::layout::{Position, Rect};
 use rung::diag::Diagnostic;
 use rung::report::{Stage, StageDetail, StageResult, Verdict};
-use rung::stages::bench::{BASIS_DEVICE, BASIS_EVENTS, ROLE_REFERENCE};
+use rung::stages::bench::{ROLE_REFERENCE, SizeBench};
 use rung::store::{Status, Store};
 use rung::watch::{EventKind, JobKind, JobState, WatchEvent};
 use rung::workspace::{VersionFile, Workspace};
@@ -97,10 +97,8 @@ pub struct TimingPoint {
     pub max_us: f64,
     /// Of the file as it is now (false: the version was edited since).
     pub current: bool,
-    /// The headline's basis (`cupti`, `events`, `device-wide`).
-    pub basis: String,
-    /// The time between events on the call's stream: median, min, max, µs.
-    pub events_us: (f64, f64, f64),
+    /// The bench's first size as recorded (its timer, headline and time between events).
+    pub bench: SizeBench,
 }
 
 impl GpuTiming {
@@ -1166,16 +1164,14 @@ fn timing(ws: &Workspace, store: &Store, versions: &[VersionView]) -> Result<Vec
             }
         };
         let current = ws.version(&row.version).and_then(|v| ws.source_hash(v)).as_ref() == Some(&row.source_hash);
-        let h = &first.headline;
         let point = TimingPoint {
             version: row.version.clone(),
             ordinal,
-            median_us: h.median * 1e3,
-            min_us: h.min * 1e3,
-            max_us: h.max * 1e3,
+            median_us: 0.0,
+            min_us: 0.0,
+            max_us: 0.0,
             current,
-            basis: first.basis.clone(),
-            events_us: (first.gpu.median * 1e3, first.gpu.min * 1e3, first.gpu.max * 1e3),
+            bench: first.clone(),
         };
         gpu.points.retain(|p| p.version != row.version);
         gpu.points.push(point);
@@ -1209,16 +1205,15 @@ fn timing(ws: &Workspace, store: &Store, versions: &[VersionView]) -> Result<Vec
 /// events, which every bench records; a device-wide point keeps its headline (its event time
 /// misses the work left on another stream).
 pub fn one_timer(g: &mut GpuTiming) {
-    let mut timers: Vec<&str> = g.points.iter().map(|p| p.basis.as_str()).filter(|b| *b != BASIS_DEVICE).collect();
-    timers.sort_unstable();
-    timers.dedup();
-    g.mixed_timers = timers.len() > 1;
-    if !g.mixed_timers {
-        return;
-    }
-    for p in g.points.iter_mut().filter(|p| p.basis != BASIS_DEVICE) {
-        (p.median_us, p.min_us, p.max_us) = p.events_us;
-        p.basis = BASIS_EVENTS.into();
+    let benches: Vec<&SizeBench> = g.points.iter().map(|p| &p.bench).collect();
+    g.mixed_timers = rung::stages::bench::mixed_timers(&benches);
+    let figures: Vec<(f64, f64, f64)> = rung::stages::bench::one_timer(&benches)
+        .0
+        .into_iter()
+        .map(|s| (s.median * 1e3, s.min * 1e3, s.max * 1e3))
+        .collect();
+    for (p, f) in g.points.iter_mut().zip(figures) {
+        (p.median_us, p.min_us, p.max_us) = f;
     }
 }
 
