@@ -645,18 +645,19 @@ fn best_approved(ws: &Workspace, store: &Store, this: &str) -> Option<(VersionFi
             continue;
         }
         let results = store.latest_results(&row.id).ok()?;
-        let bench = results
+        // Versions never benched do not count.
+        if let Some(bench) = results
             .iter()
             .find(|r| r.stage == "bench" && r.verdict == "pass")
-            .and_then(|r| crate::stages::bench::recorded_bench(&r.payload));
-        timed.push((file.clone(), bench));
+            .and_then(|r| crate::stages::bench::recorded_bench(&r.payload))
+        {
+            timed.push((file.clone(), bench));
+        }
     }
     // Judged on one timer: a CUDA version timed by CUPTI is not "faster" for its timer alone.
-    let benched: Vec<&crate::stages::bench::SizeBench> = timed.iter().filter_map(|(_, b)| b.as_ref()).collect();
-    let mut summaries = crate::stages::bench::one_timer(&benched).0.into_iter();
-    let by_id: Vec<(&str, Option<&crate::stats::Summary>)> =
-        timed.iter().map(|(f, b)| (f.id.as_str(), b.as_ref().and_then(|_| summaries.next()))).collect();
-    let best = pick_fastest(by_id.into_iter())?;
+    let benches: Vec<&crate::stages::bench::SizeBench> = timed.iter().map(|(_, b)| b).collect();
+    let summaries = crate::stages::bench::one_timer(&benches).0;
+    let best = pick_fastest(timed.iter().zip(summaries).map(|((f, _), s)| (f.id.as_str(), Some(s))))?;
     let file = timed.into_iter().find(|(f, _)| f.id == best)?.0;
     let source = std::fs::read_to_string(ws.root.join(&file.path)).ok()?;
     Some((file, source))

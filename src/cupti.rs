@@ -31,31 +31,32 @@ const BUFFER_BYTES: usize = 1 << 20;
 const BUFFER_ALIGN: usize = 8;
 
 /// One piece of GPU work from an activity record: timestamps in nanoseconds.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Work {
     pub start: u64,
     pub end: u64,
-    /// The kernel's name, for kernels.
-    pub kernel: Option<String>,
+    /// One of rung's L2 flush kernels, not the call's work.
+    pub flush: bool,
 }
 
 /// Reads a record's fields by the offsets of CUDA 13's `cupti_activity.h`, the same in every
 /// record version since CUDA 11 (new fields are appended): `CUpti_ActivityKernel*` has `start`
 /// at 16, `end` at 24 and `name` at 104; `CUpti_ActivityMemcpy*` and `CUpti_ActivityMemset*`
-/// have `start` at 16 and `end` at 24. `name` reads the kernel's name from its pointer.
+/// have `start` at 16 and `end` at 24. `is_flush` tells from a kernel's name pointer whether it
+/// names one of [`FLUSH_KERNELS`].
 ///
 /// Returns None for other kinds and for records without timestamps.
-pub fn parse_record(rec: &[u8], name: impl Fn(u64) -> Option<String>) -> Option<Work> {
+pub fn parse_record(rec: &[u8], is_flush: impl Fn(u64) -> bool) -> Option<Work> {
     let u32_at = |o: usize| rec.get(o..o + 4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
     let u64_at = |o: usize| rec.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
     let kind = u32_at(0)?;
-    let kernel = match kind {
-        KIND_KERNEL | KIND_CONCURRENT_KERNEL => Some(u64_at(104).and_then(&name).unwrap_or_default()),
-        KIND_MEMCPY | KIND_MEMSET => None,
+    let flush = match kind {
+        KIND_KERNEL | KIND_CONCURRENT_KERNEL => u64_at(104).is_some_and(&is_flush),
+        KIND_MEMCPY | KIND_MEMSET => false,
         _ => return None,
     };
     let (start, end) = (u64_at(16)?, u64_at(24)?);
-    (start > 0 && end >= start).then_some(Work { start, end, kernel })
+    (start > 0 && end >= start).then_some(Work { start, end, flush })
 }
 
 /// The bytes `parse_record` reads of a record of this kind.
@@ -70,11 +71,7 @@ fn record_len(kind: u32) -> usize {
 /// intervals (overlaps once, gaps not at all); span is first start to last end. rung's flush
 /// kernels are left out. None when the call left no record (it launched nothing on the GPU).
 pub fn call_ms(work: &[Work]) -> Option<(f64, f64)> {
-    let mut own: Vec<(u64, u64)> = work
-        .iter()
-        .filter(|w| !w.kernel.as_deref().is_some_and(|k| FLUSH_KERNELS.contains(&k)))
-        .map(|w| (w.start, w.end))
-        .collect();
+    let mut own: Vec<(u64, u64)> = work.iter().filter(|w| !w.flush).map(|w| (w.start, w.end)).collect();
     own.sort_unstable();
     let (first, _) = *own.first()?;
     let (mut busy, mut open) = (0u64, own[0]);
@@ -147,7 +144,10 @@ extern "C" fn buffer_completed(_ctx: *mut c_void, _stream: u32, buffer: *mut u8,
                 let kind = (rec as *const u32).read_unaligned();
                 let bytes = std::slice::from_raw_parts(rec, record_len(kind));
                 parse_record(bytes, |p| {
-                    (p != 0).then(|| std::ffi::CStr::from_ptr(p as *const c_char).to_string_lossy().into_owned())
+                    p != 0 && {
+                        let name = std::ffi::CStr::from_ptr(p as *const c_char).to_bytes();
+                        FLUSH_KERNELS.iter().any(|k| k.as_bytes() == name)
+                    }
                 })
             };
             got.extend(work);
@@ -240,9 +240,18 @@ impl Tracer {
     }
 }
 
-/// Where libcupti is: `RUNG_CUPTI`, else the toolchain's search ([`crate::toolchain::find_cupti`]).
-pub fn library() -> Option<std::path::PathBuf> {
-    std::env::var_os("RUNG_CUPTI").filter(|p| !p.is_empty()).map(Into::into).or_else(crate::toolchain::find_cupti)
+/// Starts tracing with the libcupti `RUNG_CUPTI` names, else the toolchain's
+/// ([`crate::toolchain::find_cupti`]); `RUNG_CUPTI=off` does not trace. Err: why not, for the
+/// bench's `timer_note`.
+pub fn start() -> Result<Tracer, String> {
+    let named = std::env::var_os("RUNG_CUPTI").filter(|p| !p.is_empty());
+    let found = match named {
+        Some(p) if p == "off" => Err("RUNG_CUPTI=off".to_string()),
+        Some(p) => Ok(std::path::PathBuf::from(p)),
+        None => crate::toolchain::find_cupti()
+            .ok_or_else(|| "no libcupti found beside the CUDA roots (`rung doctor`; RUNG_CUPTI names one)".to_string()),
+    };
+    found.and_then(|p| Tracer::start(&p)).map_err(|e| format!("{e}; timed by events"))
 }
 
 #[cfg(test)]
@@ -258,27 +267,25 @@ mod tests {
         r
     }
 
-    fn names(p: u64) -> Option<String> {
-        match p {
-            1 => Some("rung_flush".into()),
-            2 => Some("rung_discard".into()),
-            3 => Some("add".into()),
-            _ => None,
-        }
+    /// Name pointers 1 and 2 stand for the flush kernels, 3 for the call's.
+    fn names(p: u64) -> bool {
+        p == 1 || p == 2
     }
 
     #[test]
     fn records_are_read_at_the_offsets_of_cupti_activity_h() {
         let k = parse_record(&record(KIND_CONCURRENT_KERNEL, 1_000, 251_000, 3), names).unwrap();
-        assert_eq!(k, Work { start: 1_000, end: 251_000, kernel: Some("add".into()) });
+        assert_eq!(k, Work { start: 1_000, end: 251_000, flush: false });
+        // The name is read at 104: a flush kernel's record says so.
+        assert!(parse_record(&record(KIND_CONCURRENT_KERNEL, 1_000, 2_000, 2), names).unwrap().flush);
         let m = parse_record(&record(KIND_MEMSET, 5, 9, 0)[..32], names).unwrap();
-        assert_eq!(m, Work { start: 5, end: 9, kernel: None });
+        assert_eq!(m, Work { start: 5, end: 9, flush: false });
         // Other kinds, and records the GPU never stamped, are not work.
         assert_eq!(parse_record(&record(39, 5, 9, 0), names), None);
         assert_eq!(parse_record(&record(KIND_MEMCPY, 0, 9, 0), names), None);
         assert_eq!(parse_record(&record(KIND_MEMCPY, 10, 9, 0), names), None);
         // A kernel record too short to hold its name is not read past its end.
-        assert_eq!(parse_record(&record(KIND_KERNEL, 5, 9, 3)[..64], names).unwrap().kernel, Some(String::new()));
+        assert!(!parse_record(&record(KIND_KERNEL, 5, 9, 1)[..64], names).unwrap().flush);
     }
 
     #[test]
@@ -289,7 +296,11 @@ mod tests {
 
     #[test]
     fn a_calls_time_is_its_work_on_every_stream_and_none_of_the_flush() {
-        let w = |s: u64, e: u64, k: Option<&str>| Work { start: s, end: e, kernel: k.map(Into::into) };
+        let w = |s: u64, e: u64, k: Option<&str>| Work {
+            start: s,
+            end: e,
+            flush: k.is_some_and(|k| FLUSH_KERNELS.contains(&k)),
+        };
         let work = vec![
             w(0, 400_000, Some("rung_flush")),
             w(400_500, 410_000, Some("rung_discard")),

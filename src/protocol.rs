@@ -401,7 +401,7 @@ pub struct Response {
     /// The fixed cost in `wall_ms` of waiting for the device (an empty call, median, ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixed_ms: Option<f64>,
-    /// Why samples carry no `span_ms` (CUPTI not found or refused), with a series' first reply.
+    /// Why samples carry no `busy_ms` (CUPTI not found, refused or off; or a Python worker).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timer_note: Option<String>,
     /// Measured ceilings by method, in GB/s (copy) or TFLOP/s (GEMM).

@@ -394,9 +394,9 @@ mod bench {
         start: sys::CUevent,
         end: sys::CUevent,
         next: usize,
-        /// CUPTI tracing, when it could start: each sample's span comes from its records.
+        /// CUPTI tracing, when it could start: each sample's busy time comes from its records.
         tracer: Option<crate::cupti::Tracer>,
-        /// Why samples carry no span.
+        /// Why samples carry no busy time.
         timer_note: Option<String>,
     }
 
@@ -553,25 +553,12 @@ mod bench {
     }
 
     /// Starts CUPTI tracing for a series (not for a profiled one: Nsight Compute owns CUPTI
-    /// then). `RUNG_CUPTI=off` times by events.
+    /// then), or keeps why not.
     fn start_tracer(state: &mut State) {
-        match tracer() {
+        match crate::cupti::start() {
             Ok(t) => state.tracer = Some(t),
             Err(e) => state.timer_note = Some(e),
         }
-    }
-
-    /// CUPTI tracing for this process, or why not ("...; timed by events").
-    fn tracer() -> Result<crate::cupti::Tracer, String> {
-        let found = if std::env::var("RUNG_CUPTI").is_ok_and(|v| v == "off") {
-            Err("RUNG_CUPTI=off".to_string())
-        } else {
-            crate::cupti::library().ok_or_else(|| {
-                "no libcupti found (looked in the CUDA roots' extras/CUPTI/lib64 and lib; RUNG_CUPTI names it)"
-                    .to_string()
-            })
-        };
-        found.and_then(|p| crate::cupti::Tracer::start(&p)).map_err(|e| format!("{e}; timed by events"))
     }
 
     /// Clears L2 (queued, not waited for): reads the flush buffer, which evicts everything else
@@ -775,7 +762,7 @@ mod bench {
             let end = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(cuda_error)?;
             // Timed as benches are, so that a kernel's share of the ceiling compares like with
             // like: CUPTI's busy time when it traces, else events.
-            let traced = tracer();
+            let traced = crate::cupti::start();
             let best = |f: &mut dyn FnMut() -> Result<(), WorkerError>| -> Result<f64, WorkerError> {
                 f()?; // warm
                 result::ctx::synchronize().map_err(cuda_error)?;

@@ -435,8 +435,14 @@ fn both_workers_turn_cupti_records_into_the_same_busy_time_and_span() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let got: Vec<Option<(f64, f64)>> = serde_json::from_slice(&out.stdout).unwrap();
     for (case, py) in cases.iter().zip(&got) {
-        let work: Vec<rung::cupti::Work> =
-            case.iter().map(|&(start, end, k)| rung::cupti::Work { start, end, kernel: k.map(Into::into) }).collect();
+        let work: Vec<rung::cupti::Work> = case
+            .iter()
+            .map(|&(start, end, k)| rung::cupti::Work {
+                start,
+                end,
+                flush: k.is_some_and(|k| rung::cupti::FLUSH_KERNELS.contains(&k)),
+            })
+            .collect();
         let rust = rung::cupti::call_ms(&work);
         assert_eq!(rust.is_some(), py.is_some(), "{case:?}");
         if let (Some(r), Some(p)) = (rust, py) {

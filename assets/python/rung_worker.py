@@ -745,6 +745,9 @@ class _Tracer:
 
 
 _TRACER = []
+# Benches here are timed by events: under CUPTI's tracing a Python call's own host time grew two
+# to three times on an H200 (torch and Triton make many driver calls per launch, each traced),
+# which would misstate the host time per call. Only the GEMM ceiling is traced (no host figure).
 PYTHON_TIMER_NOTE = "the Python worker times by events (tracing would inflate a Python call's host time)"
 
 
@@ -780,20 +783,7 @@ def _tracer():
     return got
 
 
-def _traced(b):
-    tracer = b.get("tracer")
-    if tracer is None:
-        return None
-    try:
-        return tracer.take()
-    except Exception as e:  # noqa: BLE001 - tracing stops, timing goes on by events
-        b["tracer"], b["timer_note"] = None, "CUPTI stopped: %s; timed by events" % e
-        return None
-
-
 def _bench_one(b, fn, kw):
-    # The device is idle here: what CUPTI still holds is older work, not this call's.
-    _traced(b)
     if b["flush"] is not None:
         b["flush"]()
     # Queued behind the flush, so the host's launch overhead is hidden as in real use.
@@ -805,12 +795,7 @@ def _bench_one(b, fn, kw):
     import torch
     torch.cuda.synchronize()
     t2 = time.perf_counter()
-    out = {"gpu_ms": b["start"].elapsed_time(b["end"]), "host_ms": (t1 - t0) * 1e3, "wall_ms": (t2 - t0) * 1e3}
-    work = _traced(b)
-    times = _Tracer.call_ms(work) if work is not None else None
-    if times is not None:
-        out["busy_ms"], out["span_ms"] = times
-    return out
+    return {"gpu_ms": b["start"].elapsed_time(b["end"]), "host_ms": (t1 - t0) * 1e3, "wall_ms": (t2 - t0) * 1e3}
 
 
 def _graph_replay(b, calls, replays):
@@ -845,10 +830,6 @@ def _bench_req(req, state):
     series = int(req.get("series") or 0)
     if req.get("call") or req.get("problem"):
         b = _bench_setup(req)
-        # Timed by events: under CUPTI's tracing a Python call's own host time grows two to
-        # three times (torch and Triton make many driver calls per launch, each traced), which
-        # would misstate the host time per call. The GEMM ceiling is traced (no host figure).
-        b["tracer"], b["timer_note"] = None, PYTHON_TIMER_NOTE
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < float(req.get("warmup_seconds") or 0):
             kw = b["sets"][b["next"] % len(b["sets"])][0]
@@ -879,8 +860,7 @@ def _bench_req(req, state):
         for g in b["sets"][0][1]:
             g.write_back()
     resp["samples"] = samples
-    if b.get("timer_note"):
-        resp["timer_note"] = b["timer_note"]
+    resp["timer_note"] = PYTHON_TIMER_NOTE
     return resp
 
 
@@ -913,25 +893,25 @@ def _ceiling(req):
     a = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
     b = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    # Timed as benches are: CUPTI's busy time when it traces, else events.
+    # Timed as the native worker times the copy ceiling and CUDA benches: CUPTI's busy time when
+    # it traces, else events.
     tracer, note = _tracer()
-    b_state = {"tracer": tracer}
     for _ in range(3):
         torch.matmul(a, b)
     torch.cuda.synchronize()
     best = float("inf")
     for _ in range(max(1, int(req.get("reps") or 10))):
-        _traced(b_state)
+        if tracer:
+            tracer.take()  # the device is idle: what CUPTI holds is older work
         start.record()
         torch.matmul(a, b)
         end.record()
         torch.cuda.synchronize()
-        work = _traced(b_state)
-        times = _Tracer.call_ms(work) if work is not None else None
+        times = _Tracer.call_ms(tracer.take()) if tracer else None
         best = min(best, times[0] if times else start.elapsed_time(end))
     out = {"ceilings": {"torch.matmul": 2.0 * n ** 3 / (best * 1e-3) / 1e12}}
-    if note or b_state.get("timer_note"):
-        out["timer_note"] = note or b_state["timer_note"]
+    if note:
+        out["timer_note"] = note
     return out
 
 

@@ -65,11 +65,9 @@ pub struct SizeBench {
     pub basis: String,
     /// GPU time between events on the call's stream, ms.
     pub gpu: Summary,
-    /// The GPU's busy time for the call's work on every stream, from CUPTI's activity records
-    /// (the union of its intervals), ms, when every sample has one: the `cupti` headline.
-    #[serde(default)]
-    pub busy: Option<Summary>,
-    /// From the same records, first start to last end, idle gaps between the work included.
+    /// With a `cupti` headline (the GPU's busy time for the call's work on every stream, from
+    /// CUPTI's activity records): from the same records, first start to last end, idle gaps
+    /// between the work included, ms.
     #[serde(default)]
     pub span: Option<Summary>,
     /// Why the samples were timed by events rather than CUPTI.
@@ -723,14 +721,13 @@ impl SizeBench {
             graph_error: None,
             recheck_failure: None,
             span: samples.iter().map(|s| s.span_ms).collect::<Option<Vec<f64>>>().map(|v| stats::summarize(&v)),
-            busy: samples.iter().map(|s| s.busy_ms).collect::<Option<Vec<f64>>>().map(|v| stats::summarize(&v)),
             timer_note: timer_note.clone(),
         }
     }
 }
 
 /// One series' timed calls, the fixed cost of waiting, why sampling stopped, and why the
-/// samples carry no CUPTI span when they do not.
+/// samples carry no CUPTI busy time when they do not.
 pub struct Series {
     pub samples: Vec<protocol::Sample>,
     pub fixed_ms: f64,
@@ -1219,10 +1216,10 @@ mod tests {
 
     #[test]
     fn cupti_busy_times_are_the_headline_only_when_every_sample_has_one() {
-        let s = |gpu: f64, span: Option<f64>| protocol::Sample {
+        let s = |gpu: f64, busy: Option<f64>| protocol::Sample {
             gpu_ms: gpu,
-            busy_ms: span,
-            span_ms: span,
+            busy_ms: busy,
+            span_ms: busy,
             host_ms: 0.01,
             wall_ms: gpu + 0.08,
         };
@@ -1230,11 +1227,11 @@ mod tests {
         let (m, basis) = headline_samples(&traced, 0.080);
         assert_eq!(basis, BASIS_CUPTI);
         assert!((stats::summarize(&m).median - 0.251095).abs() < 1e-9);
-        // One sample without a span (tracing stopped mid-series): the whole series is events.
+        // One sample without a busy time (tracing stopped mid-series): the whole series is events.
         let mut mixed = traced.clone();
         mixed[7].busy_ms = None;
         assert_eq!(headline_samples(&mixed, 0.080).1, BASIS_EVENTS);
-        // An interleaved pair is compared on one basis: events when either side lacks spans.
+        // An interleaved pair is compared on one basis: events when either side lacks busy times.
         let untraced: Vec<_> = (0..20).map(|_| s(0.266, None)).collect();
         let [a, b] = headline_pair(&[traced.clone(), untraced.clone()], [0.08, 0.08]);
         assert!(a.iter().all(|&x| x == 0.264) && b.iter().all(|&x| x == 0.266));
@@ -1296,7 +1293,14 @@ pub struct Comparison {
 
 /// Compares two benches' headline summaries. A version regressed only when even the fastest its
 /// interval allows is slower than the slowest the baseline's allows by more than `max_pct`.
-pub fn compare(version: &str, candidate: &Summary, baseline: &str, base: &Summary, max_pct: f64) -> Comparison {
+fn compare(
+    version: &str,
+    candidate: &Summary,
+    baseline: &str,
+    base: &Summary,
+    max_pct: f64,
+    basis: String,
+) -> Comparison {
     let change = 100.0 * (candidate.median / base.median - 1.0);
     let least = 100.0 * (candidate.ci_low / base.ci_high - 1.0);
     Comparison {
@@ -1306,7 +1310,7 @@ pub fn compare(version: &str, candidate: &Summary, baseline: &str, base: &Summar
         least_slowdown_percent: least,
         max_regression_percent: max_pct,
         regressed: least > max_pct,
-        basis: String::new(),
+        basis,
     }
 }
 
@@ -1329,7 +1333,7 @@ pub fn compare_benches(
     max_pct: f64,
 ) -> Comparison {
     let (s, basis) = one_timer(&[candidate, base]);
-    Comparison { basis, ..compare(version, s[0], baseline, s[1], max_pct) }
+    compare(version, s[0], baseline, s[1], max_pct, basis)
 }
 
 /// Whether benches were timed by different timers (CUPTI and events; device-wide aside).
@@ -1349,8 +1353,12 @@ pub fn one_timer<'a>(benches: &[&'a SizeBench]) -> (Vec<&'a Summary>, String) {
         if mixed && b.basis != BASIS_DEVICE { (&b.gpu, BASIS_EVENTS) } else { (&b.headline, b.basis.as_str()) }
     };
     let picked: Vec<(&Summary, &str)> = benches.iter().map(pick).collect();
-    let mut names: Vec<&str> = picked.iter().map(|p| p.1).collect();
-    names.dedup();
+    let mut names: Vec<&str> = Vec::new();
+    for (_, name) in &picked {
+        if !names.contains(name) {
+            names.push(name);
+        }
+    }
     (picked.into_iter().map(|p| p.0).collect(), names.join(" vs "))
 }
 
@@ -1376,14 +1384,14 @@ mod compare_tests {
     fn a_regression_needs_the_intervals_apart_by_more_than_the_threshold() {
         let base = summary(100.0, 1.0);
         // 10% slower with tight intervals: regressed at 5%.
-        let c = compare("v2", &summary(110.0, 1.0), "v1", &base, 5.0);
+        let c = compare("v2", &summary(110.0, 1.0), "v1", &base, 5.0, String::new());
         assert!(c.regressed, "{c:?}");
         assert!((c.change_percent - 10.0).abs() < 1e-9);
         assert!((c.least_slowdown_percent - (109.0 / 101.0 - 1.0) * 100.0).abs() < 1e-9);
         // The same median, but noisy: the intervals overlap the threshold, no regression.
-        assert!(!compare("v2", &summary(110.0, 6.0), "v1", &base, 5.0).regressed);
+        assert!(!compare("v2", &summary(110.0, 6.0), "v1", &base, 5.0, String::new()).regressed);
         // Faster is never a regression.
-        assert!(!compare("v2", &summary(90.0, 1.0), "v1", &base, 0.0).regressed);
+        assert!(!compare("v2", &summary(90.0, 1.0), "v1", &base, 0.0, String::new()).regressed);
     }
 
     #[test]
