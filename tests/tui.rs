@@ -1440,6 +1440,15 @@ fn agent_config(app: &mut App, ws: &Path, text: &str) -> PathBuf {
     path
 }
 
+/// An OpenAI-compatible provider `local` at the test's server `url` (model `gpt-test`, no
+/// retries), with `extra` lines for its table.
+fn openai_at(url: &str, extra: &str) -> String {
+    format!(
+        "[agent]\nprovider = \"local\"\n\n[agent.providers.local]\nkind = \"openai\"\nbase_url = \"{url}/v1\"\n\
+         model = \"gpt-test\"\nretries = 0\n{extra}\n"
+    )
+}
+
 /// A provider that is built without a key or a connection (nothing is sent in these tests).
 const LOCAL_AGENT: &str = "[agent]\nprovider = \"local\"\n\n[agent.providers.local]\nkind = \"openai\"\n\
 base_url = \"http://127.0.0.1:9/v1\"\nmodel = \"gpt-test\"\nretries = 0\n";
@@ -1690,11 +1699,7 @@ fn a_slow_key_command_does_not_freeze_the_ui_and_a_message_waits_for_it() {
     use common::loopback::{Reply, Server, fixture};
     let (_tmp, ws) = checked_workspace();
     let server = Server::start(vec![Reply::stream(&fixture("openai-code-block.sse"), &[])]);
-    let config = format!(
-        "[agent]\nprovider = \"local\"\n\n[agent.providers.local]\nkind = \"openai\"\nbase_url = \"{}/v1\"\n\
-         model = \"gpt-test\"\nretries = 0\napi_key_command = [\"sh\", \"-c\", \"sleep 1; echo sk-slow\"]\n",
-        server.url
-    );
+    let config = openai_at(&server.url, "api_key_command = [\"sh\", \"-c\", \"sleep 1; echo sk-slow\"]");
     let mut app = App::open(&ws, false).unwrap();
     agent_config(&mut app, &ws, &config);
     let (tx, rx) = std::sync::mpsc::channel();
@@ -1734,11 +1739,7 @@ fn a_message_sent_from_the_tui_gets_a_real_reply_in_the_panel_and_the_chat_file(
     // Cut inside the em dash and inside the fence, as a network would.
     let server =
         Server::start(vec![Reply::stream(&body, &[inside(&body, "\u{2014}", 1), inside(&body, "```cuda", 2)])]);
-    let config = format!(
-        "[agent]\nprovider = \"local\"\n\n[agent.providers.local]\nkind = \"openai\"\nbase_url = \"{}/v1\"\n\
-         model = \"gpt-test\"\nretries = 0\nprice_input_per_mtok = 2.0\nprice_output_per_mtok = 8.0\n",
-        server.url
-    );
+    let config = openai_at(&server.url, "price_input_per_mtok = 2.0\nprice_output_per_mtok = 8.0");
     let mut app = App::open(&ws, false).unwrap();
     agent_config(&mut app, &ws, &config);
     let (tx, rx) = std::sync::mpsc::channel();
@@ -1813,12 +1814,7 @@ fn a_provider_error_is_a_notice_in_the_panel_without_the_key() {
     agent_config(
         &mut app,
         &ws,
-        &format!(
-            "[agent]\nprovider = \"local\"\n\n[agent.providers.local]\nkind = \"openai\"\nbase_url = \"{}/v1\"\n\
-             model = \"gpt-test\"\nretries = 0\napi_key_command = [\"cat\", \"{}\"]\n",
-            server.url,
-            keyring.display()
-        ),
+        &openai_at(&server.url, &format!("api_key_command = [\"cat\", \"{}\"]", keyring.display())),
     );
     let (tx, rx) = std::sync::mpsc::channel();
     app.chat.events = Some(tx);
