@@ -21,7 +21,7 @@ use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
 /// The L2 flush kernels rung launches before each timed call (their records are not the call's).
-pub const FLUSH_KERNELS: [&str; 2] = ["rung_flush", "rung_discard"];
+pub const FLUSH_KERNELS: [&str; 3] = ["rung_flush", "rung_flush_evict_first", "rung_discard"];
 
 const KIND_MEMCPY: u32 = 1;
 const KIND_MEMSET: u32 = 2;
@@ -295,6 +295,16 @@ mod tests {
     }
 
     #[test]
+    fn every_flush_kernel_left_out_of_a_call_is_one_the_embedded_ptx_defines() {
+        let ptx = include_str!("../assets/kernels/copy.ptx");
+        let entries: Vec<&str> =
+            ptx.lines().filter_map(|l| l.strip_prefix(".visible .entry ")).map(|l| l.trim_end_matches('(')).collect();
+        let flushes: Vec<&str> =
+            entries.iter().copied().filter(|e| e.starts_with("rung_flush") || *e == "rung_discard").collect();
+        assert_eq!(flushes, FLUSH_KERNELS, "copy.ptx defines {entries:?}");
+    }
+
+    #[test]
     fn a_calls_time_is_its_work_on_every_stream_and_none_of_the_flush() {
         let w = |s: u64, e: u64, k: Option<&str>| Work {
             start: s,
@@ -303,6 +313,7 @@ mod tests {
         };
         let work = vec![
             w(0, 400_000, Some("rung_flush")),
+            w(400_000, 400_400, Some("rung_flush_evict_first")),
             w(400_500, 410_000, Some("rung_discard")),
             w(411_000, 661_000, Some("add")),
             // A side stream's kernel that ends after the main one.
@@ -314,7 +325,7 @@ mod tests {
         // Two kernels with an idle gap (the host launching late): busy leaves the gap out.
         let gapped = vec![w(0, 10_000, Some("gemm")), w(60_000, 65_000, Some("relu")), w(2_000, 4_000, None)];
         assert_eq!(call_ms(&gapped), Some((15_000.0 / 1e6, 65_000.0 / 1e6)));
-        assert_eq!(call_ms(&work[..2]), None);
+        assert_eq!(call_ms(&work[..3]), None);
         assert_eq!(call_ms(&[]), None);
     }
 }

@@ -381,6 +381,18 @@ mod bench {
     /// A buffer one input set owns: parameter name, its file, device pointer, bytes.
     type Owned = (String, std::path::PathBuf, sys::CUdeviceptr, usize);
 
+    /// rung's L2 flush (assets/kernels/copy.cu): a read at normal priority, a read evict-first,
+    /// then the discard, launched in that order over the flush buffer.
+    #[derive(Clone, Copy)]
+    struct Flusher {
+        module: sys::CUmodule,
+        read: sys::CUfunction,
+        read_evict_first: sys::CUfunction,
+        discard: sys::CUfunction,
+        /// The word the reads would write if their data were ever all ones: keeps them alive.
+        sink: sys::CUdeviceptr,
+    }
+
     /// What stays on the GPU between the requests of one series.
     pub struct State {
         callee: Callee,
@@ -388,8 +400,8 @@ mod bench {
         /// Per input set: its argument bytes and the buffers it owns (name, file, pointer, bytes).
         sets: Vec<(Vec<Vec<u8>>, Vec<Owned>)>,
         flush: Option<(sys::CUdeviceptr, usize)>,
-        /// The flush kernels (from the embedded PTX: read, then discard) and the read's sink word.
-        flusher: Option<(sys::CUmodule, sys::CUfunction, sys::CUfunction, sys::CUdeviceptr)>,
+        /// The flush kernels, from the embedded PTX.
+        flusher: Option<Flusher>,
         sms: u32,
         start: sys::CUevent,
         end: sys::CUevent,
@@ -412,9 +424,9 @@ mod bench {
                 if let Some((d, _)) = self.flush {
                     let _ = result::free_sync(d);
                 }
-                if let Some((m, _, _, sink)) = self.flusher {
-                    let _ = result::free_sync(sink);
-                    let _ = result::module::unload(m);
+                if let Some(f) = self.flusher {
+                    let _ = result::free_sync(f.sink);
+                    let _ = result::module::unload(f.module);
                 }
                 let _ = result::event::destroy(self.start);
                 let _ = result::event::destroy(self.end);
@@ -467,11 +479,14 @@ mod bench {
                 let d = result::malloc_sync(flush_bytes as usize).map_err(cuda_error)?;
                 result::memset_d8_sync(d, 0, flush_bytes as usize).map_err(cuda_error)?;
                 state.flush = Some((d, flush_bytes as usize));
-                let m = copy_module()?;
-                let f = function(m, "rung_flush")?;
-                let discard = function(m, "rung_discard")?;
-                let sink = result::malloc_sync(4).map_err(cuda_error)?;
-                state.flusher = Some((m, f, discard, sink));
+                let module = copy_module()?;
+                state.flusher = Some(Flusher {
+                    module,
+                    read: function(module, "rung_flush")?,
+                    read_evict_first: function(module, "rung_flush_evict_first")?,
+                    discard: function(module, "rung_discard")?,
+                    sink: result::malloc_sync(4).map_err(cuda_error)?,
+                });
             }
             let base: BTreeMap<String, std::path::PathBuf> = BTreeMap::new();
             for set in std::iter::once(&base).chain(extra) {
@@ -562,13 +577,14 @@ mod bench {
     }
 
     /// Clears L2 (queued, not waited for): reads the flush buffer, which evicts everything else
-    /// and writes back what was dirty, then discards the buffer's own lines, which leaves L2 as
-    /// Nsight Compute's `--cache-control all` leaves it.
+    /// and writes back what was dirty, reads it again evict-first, then discards the buffer's own
+    /// lines, which leaves L2 as near as user code can to how Nsight Compute's
+    /// `--cache-control all` leaves it (the figures are in copy.cu).
     ///
     /// # Safety
     /// `state`'s buffers are live.
     unsafe fn flush(state: &State) -> Result<(), WorkerError> {
-        if let (Some((d, n)), Some((_, read, discard, sink))) = (state.flush, state.flusher) {
+        if let (Some((d, n)), Some(f)) = (state.flush, state.flusher) {
             let launch = |kernel: &str| Launch {
                 cubin: Default::default(),
                 kernel: kernel.into(),
@@ -582,15 +598,18 @@ mod bench {
             };
             let mut a = d.to_le_bytes();
             let mut b = ((n / 16) as u64).to_le_bytes();
-            let mut c = sink.to_le_bytes();
+            let mut c = f.sink.to_le_bytes();
             let mut args: Vec<*mut c_void> =
                 vec![a.as_mut_ptr() as *mut c_void, b.as_mut_ptr() as *mut c_void, c.as_mut_ptr() as *mut c_void];
             // SAFETY: the caller's contract.
-            unsafe { launch_raw(read, &launch("rung_flush"), &mut args, std::ptr::null_mut())? };
+            unsafe {
+                launch_raw(f.read, &launch("rung_flush"), &mut args, std::ptr::null_mut())?;
+                launch_raw(f.read_evict_first, &launch("rung_flush_evict_first"), &mut args, std::ptr::null_mut())?;
+            }
             let mut lines = ((n / 128) as u64).to_le_bytes();
             let mut args: Vec<*mut c_void> = vec![a.as_mut_ptr() as *mut c_void, lines.as_mut_ptr() as *mut c_void];
             // SAFETY: as above; the discard touches only the flush buffer's own lines.
-            unsafe { launch_raw(discard, &launch("rung_discard"), &mut args, std::ptr::null_mut())? };
+            unsafe { launch_raw(f.discard, &launch("rung_discard"), &mut args, std::ptr::null_mut())? };
         }
         Ok(())
     }

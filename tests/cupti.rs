@@ -41,12 +41,14 @@ fn the_native_tracer_reads_what_cupti_delivers_across_buffers() {
         let push: Push = *handle.get(b"fake_push\0").unwrap();
         (handle, push)
     };
-    let names: Vec<CString> =
-        ["rung_flush", "rung_discard", "rmsnorm", "side"].map(|n| CString::new(n).unwrap()).into();
+    let names: Vec<CString> = ["rung_flush", "rung_discard", "rmsnorm", "side", "rung_flush_evict_first"]
+        .map(|n| CString::new(n).unwrap())
+        .into();
     let push_call = || {
         // SAFETY: the names outlive the calls (the stand-in copies them).
         unsafe {
             push(KERNEL, 1_000, 400_000, names[0].as_ptr());
+            push(KERNEL, 400_000, 400_400, names[4].as_ptr());
             push(KERNEL, 400_500, 410_000, names[1].as_ptr());
             push(KERNEL, 411_000, 661_000, names[2].as_ptr());
             push(MEMSET, 412_000, 413_000, std::ptr::null());
@@ -57,10 +59,10 @@ fn the_native_tracer_reads_what_cupti_delivers_across_buffers() {
     };
     push_call();
     let work = tracer.take().unwrap();
-    assert_eq!(work.len(), 5, "{work:?}");
+    assert_eq!(work.len(), 6, "{work:?}");
     // The flush kernels are known by the name the record points to; the call's work is not.
-    assert_eq!(work.iter().map(|w| w.flush).collect::<Vec<_>>(), vec![true, true, false, false, false]);
-    assert_eq!(work[2], rung::cupti::Work { start: 411_000, end: 661_000, flush: false });
+    assert_eq!(work.iter().map(|w| w.flush).collect::<Vec<_>>(), vec![true, true, true, false, false, false]);
+    assert_eq!(work[3], rung::cupti::Work { start: 411_000, end: 661_000, flush: false });
     // Busy: 411..661 µs and 700..720 µs (the memset inside the first); span 411..720 µs.
     assert_eq!(rung::cupti::call_ms(&work), Some((0.270, 0.309)));
     // Nothing since: nothing delivered, and the last delivery is not handed out twice.
@@ -76,7 +78,7 @@ fn the_native_tracer_reads_what_cupti_delivers_across_buffers() {
     // Tracing starts once per process: a second start is the first's tracer.
     assert!(rung::cupti::Tracer::start(Path::new("/nonexistent/libcupti.so.13")).is_ok());
     push_call();
-    assert_eq!(tracer.take().unwrap().len(), 5);
+    assert_eq!(tracer.take().unwrap().len(), 6);
     drop(handle);
 }
 
@@ -97,6 +99,7 @@ if tracer is None:
 push = ctypes.CDLL({lib:?}).fake_push
 push.argtypes = [ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_char_p]
 push(10, 1000, 400000, b"rung_flush")
+push(10, 400000, 400400, b"rung_flush_evict_first")
 push(10, 400500, 410000, b"rung_discard")
 push(10, 411000, 661000, b"rmsnorm")
 push(2, 412000, 413000, None)
@@ -124,7 +127,7 @@ print(json.dumps({{"n": len(first), "times": w._Tracer.call_ms(first), "again": 
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
     };
     let v = run(false);
-    assert_eq!(v["n"], 5, "{v}");
+    assert_eq!(v["n"], 6, "{v}");
     let t = v["times"].as_array().unwrap();
     assert!((t[0].as_f64().unwrap() - 0.270).abs() < 1e-12 && (t[1].as_f64().unwrap() - 0.309).abs() < 1e-12, "{v}");
     assert_eq!((v["again"].as_u64(), v["many"].as_u64(), v["ordered"].as_bool()), (Some(0), Some(12_000), Some(true)));

@@ -421,10 +421,17 @@ fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
 fn both_workers_turn_cupti_records_into_the_same_busy_time_and_span() {
     let Some(python) = common::python_with_numpy() else { return };
     let cases: Vec<Vec<(u64, u64, Option<&str>)>> = vec![
-        vec![(0, 400_000, Some("rung_flush")), (400_500, 410_000, Some("rung_discard")), (411_000, 661_000, Some("k"))],
+        vec![
+            (0, 400_000, Some("rung_flush")),
+            (400_000, 400_300, Some("rung_flush_evict_first")),
+            (400_500, 410_000, Some("rung_discard")),
+            (411_000, 661_000, Some("k")),
+        ],
         vec![(0, 10_000, Some("gemm")), (60_000, 65_000, Some("relu")), (2_000, 4_000, None)],
         vec![(100, 900, Some("a")), (200, 300, Some("b")), (850, 2_000, None), (5_000, 5_001, Some("c"))],
-        vec![(0, 400, Some("rung_flush"))],
+        vec![(0, 400, Some("rung_flush")), (400, 800, Some("rung_flush_evict_first"))],
+        // The evict-first read alone: left out by both, or the two disagree.
+        vec![(0, 400, Some("rung_flush_evict_first")), (500, 600, Some("k"))],
     ];
     let script = format!(
         "import json, sys\nsys.path.insert(0, {:?})\nimport rung_worker as w\ncases = json.loads(sys.argv[1])\n\

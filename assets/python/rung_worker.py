@@ -622,9 +622,10 @@ def _bench_setup(req):
 
 class _Flusher:
     """rung's L2 flush, the same kernels the native worker runs (PTX from rung): read a buffer
-    larger than L2 (evicting everything, writing back what was dirty), then discard the buffer's
-    own lines, so a timed call starts from an empty L2, as under Nsight Compute's
-    `--cache-control all`. Launched through the driver on torch's current stream, queued."""
+    larger than L2 (evicting everything, writing back what was dirty), read it again evict-first,
+    then discard the buffer's own lines, so a timed call starts from an L2 as near as user code
+    can make it to Nsight Compute's `--cache-control all` (assets/kernels/copy.cu has why).
+    Launched through the driver on torch's current stream, queued."""
 
     def __init__(self, ptx, nbytes):
         import ctypes
@@ -638,9 +639,10 @@ class _Flusher:
         self.cu = ctypes.CDLL("libcuda.so.1")
         self.mod = ctypes.c_void_p()
         self._check(self.cu.cuModuleLoadData(ctypes.byref(self.mod), ctypes.c_char_p(ptx.encode())), "cuModuleLoadData")
-        self.read, self.discard = ctypes.c_void_p(), ctypes.c_void_p()
-        self._check(self.cu.cuModuleGetFunction(ctypes.byref(self.read), self.mod, b"rung_flush"), "rung_flush")
-        self._check(self.cu.cuModuleGetFunction(ctypes.byref(self.discard), self.mod, b"rung_discard"), "rung_discard")
+        self.read, self.read_evict_first, self.discard = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+        for f, name in ((self.read, b"rung_flush"), (self.read_evict_first, b"rung_flush_evict_first"),
+                        (self.discard, b"rung_discard")):
+            self._check(self.cu.cuModuleGetFunction(ctypes.byref(f), self.mod, name), name.decode())
         self.grid = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count * 4
         u64 = ctypes.c_uint64
         self.read_args = [u64(self.buf.data_ptr()), u64(nbytes // 16), u64(self.sink.data_ptr())]
@@ -667,7 +669,7 @@ class _Tracer:
     from first start to last end beside it; rung's flush kernels are left out. The record fields are read
     at the offsets of CUDA 13's cupti_activity.h: start at 16, end at 24, a kernel's name at 104."""
 
-    FLUSH = (b"rung_flush", b"rung_discard")
+    FLUSH = (b"rung_flush", b"rung_flush_evict_first", b"rung_discard")
     BUFFER = 1 << 20
 
     def __init__(self, path):
