@@ -41,7 +41,9 @@ def make_call(ws, v, prep, sizes):
         spec = importlib.util.spec_from_file_location("version_" + v["id"], os.path.join(ws, v["path"]))
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
-        return lambda: mod.run(x, w, y, eps, rows, cols)
+        call = lambda: mod.run(x, w, y, eps, rows, cols)
+        call.buffers = (x, w, y)
+        return call
     import cupy
     import numpy
     cubin = os.path.join(ws, ".rung", "dumps", v["id"], v["id"] + ".cubin")
@@ -59,36 +61,41 @@ def make_call(ws, v, prep, sizes):
     def call():
         with stream:
             fn(grid, block, tuple(args), shared_mem=smem)
+    call.buffers = (x, w, y)
     return call
 
 
 def flush_kernels(nb=256 << 20):
-    """rung's L2 flush as the bench runs it (assets/kernels/copy.ptx: read a 256 MB buffer, then
-    discard its lines), launched through CuPy on torch's current stream: (read, discard, zero).
-    `nb` sizes the buffer for experiments."""
+    """rung's L2 flush as the bench runs it (assets/kernels/copy.ptx: read a 256 MB buffer, read
+    it again evict-first, then discard its lines), launched through CuPy on torch's current
+    stream, as separate steps: (read, read_evict_first, discard, zero). rung runs the first three
+    in that order; `zero` writes the buffer (a write flush, as do_bench's). `nb` sizes the buffer
+    for experiments."""
     import cupy
     import torch
     here = os.path.dirname(os.path.abspath(__file__))
     mod = cupy.cuda.function.Module()
     mod.load(open(os.path.join(here, "..", "assets", "kernels", "copy.ptx"), "rb").read())
-    read_k, discard_k = mod.get_function("rung_flush"), mod.get_function("rung_discard")
     buf = cupy.zeros(nb // 4, dtype=cupy.int32)
     sink = cupy.zeros(1, dtype=cupy.int32)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
 
-    def read():
-        with stream:
-            read_k((sms * 4,), (512,), (buf, cupy.uint64(nb // 16), sink))
+    def launch(name, *args):
+        k = mod.get_function(name)
 
-    def discard():
-        with stream:
-            discard_k((sms * 4,), (512,), (buf, cupy.uint64(nb // 128)))
+        def f():
+            with stream:
+                k((sms * 4,), (512,), (buf,) + args)
+        return f
 
     def zero():
         buf.fill(0)
 
-    return read, discard, zero
+    read = launch("rung_flush", cupy.uint64(nb // 16), sink)
+    read_evict_first = launch("rung_flush_evict_first", cupy.uint64(nb // 16), sink)
+    discard = launch("rung_discard", cupy.uint64(nb // 128))
+    return read, read_evict_first, discard, zero
 
 
 def main():

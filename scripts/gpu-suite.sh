@@ -5,12 +5,16 @@
 # and Nsight Compute to compare with rung's medians, and prints one table.
 #
 #   scripts/gpu-suite.sh [RUNG_BINARY] [OUT_DIR]
+#
+# GPU_SUITE_WORK=DIR keeps the checked workspaces there (DIR/bench/demo is the demo that the
+# table times) for studies afterwards, such as bench_pacing.py.
 set -uo pipefail
 RUNG=${1:-target/release/rung}
 OUT=${2:-gpu-suite-out}
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT"
-WORK=$(mktemp -d)
+WORK=${GPU_SUITE_WORK:-$(mktemp -d)}
+mkdir -p "$WORK"
 PY=${RUNG_PYTHON:-python3}
 
 # SELFTEST_ARGS adds options, e.g. "--only workspaces,warm,bench".
@@ -77,5 +81,5 @@ for v in report["versions"]:
     pct = lambda x: "%+.1f%%" % (100 * (x / rung - 1)) if x is not None and rung else "-"
     print("%-6s %-34s %10s %-6s %10s %10s %8s %10s %8s" % (v["id"], v["path"][9:], fmt(rung), basis[:6], fmt(events), fmt(n), pct(n), fmt(d), pct(d)))
 PY
-rm -rf "$WORK"
+[ -n "${GPU_SUITE_WORK:-}" ] || rm -rf "$WORK"
 exit $status
