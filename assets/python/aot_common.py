@@ -1,9 +1,14 @@
 """Helpers shared by rung's ahead-of-time compile scripts (triton_aot.py, cute_aot.py): finding
-the user's frame in a traceback, exception chains, and mapping a PTX line back to its source
-through the PTX's `.loc` directives. rung writes this file beside the script it runs."""
+the user's frame in a traceback, exception chains, mapping a PTX line back to its source through
+the PTX's `.loc` directives, the one JSON reply, capturing the compiler's output, and importing
+the version file. rung writes this file beside the script it runs."""
 
+import importlib.util
+import json
 import os
 import re
+import sys
+import tempfile
 import traceback
 
 
@@ -43,3 +48,152 @@ def ptx_line_to_source(ptx, ptx_line):
         if m:
             return files.get(int(m.group(1))), int(m.group(2)), int(m.group(3))
     return None
+
+
+# --------------------------------------------------------------------------- the JSON reply
+
+MAX_LOG_CHARS = 20000
+
+
+class JsonOut(object):
+    """The script's one JSON object on stdout. Made at import, before anything can print: from
+    then on fd 1 (print() in the compiler, C++ diagnostics, the version module) goes to stderr,
+    and the object is written to the saved stdout. In the worker process (`--_result PATH`,
+    `result_path`) it goes to that file instead, with "done": true, and `progress` records there
+    what is being compiled, so the supervisor can name what crashed."""
+
+    def __init__(self, default):
+        sys.stdout.flush()
+        self.fd = os.dup(1)
+        os.dup2(2, 1)
+        self.default = default
+        self.result_path = None
+
+    def write_file(self, path, obj):
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(obj, f, default=self.default)
+        os.replace(tmp, path)
+
+    def emit(self, obj, code):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if self.result_path:
+            obj = dict(obj)
+            obj["done"] = True
+            obj["exit_code"] = code
+            self.write_file(self.result_path, obj)
+            sys.exit(code)
+        data = (json.dumps(obj, indent=2, default=self.default) + "\n").encode("utf-8")
+        with os.fdopen(self.fd, "wb") as f:  # buffered write: no short writes on pipes
+            f.write(data)
+        sys.exit(code)
+
+    def progress(self, obj, current):
+        if self.result_path:
+            obj = dict(obj)
+            obj["current"] = current
+            self.write_file(self.result_path, obj)
+
+
+def tail(text, limit=MAX_LOG_CHARS):
+    if text is None:
+        return None
+    return text if len(text) <= limit else "...[truncated]...\n" + text[-limit:]
+
+
+_ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def strip_ansi(text):
+    """Text without terminal colour codes (the compilers colour their diagnostics)."""
+    return _ANSI_RE.sub("", text) if isinstance(text, str) else text
+
+
+def format_exc(e):
+    return strip_ansi("".join(traceback.format_exception(type(e), e, e.__traceback__)))
+
+
+# --------------------------------------------------------------------------- capture
+
+# Output captured during the most recent Capture block (read after a failed compile).
+LAST_LOG = [""]
+
+
+class Capture(object):
+    """Redirect fd 1 and 2 into a temp file; echo it to stderr afterwards."""
+
+    def __init__(self):
+        self.text = ""
+
+    def __enter__(self):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self._tmp = tempfile.TemporaryFile(mode="w+b")
+        self._saved = (os.dup(1), os.dup(2))
+        os.dup2(self._tmp.fileno(), 1)
+        os.dup2(self._tmp.fileno(), 2)
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os.dup2(self._saved[0], 1)
+            os.dup2(self._saved[1], 2)
+            os.close(self._saved[0])
+            os.close(self._saved[1])
+        self._tmp.seek(0)
+        self.text = strip_ansi(self._tmp.read().decode("utf-8", "replace"))
+        self._tmp.close()
+        LAST_LOG[0] = self.text
+        if self.text:
+            sys.stderr.write(self.text)
+            sys.stderr.flush()
+        return False
+
+
+# --------------------------------------------------------------------------- the version file
+
+
+def import_version(path):
+    """Import the version file; returns (module, None) or (None, error dict)."""
+    modname = "rung_version_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
+    vdir = os.path.dirname(os.path.abspath(path))
+    if vdir not in sys.path:
+        sys.path.insert(0, vdir)
+    try:
+        spec = importlib.util.spec_from_file_location(modname, path)
+        if spec is None or spec.loader is None:
+            raise ImportError("cannot load %s as a Python module" % path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[modname] = mod
+        spec.loader.exec_module(mod)
+        return mod, None
+    except SyntaxError as e:
+        sys.modules.pop(modname, None)
+        return None, {
+            "kernel": None, "type": "SyntaxError", "exception": type(e).__name__,
+            "message": "%s: %s" % (type(e).__name__, e.msg),
+            "traceback": format_exc(e),
+            "file": e.filename, "lineno": e.lineno, "col": e.offset,
+            "text": (e.text or "").rstrip("\n") or None,
+            "in_version_file": bool(e.filename) and _same_file(e.filename, path),
+        }
+    except BaseException as e:  # noqa: B902 - report anything raised at import time
+        sys.modules.pop(modname, None)
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        fs = _last_frame_in(e.__traceback__, path)
+        return None, {
+            "kernel": None,
+            "type": "ImportError" if isinstance(e, ImportError) else type(e).__name__,
+            "exception": type(e).__name__,
+            "message": strip_ansi("%s: %s" % (type(e).__name__, e)),
+            "traceback": format_exc(e),
+            "file": fs.filename if fs else None,
+            "lineno": fs.lineno if fs else None,
+            "text": fs.line if fs else None,
+            "in_version_file": fs is not None,
+        }

@@ -103,54 +103,16 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from aot_common import _chain, _last_frame_in, _same_file, ptx_line_to_source  # noqa: E402
+from aot_common import (  # noqa: E402
+    MAX_LOG_CHARS, JsonOut, _chain, _last_frame_in, _same_file, ptx_line_to_source, import_version)
+from aot_common import LAST_LOG as _LAST_LOG, Capture as _Capture, format_exc as _format_exc, tail as _tail  # noqa: E402
+from aot_common import strip_ansi as _plain  # noqa: E402
 
-# Keep stdout clean for the single JSON object: everything written to fd 1 from
-# here on (print() in the DSL, C++ diagnostics, the version module) goes to stderr.
-sys.stdout.flush()
-_JSON_FD = os.dup(1)
-os.dup2(2, 1)
-
-MAX_LOG_CHARS = 20000
 
 cutlass = None
 cute = None
-
-# In the worker process (--_result PATH) the JSON goes to that file, with "done": true.
-_RESULT_PATH = [None]
-
-
-def _write_json_file(path, obj):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, default=_json_default)
-    os.replace(tmp, path)
-
-
-def _emit(obj, code):
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if _RESULT_PATH[0]:
-        obj = dict(obj)
-        obj["done"] = True
-        obj["exit_code"] = code
-        _write_json_file(_RESULT_PATH[0], obj)
-        sys.exit(code)
-    data = (json.dumps(obj, indent=2, default=_json_default) + "\n").encode("utf-8")
-    with os.fdopen(_JSON_FD, "wb") as f:  # buffered write: no short writes on pipes
-        f.write(data)
-    sys.exit(code)
-
-
-def _progress(obj, current):
-    """Worker: record what is being compiled, so the supervisor can name a function that crashed."""
-    if _RESULT_PATH[0]:
-        obj = dict(obj)
-        obj["current"] = current
-        _write_json_file(_RESULT_PATH[0], obj)
 
 
 def _json_default(o):
@@ -163,58 +125,10 @@ def _json_default(o):
     return str(o)
 
 
-def _tail(text, limit=MAX_LOG_CHARS):
-    if text is None:
-        return None
-    return text if len(text) <= limit else "...[truncated]...\n" + text[-limit:]
-
-
-_ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-def _plain(text):
-    return _ANSI_RE.sub("", text) if isinstance(text, str) else text
-
-
-# --------------------------------------------------------------------------- capture
-
-
-# Output captured during the most recent _Capture block (read after a failed compile).
-_LAST_LOG = [""]
-
-
-class _Capture(object):
-    """Redirect fd 1 and 2 into a temp file; echo it to stderr afterwards."""
-
-    def __init__(self):
-        self.text = ""
-
-    def __enter__(self):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        self._tmp = tempfile.TemporaryFile(mode="w+b")
-        self._saved = (os.dup(1), os.dup(2))
-        os.dup2(self._tmp.fileno(), 1)
-        os.dup2(self._tmp.fileno(), 2)
-        return self
-
-    def __exit__(self, *exc):
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os.dup2(self._saved[0], 1)
-            os.dup2(self._saved[1], 2)
-            os.close(self._saved[0])
-            os.close(self._saved[1])
-        self._tmp.seek(0)
-        self.text = _plain(self._tmp.read().decode("utf-8", "replace"))
-        self._tmp.close()
-        _LAST_LOG[0] = self.text
-        if self.text:
-            sys.stderr.write(self.text)
-            sys.stderr.flush()
-        return False
+# Keep stdout clean for the single JSON object: from here on everything written to fd 1 goes
+# to stderr, and the reply to the saved stdout (or, in the worker process, --_result's file).
+_OUT = JsonOut(_json_default)
+_emit, _progress = _OUT.emit, _OUT.progress
 
 
 # --------------------------------------------------------------------------- types
@@ -354,52 +268,6 @@ def _classify_annotation(ann):
 
 def _sanitize(name):
     return re.sub(r"[^\w.-]", "_", name)
-
-
-def _format_exc(e):
-    return _plain("".join(traceback.format_exception(type(e), e, e.__traceback__)))
-
-
-def import_version(path):
-    """Import the version file; returns (module, None) or (None, error dict)."""
-    modname = "rung_version_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
-    vdir = os.path.dirname(os.path.abspath(path))
-    if vdir not in sys.path:
-        sys.path.insert(0, vdir)
-    try:
-        spec = importlib.util.spec_from_file_location(modname, path)
-        if spec is None or spec.loader is None:
-            raise ImportError("cannot load %s as a Python module" % path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[modname] = mod
-        spec.loader.exec_module(mod)
-        return mod, None
-    except SyntaxError as e:
-        sys.modules.pop(modname, None)
-        return None, {
-            "kernel": None, "type": "SyntaxError", "exception": type(e).__name__,
-            "message": "%s: %s" % (type(e).__name__, e.msg),
-            "traceback": _format_exc(e),
-            "file": e.filename, "lineno": e.lineno, "col": e.offset,
-            "text": (e.text or "").rstrip("\n") or None,
-            "in_version_file": bool(e.filename) and _same_file(e.filename, path),
-        }
-    except BaseException as e:  # noqa: B902 - report anything raised at import time
-        sys.modules.pop(modname, None)
-        if isinstance(e, KeyboardInterrupt):
-            raise
-        fs = _last_frame_in(e.__traceback__, path)
-        return None, {
-            "kernel": None,
-            "type": "ImportError" if isinstance(e, ImportError) else type(e).__name__,
-            "exception": type(e).__name__,
-            "message": _plain("%s: %s" % (type(e).__name__, e)),
-            "traceback": _format_exc(e),
-            "file": fs.filename if fs else None,
-            "lineno": fs.lineno if fs else None,
-            "text": fs.line if fs else None,
-            "in_version_file": fs is not None,
-        }
 
 
 def _inner(fn):
@@ -1326,9 +1194,9 @@ def main(argv=None):
     raw = list(sys.argv[1:] if argv is None else argv)
     for i, a in enumerate(raw):  # known before parsing, so usage errors reach the supervisor too
         if a == "--_result" and i + 1 < len(raw):
-            _RESULT_PATH[0] = raw[i + 1]
+            _OUT.result_path = raw[i + 1]
         elif a.startswith("--_result="):
-            _RESULT_PATH[0] = a.split("=", 1)[1]
+            _OUT.result_path = a.split("=", 1)[1]
 
     result = {"version_file": None, "target": None, "cutlass_dsl_version": None, "python": sys.version.split()[0],
               "out": None, "kernels": [], "skipped": [], "warnings": [], "errors": []}
@@ -1342,7 +1210,7 @@ def main(argv=None):
         result["errors"].append({"kernel": None, "type": "UsageError", "message": msg,
                                  "traceback": "", "lineno": None})
         _emit(result, 2)
-    _RESULT_PATH[0] = args._result or _RESULT_PATH[0]
+    _OUT.result_path = args._result or _OUT.result_path
     path = os.path.abspath(args.version_file)
     out_dir = os.path.abspath(args.out)
     result["version_file"], result["out"] = path, out_dir
@@ -1359,7 +1227,7 @@ def main(argv=None):
         _emit(result, 1)
 
     # scratch space; inside the supervisor's temp dir when there is one (removed even after a crash)
-    work = tempfile.mkdtemp(prefix="cute_aot_", dir=os.path.dirname(_RESULT_PATH[0]) if _RESULT_PATH[0] else None)
+    work = tempfile.mkdtemp(prefix="cute_aot_", dir=os.path.dirname(_OUT.result_path) if _OUT.result_path else None)
     # Settings read when cutlass is imported: the target (no GPU probe), the MLIR dumps.
     os.environ["CUTE_DSL_ARCH"] = arch
     os.environ["CUTE_DSL_KEEP"] = "ir,ir-debug"
