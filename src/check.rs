@@ -654,23 +654,10 @@ fn best_approved(ws: &Workspace, store: &Store, this: &str) -> Option<(VersionFi
             timed.push((file.clone(), bench));
         }
     }
-    // Judged on one timer: a CUDA version timed by CUPTI is not "faster" for its timer alone.
-    let benches: Vec<&crate::stages::bench::SizeBench> = timed.iter().map(|(_, b)| b).collect();
-    let summaries = crate::stages::bench::one_timer(&benches).0;
-    let best = pick_fastest(timed.iter().zip(summaries).map(|((f, _), s)| (f.id.as_str(), Some(s))))?;
-    let file = timed.into_iter().find(|(f, _)| f.id == best)?.0;
+    let best = crate::stages::bench::fastest(&timed.iter().enumerate().map(|(i, (_, b))| (i, b)).collect::<Vec<_>>())?;
+    let file = timed.swap_remove(best).0;
     let source = std::fs::read_to_string(ws.root.join(&file.path)).ok()?;
     Some((file, source))
-}
-
-/// The id with the smallest recorded median; versions never benched do not count.
-pub fn pick_fastest<'a>(
-    candidates: impl Iterator<Item = (&'a str, Option<&'a crate::stats::Summary>)>,
-) -> Option<String> {
-    candidates
-        .filter_map(|(id, s)| s.map(|s| (id, s.median)))
-        .min_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(id, _)| id.to_string())
 }
 
 /// The workers, created on first need.
@@ -784,19 +771,4 @@ pub(crate) fn record(
         result: Box::new(result.clone()),
     });
     Ok(result)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_fastest_recorded_version_is_picked_and_unbenched_ones_are_ignored() {
-        let fast = crate::stats::summarize(&[0.25, 0.26, 0.25]);
-        let slow = crate::stats::summarize(&[3.9, 3.9, 3.91]);
-        let got = pick_fastest([("v001", Some(&slow)), ("v002", None), ("v003", Some(&fast))].into_iter());
-        assert_eq!(got.as_deref(), Some("v003"));
-        assert_eq!(pick_fastest([("v002", None)].into_iter()), None);
-        assert_eq!(pick_fastest(std::iter::empty()), None);
-    }
 }

@@ -1923,3 +1923,26 @@ fn the_timing_chart_puts_versions_timed_differently_on_one_timer() {
     assert!(!g.mixed_timers);
     assert!((g.points[0].median_us - 259.1).abs() < 1e-9);
 }
+
+/// The assembly diff's "best" is picked on one timer, as `rung check` picks the best approved
+/// version: v001 timed by CUPTI (259.1 µs busy, 261.6 between events) is not faster than v002
+/// timed by events (261.0 µs) for its timer alone.
+#[test]
+fn the_best_to_diff_against_is_picked_on_one_timer() {
+    let (_tmp, ws) = new_workspace();
+    let ms = |us: f64| rung::stats::summarize(&[us / 1e3]);
+    let timed = |basis: &str, headline: f64, events: f64| {
+        let size = SizeBench { headline: ms(headline), gpu: ms(events), basis: basis.into(), ..Default::default() };
+        let detail = StageDetail::Bench(BenchDetail { sizes: vec![size], ..Default::default() });
+        vec![result(Stage::Bench, Verdict::Pass, vec![], detail)]
+    };
+    record(&ws, "v001", &timed("cupti", 259.1, 261.6));
+    record(&ws, "v002", &timed("events", 261.0, 261.0));
+    let mut store = Store::open(&ws.join(".rung")).unwrap();
+    for v in ["v001", "v002"] {
+        store.set_status(v, Status::Approved, None).unwrap();
+    }
+    let app = App::open(&ws, false).unwrap();
+    let (best, what) = app.against_version(&tui::asm_view::Against::Best).unwrap();
+    assert_eq!((best.as_str(), what.as_str()), ("v002", "v002 (best approved)"));
+}

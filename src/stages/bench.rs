@@ -1378,6 +1378,14 @@ pub fn one_timer<'a>(benches: &[&'a SizeBench]) -> (Vec<&'a Summary>, String) {
     (picked.into_iter().map(|p| p.0).collect(), names.join(" vs "))
 }
 
+/// The fastest of some benched versions (each given with its bench's first size), judged on
+/// one timer ([`one_timer`]): a version timed by CUPTI is not faster for its timer alone.
+pub fn fastest<T: Copy>(benched: &[(T, &SizeBench)]) -> Option<T> {
+    let benches: Vec<&SizeBench> = benched.iter().map(|(_, b)| *b).collect();
+    let (summaries, _) = one_timer(&benches);
+    benched.iter().zip(summaries).min_by(|a, b| a.1.median.total_cmp(&b.1.median)).map(|((t, _), _)| *t)
+}
+
 #[cfg(test)]
 mod compare_tests {
     use super::*;
@@ -1441,5 +1449,8 @@ mod compare_tests {
         assert_eq!(s.iter().map(|s| s.median).collect::<Vec<_>>(), vec![261.6, 261.0, 252.6]);
         let (s, basis) = one_timer(&[&v3, &v5]);
         assert_eq!((s[0].median, s[1].median, basis.as_str()), (259.1, 250.1, "cupti"));
+        assert_eq!(fastest(&[("v3", &v3), ("v4", &v4)]), Some("v4"));
+        assert_eq!(fastest(&[("v3", &v3), ("v4", &v4), ("v5", &v5)]), Some("v5"));
+        assert_eq!(fastest::<&str>(&[]), None);
     }
 }

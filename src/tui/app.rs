@@ -50,8 +50,8 @@ pub struct VersionView {
     pub parent: Option<String>,
     pub reason: Option<String>,
     pub verdicts: BTreeMap<Stage, Verdict>,
-    /// The first benchmark size's headline median, µs.
-    pub median_us: Option<f64>,
+    /// The newest passing bench's first benchmark size.
+    pub bench: Option<SizeBench>,
     /// Over the best approved version, timed interleaved.
     pub speedup: Option<f64>,
     pub roofline_percent: Option<f64>,
@@ -99,6 +99,13 @@ pub struct TimingPoint {
     pub current: bool,
     /// The bench's first size as recorded (its timer, headline and time between events).
     pub bench: SizeBench,
+}
+
+impl VersionView {
+    /// The first benchmark size's headline median, µs.
+    pub fn median_us(&self) -> Option<f64> {
+        self.bench.as_ref().map(|b| b.headline.median * 1e3)
+    }
 }
 
 impl GpuTiming {
@@ -581,13 +588,15 @@ impl App {
                 }
             }
             Against::Best => {
+                // On one timer, as `rung check` picks the best approved version.
                 let fastest = |approved: bool| {
-                    self.versions
+                    let benched: Vec<(&VersionView, &SizeBench)> = self
+                        .versions
                         .iter()
                         .filter(|w| !approved || w.status == Some(Status::Approved))
-                        .filter_map(|w| w.median_us.map(|m| (w, m)))
-                        .min_by(|a, b| a.1.total_cmp(&b.1))
-                        .map(|(w, _)| w)
+                        .filter_map(|w| Some((w, w.bench.as_ref()?)))
+                        .collect();
+                    rung::stages::bench::fastest(&benched)
                 };
                 let (best, what) = match fastest(true) {
                     Some(b) => (b, "best approved"),
@@ -1100,7 +1109,7 @@ fn version_view(ws: &Workspace, store: &Store, v: &VersionFile) -> Result<Versio
         parent: row.as_ref().and_then(|r| r.parent.clone()),
         reason: row.and_then(|r| r.reason),
         verdicts: BTreeMap::new(),
-        median_us: None,
+        bench: None,
         speedup: None,
         roofline_percent: None,
         diagnostics: vec![],
@@ -1119,7 +1128,7 @@ fn version_view(ws: &Workspace, store: &Store, v: &VersionFile) -> Result<Versio
         }
         match &result.detail {
             StageDetail::Bench(b) => {
-                view.median_us = b.sizes.first().map(|s| s.headline.median * 1e3);
+                view.bench = b.sizes.first().cloned();
                 view.speedup = b.speedups.iter().find(|s| s.role == "best approved").map(|s| s.speedup);
             }
             StageDetail::Roofline(r) => view.roofline_percent = r.percent_of_ceiling,

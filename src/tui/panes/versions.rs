@@ -73,7 +73,7 @@ fn row<'a>(app: &App, v: &'a VersionView) -> Row<'a> {
             Cell::from(Line::from(glyph(app, stage, v.verdicts.get(&stage).copied(), running)).centered())
         }),
     );
-    cells.push(Cell::from(Line::from(v.median_us.map(format_us).unwrap_or_default()).right_aligned()));
+    cells.push(Cell::from(Line::from(v.median_us().map(format_us).unwrap_or_default()).right_aligned()));
     cells.push(Cell::from(Line::from(v.speedup.map(|s| format!("{s:.2}×")).unwrap_or_default()).right_aligned()));
     cells.push(Cell::from(
         Line::from(v.roofline_percent.map(|p| format!("{p:.0}%")).unwrap_or_default()).right_aligned(),
