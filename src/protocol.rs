@@ -276,8 +276,9 @@ pub struct Bench {
     #[serde(default)]
     pub flush_bytes: u64,
     /// The flush kernels (`rung_flush` reads the buffer, `rung_flush_evict_first` reads it again
-    /// evict-first, `rung_discard` then drops its lines from L2), as PTX, for a worker without its own copy: the Python worker. Every worker flushes
-    /// with the same kernels, so Triton and CUDA versions are timed from the same L2 state.
+    /// evict-first, `rung_discard` then drops its lines from L2), as PTX, for a worker without
+    /// its own copy: the Python worker. Every worker flushes with the same kernels, so Triton and
+    /// CUDA versions are timed from the same L2 state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flush_ptx: Option<String>,
     #[serde(default)]
