@@ -72,15 +72,14 @@ pub fn prepare(format: Format, spec: Option<&Spec>, v: &VersionFile, source: &st
         (Format::GpuMode, _, _) => {
             require_def(file, source, "custom_kernel", "def custom_kernel(data):", &mut detail, &mut diags)
         }
-        (Format::KernelBench, _, _) => {
-            if source.lines().any(|l| l.trim_start().starts_with("class ModelNew")) {
-                detail.entry = Some("ModelNew".into());
-            } else {
-                diags.push(Diagnostic::error(file, Pos::new(1, 1), "no `class ModelNew`").with_help(
-                    "a KernelBench version defines `class ModelNew(nn.Module)` with the same interface as `Model`",
-                ));
-            }
-        }
+        (Format::KernelBench, _, _) => require_def(
+            file,
+            source,
+            "ModelNew",
+            "class ModelNew(nn.Module): ... with the same interface as `Model`",
+            &mut detail,
+            &mut diags,
+        ),
         _ => {}
     }
     let errors = diags.iter().filter(|d| d.is_error()).count();
@@ -223,13 +222,89 @@ fn require_def(
     detail: &mut PrepareDetail,
     diags: &mut Vec<Diagnostic>,
 ) {
-    if python_def_params(source, name).is_some() {
-        detail.entry = Some(name.to_string());
-    } else {
-        diags.push(
-            Diagnostic::error(file, Pos::new(1, 1), format!("no `def {name}(...)`"))
-                .with_help(format!("define `{example}`")),
-        );
+    match python_binding(source, name) {
+        PyBinding::Found(_) => detail.entry = Some(name.to_string()),
+        PyBinding::Unknown(pos) => {
+            // `from m import *` may bind it: the import at run time decides.
+            detail.entry = Some(name.to_string());
+            diags.push(
+                Diagnostic::warning(
+                    file,
+                    pos,
+                    format!("`{name}` may come from this star import; rung cannot tell before running it"),
+                )
+                .with_help(format!("import it by name (`from module import {name}`) so a missing entry is caught here")),
+            );
+        }
+        PyBinding::Missing => diags.push(
+            Diagnostic::error(file, Pos::new(1, 1), format!("no top-level `{name}`: not defined, assigned or imported"))
+                .with_help(format!(
+                    "define `{example}`, or bind the name at the top level (`{name} = torch.compile(_{name})`, `from kernels import {name}`)"
+                )),
+        ),
+    }
+}
+
+/// Where a module binds a name at its top level, as Python would resolve it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PyBinding {
+    /// A `def` or `async def`, a `class`, an assignment (`name = ...`, `name: T = ...`, `a, name =
+    /// ...`), an import (`from m import name`, `... as name`, `import m as name`), at this line.
+    Found(Pos),
+    /// Not bound by name, but a `from m import *` at this line may bind it.
+    Unknown(Pos),
+    Missing,
+}
+
+/// The top-level binding of `name` in a Python module. Imports one block deep (under a
+/// top-level `try:` or `if`) count, since the module may take that branch; the insides of
+/// triple-quoted strings (docstrings, embedded CUDA sources) do not.
+pub fn python_binding(source: &str, name: &str) -> PyBinding {
+    let n = regex::escape(name);
+    let binds = [
+        format!(r"^(?:async\s+)?def\s+{n}\s*\("),
+        format!(r"^class\s+{n}\b"),
+        format!(r"^{n}\s*(?::[^=]*)?=[^=]"),
+        format!(r"^(?:[A-Za-z_]\w*\s*,\s*)+{n}\s*(?:,[^=]*)?=[^=]"),
+        format!(r"^from\s+[\w.]+\s+import\s+\(?(?:[^#]*[,\s])?(?:\w+\s+as\s+)?{n}\s*(?:,|\)|#|$)"),
+        format!(r"^import\s+[\w.]+\s+as\s+{n}\s*(?:#|$)"),
+    ]
+    .map(|p| regex::Regex::new(&p).expect("valid regex"));
+    let star = regex::Regex::new(r"^from\s+[\w.]+\s+import\s+\*").expect("static regex");
+    let (mut found, mut unknown) = (None, None);
+    let mut in_string: Option<&str> = None;
+    for (i, raw) in source.lines().enumerate() {
+        let mut line = raw;
+        if let Some(q) = in_string {
+            match line.find(q) {
+                Some(at) => {
+                    in_string = None;
+                    line = &line[at + 3..];
+                }
+                None => continue,
+            }
+        }
+        let body = line.trim_start();
+        let indent = raw.len() - body.len();
+        for q in ["\"\"\"", "'''"] {
+            if body.matches(q).count() % 2 == 1 {
+                in_string = Some(q);
+            }
+        }
+        if indent > 0 && !(indent <= 8 && (body.starts_with("from ") || body.starts_with("import "))) {
+            continue;
+        }
+        let pos = Pos::new(i as u32 + 1, indent as u32 + 1);
+        if binds.iter().any(|re| re.is_match(body)) {
+            found = Some(pos);
+        } else if star.is_match(body) {
+            unknown = Some(pos);
+        }
+    }
+    match (found, unknown) {
+        (Some(p), _) => PyBinding::Found(p),
+        (None, Some(p)) => PyBinding::Unknown(p),
+        _ => PyBinding::Missing,
     }
 }
 
@@ -290,6 +365,35 @@ pub fn python_def_params(source: &str, name: &str) -> Option<(Vec<(String, Pos)>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entry_points_resolve_as_python_binds_them() {
+        let found = |src: &str| matches!(python_binding(src, "custom_kernel"), PyBinding::Found(_));
+        assert!(found("def custom_kernel(data):\n    return data\n"));
+        assert!(found("async def custom_kernel(data): ..."));
+        assert!(found("def _k(d): ...\ncustom_kernel = torch.compile(_k, mode=\"reduce-overhead\")\n"));
+        assert!(found("custom_kernel: Callable = make()\n"));
+        assert!(found("_a, custom_kernel = build()\n"));
+        assert!(found("from kernels import custom_kernel\n"));
+        assert!(found("from kernels import (helper, custom_kernel)\n"));
+        assert!(found("from kernels import fast as custom_kernel  # the fast one\n"));
+        assert!(found("import kernels.fast as custom_kernel\n"));
+        assert!(found("class custom_kernel:\n    def __call__(self, d): ...\n"));
+        assert!(found("try:\n    from fast import custom_kernel\nexcept ImportError:\n    pass\n"));
+        // Not bindings: a comparison, a longer name, a name inside a function or a string.
+        assert!(!found("custom_kernel == 3\n"));
+        assert!(!found("def custom_kernel2(data): ...\ncustom_kernels = 1\n"));
+        assert!(!found("def f():\n    custom_kernel = 1\n"));
+        assert!(!found("SRC = \"\"\"\ncustom_kernel = 1\n\"\"\"\n"));
+        assert!(!found("from kernels import custom_kernel_v2\n"));
+        assert!(
+            matches!(python_binding("from kernels import *\n", "custom_kernel"), PyBinding::Unknown(p) if p.line == 1)
+        );
+        assert_eq!(python_binding("import torch\n", "custom_kernel"), PyBinding::Missing);
+        // The upstream sort solution's shape: a private def, then a compiled alias.
+        let upstream = "import torch\n\n\ndef _custom_kernel(data):\n    data, output = data\n    output[...] = torch.sort(data)[0]\n    return output\n\n\ncustom_kernel = torch.compile(_custom_kernel, mode=\"reduce-overhead\")\n";
+        assert_eq!(python_binding(upstream, "custom_kernel"), PyBinding::Found(Pos::new(10, 1)));
+    }
 
     #[test]
     fn python_params_with_defaults_annotations_and_newlines() {
