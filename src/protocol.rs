@@ -245,8 +245,28 @@ pub struct Problem {
     /// GPU MODE: one test of task.yml, passed to generate_input (its seed replaced by rung's).
     #[serde(default)]
     pub args: BTreeMap<String, serde_json::Value>,
+    /// The seed of the test's first case (the seed `generate_input` gets, or torch's for
+    /// KernelBench's get_inputs and the models' weights).
     pub seed: u64,
-    /// Where the worker writes outputs, references and input snapshots.
+    /// One case per seed: the first is `seed`, the others fresh inputs drawn under further seeds
+    /// of rung's, each with its output slots poisoned with the next pattern. Empty: `[seed]`.
+    #[serde(default)]
+    pub seeds: Vec<u64>,
+    /// rung's tolerance `[atol, rtol]` per dtype name, for the metrics beside the format's rule.
+    #[serde(default)]
+    pub tolerances: BTreeMap<String, [f64; 2]>,
+    /// The compile phase: import the version and call it once on the first case's inputs,
+    /// unjudged (load_inline, torch.compile and Triton compile here, under `limits.build`).
+    #[serde(default)]
+    pub warmup: bool,
+    /// One of task.yml's benchmarks, re-checked: judged as a test, without the vacuity probes.
+    #[serde(default)]
+    pub benchmark: bool,
+    /// With `warmup`, on a GPU: list the Triton kernels the version's call launches, for a
+    /// version that declares some.
+    #[serde(default)]
+    pub list_kernels: bool,
+    /// Scratch folder for the worker.
     pub dir: PathBuf,
 }
 
@@ -483,35 +503,104 @@ pub struct CapturedKernel {
     pub num_warps: Option<u32>,
 }
 
-/// What a GPU MODE or KernelBench run produced: every tensor as a file for rung to judge.
+/// What a GPU MODE or KernelBench test produced: one case per seed, each judged in the worker
+/// where its tensors live (no tensor is written to disk).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProblemOutcome {
     /// The test's arguments as used (the seed is rung's).
     pub args: BTreeMap<String, serde_json::Value>,
-    /// Each output of the version beside the reference's.
+    #[serde(default)]
+    pub cases: Vec<ProblemCase>,
+    /// The compile phase: the Triton kernels the version's second call launched, by name (the
+    /// worker's launch hook); absent where they were not listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launched: Option<Vec<String>>,
+    /// Timing primitives (time.perf_counter, torch.cuda.Event, synchronize...) the version
+    /// replaced.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patched: Vec<String>,
+}
+
+/// One call of the version on fresh inputs, judged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProblemCase {
+    pub seed: u64,
+    /// The version's call, synchronised.
+    pub seconds: f64,
+    #[serde(default)]
+    pub phases: BTreeMap<String, f64>,
+    /// Each tensor the version returned beside the reference's at the same position.
     pub outputs: Vec<ProblemTensor>,
-    /// Input tensors before and after the version ran (a mutated input shows).
-    pub inputs: Vec<InputSnapshot>,
-    /// The problem's own verdict: GPU MODE's check_implementation, KernelBench's allclose.
+    /// Every tensor handed to the version that is not an output: elements whose bits changed.
+    pub inputs: Vec<InputCheck>,
+    /// The tensors of `data` taken for outputs (written by ref_kernel, or the last one when the
+    /// version returns it): poisoned before the call, never counted as mutated inputs.
+    #[serde(default)]
+    pub output_slots: Vec<String>,
+    /// Output slot the version returned → elements still holding the poison.
+    #[serde(default)]
+    pub unwritten: BTreeMap<String, usize>,
+    /// The format's own verdict: GPU MODE's check_implementation, KernelBench's allclose.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub own: Option<OwnVerdict>,
+    /// Set when a vacuous answer (all zeros, one constant) passes the format's rule too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vacuous: Option<String>,
+    /// What was promoted or reshaped to compare, and diagnoses (TF32).
+    #[serde(default)]
+    pub notes: Vec<String>,
+    /// The version returned bit for bit what it returned for the previous case, whose inputs
+    /// (and reference) differed: a remembered answer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
+    /// Timing primitives the version had replaced when its call returned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patched: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProblemTensor {
     pub name: String,
-    pub output: TensorFile,
-    pub reference: TensorFile,
+    pub output: TensorMeta,
+    pub reference: TensorMeta,
+    /// rung's metrics at rung's tolerance for the dtypes; `null` when the element counts differ.
+    pub comparison: Option<crate::metrics::Comparison>,
+    /// The tolerance `comparison` counted mismatches at: `[atol, rtol]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerance: Option<[f64; 2]>,
+    /// The format's allclose rule, where it is one (KernelBench's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<RuleFigures>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct InputSnapshot {
+pub struct TensorMeta {
+    /// rung's dtype name where it has one (f32), torch's otherwise (bool, complex64).
+    pub dtype: String,
+    pub shape: Vec<i64>,
+}
+
+/// A format's allclose rule applied to one output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RuleFigures {
+    pub mismatches: usize,
+    /// Elements an all-zero output would get past the rule.
+    pub zero_pass: usize,
+    /// Elements one constant (the reference's mean) would get past the rule.
+    pub constant_pass: usize,
+    pub constant: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InputCheck {
     pub name: String,
-    pub before: PathBuf,
-    pub after: PathBuf,
+    pub changed: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

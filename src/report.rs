@@ -309,6 +309,12 @@ pub enum Reason {
     TimeLimit,
     /// A `rung_run` host entry returned a non-zero code, or its shared object did not load.
     EntryFailed,
+    /// The version replaced a clock or a synchronisation point that timing reads
+    /// (time.perf_counter, torch.cuda.Event, torch.cuda.synchronize...).
+    TimerPatched,
+    /// The version declares its own kernels (Triton, CUDA) but none of them launched: the work
+    /// was done by something else (a fallback to torch).
+    NoCustomKernel,
 }
 
 impl Reason {

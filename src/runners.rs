@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use crate::protocol::{self, CallMode, Capability, Fork, Hello, Op, Request, Response, WorkerError, WorkerKind};
 
 const PYTHON_WORKER: &str = include_str!("../assets/python/rung_worker.py");
+const PYTHON_PROBLEM: &str = include_str!("../assets/python/rung_problem.py");
 
 /// How long a worker may take to start (the zygote imports torch and Triton).
 pub const START_LIMIT: Duration = Duration::from_secs(120);
@@ -317,6 +318,9 @@ pub struct Native {
 pub struct WorkerEnv {
     pub cwd: PathBuf,
     pub triton_cache: PathBuf,
+    /// The workspace's build caches for torch: load_inline's extensions and torch.compile's
+    /// Inductor artefacts, so an unchanged extension is not rebuilt at the next check.
+    pub torch_cache: PathBuf,
     pub logs: PathBuf,
     pub data: PathBuf,
     /// The one GPU (by ordinal) the workers may see, for a lane of one GPU among several.
@@ -333,6 +337,8 @@ impl WorkerEnv {
         }
         cmd.current_dir(&self.cwd)
             .env("TRITON_CACHE_DIR", &self.triton_cache)
+            .env("TORCH_EXTENSIONS_DIR", self.torch_cache.join("extensions"))
+            .env("TORCHINDUCTOR_CACHE_DIR", self.torch_cache.join("inductor"))
             .env("TRITON_DEFAULT_FP_FUSION", "1")
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .env("PYTHONUNBUFFERED", "1")
@@ -392,10 +398,12 @@ impl Runners {
         // from beside the worker).
         std::fs::write(data.join("triton_aot.py"), crate::stages::build::TRITON_AOT)?;
         std::fs::write(data.join("aot_common.py"), crate::stages::build::AOT_COMMON)?;
+        std::fs::write(data.join("rung_problem.py"), PYTHON_PROBLEM)?;
         Ok(Runners {
             env: WorkerEnv {
                 cwd: root.to_path_buf(),
                 triton_cache: state.join("triton-cache"),
+                torch_cache: state.join("torch-cache"),
                 logs: state.join("logs"),
                 data,
                 visible_device: None,

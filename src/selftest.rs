@@ -282,21 +282,45 @@ fn version_runs(label: &str, report: &crate::report::CheckReport) -> Vec<Version
         .versions
         .iter()
         .map(|v| {
-            let expected = if v.path.to_string_lossy().contains("wrong") { Verdict::Fail } else { Verdict::Pass };
+            let name = v.path.to_string_lossy().to_string();
+            let expected = if name.contains("wrong") { Verdict::Fail } else { Verdict::Pass };
             let last = v.stages.iter().find(|s| s.verdict != Verdict::Pass).or(v.stages.last());
-            let summary = last.map(|s| format!("{}: {}", s.stage, s.summary)).unwrap_or_default();
-            // A pass must have reached the check rung; a fail must fail there, not before.
-            let checked = v.stages.iter().any(|s| s.stage == Stage::Check);
+            let mut summary = last.map(|s| format!("{}: {}", s.stage, s.summary)).unwrap_or_default();
+            // `wrong-<reason>` in the name: it must fail with that reason code.
+            let want = expected_reason(&name);
+            let got_reason = last.and_then(|s| s.reason);
+            if let Some(r) = want {
+                summary = format!(
+                    "[{} expected, {} given] {summary}",
+                    r.name(),
+                    got_reason.map_or("none".into(), |g| g.name())
+                );
+            }
+            let reason_ok = want.is_none_or(|r| got_reason == Some(r));
+            // A pass must have reached the check rung; a fail must fail there or at run (a
+            // defence of rung's), not before.
+            let checked = v.stages.iter().any(|s| s.stage == Stage::Check)
+                || (expected == Verdict::Fail
+                    && v.stages.iter().any(|s| s.stage == Stage::Run && s.verdict == Verdict::Fail));
             VersionRun {
                 workspace: label.into(),
                 version: v.path.display().to_string(),
                 expected,
                 got: v.verdict,
                 summary,
-                ok: checked && v.verdict == expected,
+                ok: checked && v.verdict == expected && reason_ok,
             }
         })
         .collect()
+}
+
+/// The reason code a fixture's name asks for: `v003-wrong-input-mutated.py` → input-mutated.
+fn expected_reason(name: &str) -> Option<crate::report::Reason> {
+    use crate::report::Reason::*;
+    let rest = name.rsplit('/').next()?.split_once("wrong-")?.1;
+    [InputMutated, Unwritten, Crashed, Memoised, ProblemCheck, ShapeMismatch, Mismatch, Timeout, NonFinite, Exception]
+        .into_iter()
+        .find(|r| rest.starts_with(&r.name()))
 }
 
 /// The demo workspace with the versions only the selftest adds: PTX, a `rung_run` host entry and
@@ -346,7 +370,7 @@ pub fn run_workspaces(dir: &Path) -> anyhow::Result<Vec<VersionRun>> {
     write_demo(&demo)?;
     let mut places: Vec<(String, PathBuf)> = vec![("demo (rmsnorm)".into(), demo)];
     write_dir(&GPU_MODE, &dir.join("gpu-mode"))?;
-    for p in ["vectoradd", "vectorsum"] {
+    for p in ["vectoradd", "vectorsum", "outslot"] {
         places.push((format!("GPU MODE {p}"), dir.join("gpu-mode").join(p)));
     }
     write_dir(&KERNELBENCH, &dir.join("kernelbench"))?;

@@ -106,6 +106,11 @@ fn samples() -> Vec<Message> {
                 version: "versions/v001.py".into(),
                 args: BTreeMap::from([("size".into(), serde_json::json!(127))]),
                 seed: 5,
+                seeds: vec![5, 104_734],
+                tolerances: BTreeMap::from([("f16".into(), [1e-3, 1e-2])]),
+                warmup: false,
+                benchmark: false,
+                list_kernels: false,
                 dir: "/dev/shm/t0".into(),
             }),
         }),
@@ -200,7 +205,7 @@ fn the_python_worker_speaks_the_protocol_and_the_zygote_survives_a_crashed_child
     let dir = tmp.path();
     std::fs::write(
         dir.join("reference.py"),
-        "import os, signal\n\ndef reference(x):\n    return x * 2\n\ndef crash(x):\n    os.kill(os.getpid(), signal.SIGSEGV)\n",
+        "import os, signal\n\ndef reference(x):\n    return x * 2\n\ndef crash(x):\n    os.kill(os.getpid(), signal.SIGSEGV)\n\ndef leave(x):\n    os._exit(0)\n",
     )
     .unwrap();
     std::fs::write(dir.join("checks.py"), "from rung import rung\n\n@rung(\"positive\")\ndef p(i, o, s):\n    assert (o[\"y\"] > 0).all(), \"not positive\"\n").unwrap();
@@ -236,7 +241,9 @@ fn the_python_worker_speaks_the_protocol_and_the_zygote_survives_a_crashed_child
     };
     let x_file = TensorFile { path: dir.join("x.bin"), dtype: DType::F32, shape: vec![4] };
     let y_file = TensorFile { path: dir.join("y.bin"), dtype: DType::F32, shape: vec![4] };
-    for round in 0..2 {
+    // Round 0: a crash; round 1: a clean exit, which the zygote must not report; round 2: the
+    // version ends its own process with status 0, reported at once.
+    for round in 0..3 {
         send(Request {
             id: 1,
             op: Op::Fork(Fork {
@@ -280,7 +287,25 @@ fn the_python_worker_speaks_the_protocol_and_the_zygote_survives_a_crashed_child
         let r: Response = serde_json::from_value(next(true)).unwrap();
         assert_eq!(r.rungs.len(), 1);
         assert!(r.rungs[0].ok);
-        if round == 0 {
+        if round == 2 {
+            let t = std::time::Instant::now();
+            send(Request {
+                id: 7,
+                op: Op::Call(Call {
+                    file: "reference.py".into(),
+                    function: "leave".into(),
+                    mode: CallMode::Reference,
+                    args: BTreeMap::from([("x".into(), Arg::Tensor(x_file.clone()))]),
+                    returns: BTreeMap::new(),
+                    guard_bytes: 0,
+                }),
+            });
+            let died: Response = serde_json::from_value(next(true)).unwrap();
+            let e = died.error.unwrap();
+            assert_eq!(e.kind, "WorkerDied");
+            assert!(e.message.contains("exited with status 0 before it answered"), "{}", e.message);
+            assert!(t.elapsed() < std::time::Duration::from_secs(5), "reported at once, not at a time-out");
+        } else if round == 0 {
             // The child dies; the zygote says so, and the next fork works.
             send(Request {
                 id: 4,
@@ -327,7 +352,7 @@ fn the_compile_only_prewarm_fills_the_triton_cache_without_a_gpu() {
     // The worker's folder as rung lays it out: the ahead-of-time script beside the worker.
     let data = dir.join("data");
     std::fs::create_dir_all(&data).unwrap();
-    for f in ["rung_worker.py", "triton_aot.py", "aot_common.py"] {
+    for f in ["rung_worker.py", "rung_problem.py", "triton_aot.py", "aot_common.py"] {
         std::fs::copy(format!("{}/assets/python/{f}", env!("CARGO_MANIFEST_DIR")), data.join(f)).unwrap();
     }
     let mut child = Command::new(&python)
@@ -459,4 +484,91 @@ fn both_workers_turn_cupti_records_into_the_same_busy_time_and_span() {
     assert_eq!(rung::cupti::call_ms(&[]), None);
     // The third case: 100..2000 busy once (three overlapping records), then 1 ns more.
     assert_eq!(got[2], Some((1901.0 / 1e6, 4901.0 / 1e6)));
+}
+
+/// The worker judges GPU MODE and KernelBench outputs where they live (rung_problem.py's
+/// `compare`, in torch); metrics.rs judges everything else. Both must give the same figures for
+/// the same tensors, NaN, infinities, zeros and the error map included.
+#[test]
+fn the_workers_on_device_metrics_match_metrics_rs() {
+    let Some(python) = common::python_with_numpy() else { return };
+    let has_torch = Command::new(&python).args(["-c", "import torch"]).status().is_ok_and(|s| s.success());
+    if !has_torch {
+        eprintln!("skipped: {} has no torch (rung's worker judges problems with it)", python);
+        return;
+    }
+    let cases: Vec<(Vec<f64>, Vec<f64>, Vec<usize>)> = vec![
+        (vec![1.0, 2.5, -4.0, 0.1], vec![1.0, 2.0, -4.0, 0.0], vec![2, 2]),
+        (vec![f64::NAN, f64::NAN, 2.0, f64::INFINITY], vec![1.0, f64::NAN, 2.0, f64::INFINITY], vec![4]),
+        (vec![0.0; 6], vec![0.0; 6], vec![1, 2, 3]),
+        (
+            (0..4800).map(|i| (i as f64 * 0.37).sin() + if i == 4000 { 0.5 } else { 0.0 }).collect(),
+            (0..4800).map(|i| (i as f64 * 0.37).sin()).collect(),
+            vec![60, 80],
+        ),
+        (vec![3.0], vec![3.5], vec![1]),
+        // Columns that split evenly into the map's cells: the map is reduced a segment at a time.
+        (
+            (0..10240).map(|i| (i as f64 * 0.11).cos() + if i == 777 || i == 10000 { 0.25 } else { 0.0 }).collect(),
+            (0..10240).map(|i| (i as f64 * 0.11).cos()).collect(),
+            vec![40, 256],
+        ),
+        (
+            (0..2048).map(|i| i as f64 + if i == 2047 { 1.0 } else { 0.0 }).collect(),
+            (0..2048).map(|i| i as f64).collect(),
+            vec![2048],
+        ),
+    ];
+    let enc = |v: &Vec<f64>| v.iter().map(|x| format!("float('{x}')")).collect::<Vec<_>>().join(",");
+    let mut script = String::from(
+        "import json, sys, torch\nsys.path.insert(0, sys.argv[1])\nimport rung_problem as rp\nrp.CHUNK = 7\nout = []\n",
+    );
+    for (o, r, shape) in &cases {
+        script.push_str(&format!(
+            "o = torch.tensor([{}], dtype=torch.float64).reshape({shape:?})\nr = torch.tensor([{}], dtype=torch.float64).reshape({shape:?})\nout.append(rp.compare(o, r, 1e-5, 1e-4)[0])\n",
+            enc(o),
+            enc(r)
+        ));
+    }
+    script.push_str("print(json.dumps(out))\n");
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("parity.py");
+    std::fs::write(&file, &script).unwrap();
+    let p =
+        Command::new(&python).arg(&file).arg(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python")).output().unwrap();
+    assert!(p.status.success(), "{}", String::from_utf8_lossy(&p.stderr));
+    let got: Vec<rung::metrics::Comparison> = serde_json::from_slice(&p.stdout).unwrap();
+    let tol = rung::dtype::Tolerance { atol: 1e-5, rtol: 1e-4, min_psnr: None, min_cosine: None };
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1e-300) || (a.is_nan() && b.is_nan());
+    for ((o, r, shape), py) in cases.iter().zip(&got) {
+        let rs = rung::metrics::compare(o, r, shape, &tol);
+        assert_eq!(
+            (py.elements, py.mismatches, py.nan_count, py.inf_count),
+            (rs.elements, rs.mismatches, rs.nan_count, rs.inf_count),
+            "{shape:?}"
+        );
+        for (name, a, b) in [
+            ("max_abs_err", py.max_abs_err, rs.max_abs_err),
+            ("max_rel_err", py.max_rel_err, rs.max_rel_err),
+            ("mean_abs_err", py.mean_abs_err, rs.mean_abs_err),
+            ("mse", py.mse, rs.mse),
+            ("cosine", py.cosine, rs.cosine),
+        ] {
+            assert!(close(a, b), "{name} {shape:?}: python {a}, rust {b}");
+        }
+        assert_eq!(py.psnr.is_some(), rs.psnr.is_some());
+        if let (Some(a), Some(b)) = (py.psnr, rs.psnr) {
+            assert!(close(a, b), "psnr {a} {b}");
+        }
+        assert_eq!(py.map_shape, rs.map_shape);
+        assert!(
+            py.error_map.iter().zip(&rs.error_map).all(|(a, b)| close(*a, *b)),
+            "{:?} {:?}",
+            py.error_map,
+            rs.error_map
+        );
+        let idx =
+            |c: &rung::metrics::Comparison| c.first_mismatches.iter().map(|m| m.index.clone()).collect::<Vec<_>>();
+        assert_eq!(idx(py), idx(&rs));
+    }
 }

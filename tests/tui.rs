@@ -400,6 +400,7 @@ fn check_detail(broken: bool) -> StageDetail {
         results: vec![output_check(broken)],
         user_rungs: vec![rung("finite", true), rung("no_outliers", !broken)],
         own: vec![],
+        warnings: vec![],
     })
 }
 
@@ -452,6 +453,33 @@ fn correctness_pane_empty_and_running() {
         assert!(text.contains("v001: running and checking…"), "{text}");
         snapshot(&format!("correctness_running_{w}x{h}"), &text);
     }
+}
+
+#[test]
+fn correctness_pane_shows_the_warnings_of_a_pass() {
+    let (_tmp, ws) = new_workspace();
+    let mut detail = check_detail(false);
+    let StageDetail::Check(d) = &mut detail else { unreachable!() };
+    d.warnings =
+        vec!["the rule is vacuous here: an all-zero output passes KernelBench's rule too (at the test)".into()];
+    let pass = |stage| result(stage, Verdict::Pass, vec![], StageDetail::None);
+    record(
+        &ws,
+        "v001",
+        &[
+            pass(Stage::Prepare),
+            pass(Stage::Build),
+            pass(Stage::Run),
+            result(Stage::Check, Verdict::Pass, vec![], detail),
+        ],
+    );
+    let app = App::open(&ws, false).unwrap();
+    let text = pane_text(&app, Pane::Correctness, 160, 40);
+    let line = text.lines().find(|l| l.contains('⚠')).unwrap_or_else(|| panic!("no warning shown: {text}"));
+    assert!(line.contains("an all-zero output passes"), "{line}");
+    // Above the figures, where it is seen first.
+    let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("{needle}: {text}"));
+    assert!(at("⚠") < at("n=4096"), "{text}");
 }
 
 #[test]

@@ -24,6 +24,8 @@ import sys
 import time
 import traceback
 
+import rung_problem as rp
+
 PROTOCOL = 2
 GUARD_BYTE = 0xC3
 
@@ -303,6 +305,23 @@ def _hook_triton():
     jit.JITFunction.run = run
 
 
+def _triton_launches(fn):
+    """The names of the Triton kernels that fn() launches (the launch hook's records)."""
+    import torch
+    before = len(_launched)
+    fn()
+    torch.cuda.synchronize()
+    names = []
+    for kernel, _ in _launched[before:]:
+        try:
+            name = str(getattr(kernel, "name", None) or getattr(kernel.metadata, "name", "kernel"))
+        except Exception:
+            continue
+        if name not in names:
+            names.append(name)
+    return names
+
+
 def _captured(out_dir):
     seen = {}
     for kernel, grid in _launched:
@@ -496,15 +515,6 @@ def _problem_modules(problem, version_path, fmt):
     return prob, version
 
 
-def _own_verdict(verdict):
-    """GPU MODE's check_implementation answer (a tuple, a string or a bool) as pass and message."""
-    if isinstance(verdict, tuple):
-        return {"pass": bool(verdict[0]), "message": str(verdict[1]) if len(verdict) > 1 else ""}
-    if isinstance(verdict, str):
-        return {"pass": verdict == "", "message": verdict}
-    return {"pass": bool(verdict), "message": ""}
-
-
 def _seeded_model(cls, init, seed, device):
     """A KernelBench model built under `seed`, so Model and ModelNew get the same weights."""
     import torch
@@ -539,12 +549,12 @@ def _problem_bench_setup(req):
 
             def recheck():
                 data = sets[0][0]["data"]
-                out = version.custom_kernel(_clone(data))
+                out = version.custom_kernel(rp.clone(data))
                 torch.cuda.synchronize()
                 if hasattr(prob, "check_implementation"):
-                    own = _own_verdict(prob.check_implementation(_clone(data), out))
+                    own = rp.own_verdict(prob.check_implementation(rp.clone(data), out))
                     return None if own["pass"] else (own["message"] or "check_implementation failed")
-                ref = prob.ref_kernel(_clone(data))
+                ref = prob.ref_kernel(rp.clone(data))
                 same = torch.allclose(out.float(), ref.float(), atol=1e-2, rtol=1e-2)
                 return None if same else "the output differs from ref_kernel's (atol = rtol = 1e-2)"
         else:
@@ -560,8 +570,8 @@ def _problem_bench_setup(req):
 
             def recheck():
                 inputs = sets[0][0]["inputs"]
-                out = _seeded_model(version.ModelNew, init, seed, "cuda")(*_clone(inputs))
-                ref = _seeded_model(prob.Model, init, seed, "cuda")(*_clone(inputs))
+                out = _seeded_model(version.ModelNew, init, seed, "cuda")(*rp.clone(inputs))
+                ref = _seeded_model(prob.Model, init, seed, "cuda")(*rp.clone(inputs))
                 torch.cuda.synchronize()
                 if tuple(out.shape) != tuple(ref.shape):
                     return "the output's shape %s is not the reference's %s" % (tuple(out.shape), tuple(ref.shape))
@@ -862,9 +872,16 @@ def _bench_req(req, state):
         _bench_one(b, b["fn"], b["sets"][0][0])
         for g in b["sets"][0][1]:
             g.write_back()
+    patched = rp.patched_timers()
+    if patched:
+        raise TimerPatched("the version replaced %s: its timing cannot be trusted" % ", ".join(patched))
     resp["samples"] = samples
     resp["timer_note"] = PYTHON_TIMER_NOTE
     return resp
+
+
+class TimerPatched(Exception):
+    """A version replaced a clock or a synchronisation point the bench reads."""
 
 
 def _profiled_call(b):
@@ -925,124 +942,89 @@ def _ceiling(req):
 RUNG_DTYPES = {v: k for k, v in TORCH_NAMES.items()}
 
 
-def _flatten(obj, name, out):
-    """Tensors of a nested structure (tuple, list, dict) with names like `output[0]`."""
-    if hasattr(obj, "detach") and hasattr(obj, "dtype"):
-        out.append((name, obj))
-    elif isinstance(obj, (tuple, list)):
-        for i, x in enumerate(obj):
-            _flatten(x, "%s[%d]" % (name, i), out)
-    elif isinstance(obj, dict):
-        for k in obj:
-            _flatten(obj[k], "%s[%r]" % (name, k), out)
-    return out
-
-
-def _clone(obj):
-    if hasattr(obj, "detach") and hasattr(obj, "clone"):
-        return obj.detach().clone()
-    if isinstance(obj, tuple):
-        return tuple(_clone(x) for x in obj)
-    if isinstance(obj, list):
-        return [_clone(x) for x in obj]
-    if isinstance(obj, dict):
-        return {k: _clone(v) for k, v in obj.items()}
-    return obj
-
-
-def _write_tensor(t, path):
-    """A tensor's raw bytes into `path`; returns its TensorFile."""
-    import torch
-    if not hasattr(t, "detach"):
-        t = torch.as_tensor(t)
-    t = t.detach()
-    if t.dtype == torch.bool:
-        t = t.to(torch.uint8)
-    name = str(t.dtype).replace("torch.", "")
-    if name not in RUNG_DTYPES:
-        raise TypeError("rung cannot compare %s tensors (at %s)" % (t.dtype, path))
-    flat = t.contiguous().reshape(-1).cpu()
-    flat.view(torch.uint8).numpy().tofile(path)
-    return {"path": path, "dtype": RUNG_DTYPES[name], "shape": list(t.shape)}
-
-
 def _problem(req, state):
+    """One test of a GPU MODE or KernelBench problem: with `warmup`, the version's compile phase
+    (one unjudged call); otherwise one judged case per seed (rung_problem.py)."""
     import torch
     device = "cuda" if state["mode"] == "cuda" else "cpu"
-    out_dir = req["dir"]
-    os.makedirs(out_dir, exist_ok=True)
-    seed = int(req["seed"])
+    seeds = [int(s) for s in (req.get("seeds") or [req["seed"]])]
+    tolerances = req.get("tolerances") or {}
     phases = {}
     t = time.perf_counter()
     prob, version = _problem_modules(req["problem"], req["version"], req["format"])
     phases["import"] = time.perf_counter() - t
     args = dict(req.get("args") or {})
-    own = None
+    gm = req["format"] == "gpu-mode"
 
     def sync():
         if device == "cuda":
             torch.cuda.synchronize()
 
+    cases = []
     with torch.no_grad():
-        if req["format"] == "gpu-mode":
-            data = prob.generate_input(**args)
-            pristine = _clone(data)
-            before = [(n, _write_tensor(x, os.path.join(out_dir, "in%d-before.bin" % i))["path"])
-                      for i, (n, x) in enumerate(_flatten(data, "data", []))]
+        if not gm:
+            torch.manual_seed(seeds[0])
+            with torch.device(device):
+                init = prob.get_init_inputs()
+            if "model_new" not in state:
+                state["model_new"] = _seeded_model(version.ModelNew, init, seeds[0], device)
+            model_new = state["model_new"]
+        if req.get("warmup"):
+            # The compile phase: the version's first call (load_inline, torch.compile and
+            # Triton compile here), then a second under torch's profiler for the kernels it
+            # launches; for GPU MODE, the tensors ref_kernel writes.
+            t = time.perf_counter()
+            # Its inputs are drawn under a seed of their own (seeds[-1]), so nothing it leaves
+            # behind, freed memory included, holds a judged case's answer.
+            names = None
+            listing = device == "cuda" and req.get("list_kernels")
+            if gm:
+                a = dict(args)
+                if "seed" in a:
+                    a["seed"] = seeds[-1]
+                torch.manual_seed(seeds[-1])
+                data = prob.generate_input(**a)
+                rp.learn_ref_slots(prob, data, state, device)
+                version.custom_kernel(rp.clone(data) if listing else data)
+                sync()
+                if listing:
+                    names = _triton_launches(lambda: version.custom_kernel(data))
+                del data
+            else:
+                torch.manual_seed(seeds[-1])
+                with torch.device(device):
+                    inputs = [x.to(device) if hasattr(x, "to") else x for x in prob.get_inputs()]
+                model_new(*inputs)
+                sync()
+                if listing:
+                    names = _triton_launches(lambda: model_new(*inputs))
+                del inputs
             sync()
-            t0 = time.perf_counter()
-            output = version.custom_kernel(data)
-            sync()
-            seconds = time.perf_counter() - t0
-            expected = prob.ref_kernel(_clone(pristine))
-            sync()
-            if hasattr(prob, "check_implementation"):
-                own = _own_verdict(prob.check_implementation(_clone(pristine), output))
-            inputs_after = data
+            phases["warmup"] = time.perf_counter() - t
+            out = {"args": args, "cases": []}
+            if names is not None:
+                out["launched"] = names
+            patched = rp.patched_timers()
+            if patched:
+                out["patched"] = patched
+            return {"seconds": phases["warmup"], "phases": phases, "problem": out}
+        if gm:
+            for k, seed in enumerate(seeds):
+                cases.append(rp.gpu_mode_case(prob, version, args, seed, rp.POISONS[k % 2], state, device,
+                                              tolerances, RUNG_DTYPES, probe=k == 0 and not req.get("benchmark")))
         else:
-            torch.manual_seed(seed)
-            init = prob.get_init_inputs()
-            model = _seeded_model(prob.Model, init, seed, device)
-            model_new = _seeded_model(version.ModelNew, init, seed, device)
-            torch.manual_seed(seed)
-            inputs = [x.to(device) if hasattr(x, "to") else x for x in prob.get_inputs()]
-            pristine = _clone(inputs)
-            before = [(n, _write_tensor(x, os.path.join(out_dir, "in%d-before.bin" % i))["path"])
-                      for i, (n, x) in enumerate(_flatten(inputs, "inputs", []))]
-            sync()
-            t0 = time.perf_counter()
-            output = model_new(*inputs)
-            sync()
-            seconds = time.perf_counter() - t0
-            expected = model(*_clone(pristine))
-            sync()
-            try:
-                same = tuple(output.shape) == tuple(expected.shape) and bool(
-                    torch.allclose(output.float(), expected.float(), atol=1e-2, rtol=1e-2))
-                own = {"pass": same, "message": "" if same else "torch.allclose(atol=1e-2, rtol=1e-2) is false"}
-            except Exception as exc:
-                own = {"pass": False, "message": "%s: %s" % (type(exc).__name__, exc)}
-            inputs_after = inputs
-    snapshots = []
-    for i, (n, x) in enumerate(_flatten(inputs_after, "data" if req["format"] == "gpu-mode" else "inputs", [])):
-        after = _write_tensor(x, os.path.join(out_dir, "in%d-after.bin" % i))["path"]
-        if i < len(before):
-            snapshots.append({"name": n, "before": before[i][1], "after": after})
-    outs = _flatten(output, "output", [])
-    refs = _flatten(expected, "output", [])
-    if len(outs) != len(refs):
-        raise ValueError("the version returned %d tensors, the reference %d" % (len(outs), len(refs)))
-    tensors = []
-    for i, ((name, o), (_, r)) in enumerate(zip(outs, refs)):
-        tensors.append({
-            "name": name,
-            "output": _write_tensor(o, os.path.join(out_dir, "out%d.bin" % i)),
-            "reference": _write_tensor(r, os.path.join(out_dir, "ref%d.bin" % i)),
-        })
-    resp = {"seconds": seconds, "phases": phases,
-            "problem": {"args": args, "outputs": tensors, "inputs": snapshots}}
-    if own is not None:
-        resp["problem"]["own"] = own
+            if "model" not in state:
+                state["model"] = _seeded_model(prob.Model, init, seeds[0], device)
+            for seed in seeds:
+                cases.append(rp.kernelbench_case(prob, state["model"], model_new, seed, device,
+                                                 tolerances, RUNG_DTYPES))
+    rp.mark_replays(cases)
+    for c in cases:
+        for k, v in c.pop("phases").items():
+            phases[k] = phases.get(k, 0.0) + v
+        c["phases"] = {}
+    resp = {"seconds": sum(c["seconds"] for c in cases), "phases": phases,
+            "problem": {"args": args, "cases": cases}}
     if device == "cuda":
         kernels = _captured(os.path.join(state["dir"], "launched"))
         if kernels:
@@ -1052,6 +1034,20 @@ def _problem(req, state):
 
 # ---------------------------------------------------------------------------------------------
 # The child: one check
+
+
+_done_fd = None  # the child's end of the pipe that tells the zygote an exit was asked for
+
+
+def _leave():
+    """The child's one way out when rung asked it to (or rung is gone): it tells the zygote
+    first, so that any other ending, a version's os._exit(0) included, is reported at once."""
+    try:
+        if _done_fd is not None:
+            os.write(_done_fd, b"x")
+    except OSError:
+        pass
+    os._exit(0)
 
 
 def _serve_child(fork_req, t_fork, gate):
@@ -1088,14 +1084,14 @@ def _serve_child(fork_req, t_fork, gate):
     while True:
         line = _readline()
         if line is None:
-            os._exit(0)
+            _leave()
         if not line.strip():
             continue
         req = json.loads(line)
         op = req.get("op")
         if op == "exit":
             _send({"id": req.get("id"), "ok": True})
-            os._exit(0)
+            _leave()
         try:
             resp = {"id": req.get("id"), "ok": True}
             if op == "checks":
@@ -1191,7 +1187,8 @@ def _death(status):
         except ValueError:
             name = "signal %d" % sig
         return "the child running the check was killed by %s" % name
-    return "the child running the check exited with status %d" % os.WEXITSTATUS(status)
+    return ("the process running the check exited with status %d before it answered "
+            "(the version, or something it called, ended it)" % os.WEXITSTATUS(status))
 
 
 def main():
@@ -1212,6 +1209,8 @@ def main():
             packages[mod] = str(__import__(mod).__version__)
         except Exception:
             pass
+    if "torch" in packages:
+        rp.save_timers()
     caps = ["call", "checks", "fork"]
     if "triton" in packages:
         caps.append("triton-interpret")
@@ -1254,14 +1253,19 @@ def main():
             t_fork = time.perf_counter()
         elif compile_only:
             gate = os.pipe()
+        done = os.pipe()
         pid = os.fork()
         if pid == 0:
             try:
+                global _done_fd
+                os.close(done[0])
+                _done_fd = done[1]
                 if compile_only:
                     os.close(gate[1])
                 _serve_child(req, t_fork, gate[0] if gate else None)
             finally:
                 os._exit(4)
+        os.close(done[1])
         if gate:
             os.close(gate[0])
         if compile_only:
@@ -1272,8 +1276,17 @@ def main():
                 pass  # the child is gone: waitpid below reports it
             os.close(gate[1])
         _, status = os.waitpid(pid, 0)
-        # 0: ended by exit; 3: it already said why it could not start.
-        if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) in (0, 3)):
+        # Non-blocking: anything the version forked may still hold the write end.
+        os.set_blocking(done[0], False)
+        try:
+            asked = os.read(done[0], 1) == b"x"
+        except BlockingIOError:
+            asked = False
+        os.close(done[0])
+        # Asked to exit, or 3: it already said why it could not start. Anything else (a signal,
+        # an abort, a version's own exit) is reported at once, with its status.
+        if not ((asked and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0)
+                or (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 3)):
             _send({"ok": False, "error": {"type": "WorkerDied", "message": _death(status)}})
 
 

@@ -414,10 +414,13 @@ pub fn bench_problem(ws: &Workspace, runners: &mut Runners, gpu: &GpuInfo, v: &V
     let mut comparisons = Vec::new();
     let mut notes = Vec::new();
     let mut failure = None;
+    // rung's seeds, not the file's, drawn in the file's range as in the check.
+    let listed: Vec<_> = benchmarks.iter().map(|a| (a.clone(), 1, true)).collect();
+    let mut seeds_of =
+        crate::stages::run::SeedDraw::new(seed ^ 0xB5E7, crate::stages::run::problem_seed_range(&listed));
     for (bi, bench) in benchmarks.iter().enumerate() {
         let mut args = bench.clone();
-        // rung's seed, not the file's, as in the check.
-        let bench_seed = seed.wrapping_add(0xB5E7 + bi as u64) & 0x7FFF_FFFF;
+        let bench_seed = seeds_of.draw();
         if args.contains_key("seed") {
             args.insert("seed".into(), serde_json::json!(bench_seed));
         }

@@ -76,6 +76,10 @@ pub struct CheckDetail {
     /// GPU MODE's check_implementation or KernelBench's allclose, per test.
     #[serde(default)]
     pub own: Vec<OwnCheck>,
+    /// Where a pass deserves a second look: the format's rule passes what rung's tolerance does
+    /// not, or a vacuous answer (all zeros, one constant) would pass the rule too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -142,6 +146,7 @@ pub fn reason_for(e: &WorkerError) -> Reason {
         "CUDA_ERROR_OUT_OF_MEMORY" | "OutOfMemoryError" | "MemoryError" => Reason::OutOfMemory,
         "WorkerDied" => Reason::Crashed,
         "HostEntryFailed" | "HostEntryLoad" => Reason::EntryFailed,
+        "TimerPatched" => Reason::TimerPatched,
         k if k.starts_with("CUDA_ERROR") => Reason::CudaError,
         _ if m.contains("illegal memory access") || m.contains("illegal address") => Reason::IllegalAddress,
         _ if m.contains("out of memory") => Reason::OutOfMemory,
@@ -992,8 +997,13 @@ impl<'a> Checker<'a> {
         let mut names: Vec<&str> = user_rungs.iter().map(|r| r.name.as_str()).collect();
         names.dedup();
         let user = if names.is_empty() { String::new() } else { format!("; user rungs passed: {}", names.join(", ")) };
-        let check_detail =
-            StageDetail::Check(CheckDetail { seed: self.seed, results: checks, user_rungs, own: vec![] });
+        let check_detail = StageDetail::Check(CheckDetail {
+            seed: self.seed,
+            results: checks,
+            user_rungs,
+            own: vec![],
+            warnings: vec![],
+        });
         let check = match check_fail {
             Some((verdict, reason, why)) => {
                 StageOutcome { verdict, summary: why, diagnostics: vec![], detail: check_detail, reason: Some(reason) }
@@ -1142,16 +1152,25 @@ pub fn read_task_yml(path: &Path) -> Result<TaskYml, Diagnostic> {
 
 /// The integer arguments of a test, as a size set for display.
 fn args_label(args: &BTreeMap<String, serde_json::Value>) -> SizeSet {
-    args.iter().filter_map(|(k, v)| v.as_i64().map(|i| (k.clone(), i))).collect()
+    // The seed is rung's and stands in the check's summary; the label names the sizes.
+    args.iter().filter(|(k, _)| k.as_str() != "seed").filter_map(|(k, v)| v.as_i64().map(|i| (k.clone(), i))).collect()
 }
 
-/// Runs a version of a GPU MODE problem at each test of task.yml (or a KernelBench version
-/// once) in a forked child, the problem's own way: `generate_input(**test)` with the test's seed
-/// replaced by one drawn from rung's, `custom_kernel(data)` beside `ref_kernel(data)` and the
-/// problem's `check_implementation`; or `Model`/`ModelNew` built from `get_init_inputs()` with
-/// weights seeded identically, on `get_inputs()`. rung judges every output with its metrics
-/// (dtype tolerances; KernelBench's own atol = rtol = 1e-2), checks the inputs were not changed,
-/// and reports the problem's own verdict beside its own.
+/// Runs a version of a GPU MODE problem at each test of task.yml, and on the GPU at each of its
+/// benchmarks too (a version correct only at the test sizes fails), or a KernelBench version
+/// at its published inputs, in a forked child, the problem's own way: `generate_input(**test)`
+/// with the test's seed replaced by one drawn from rung's, `custom_kernel(data)` beside
+/// `ref_kernel(data)` and the problem's `check_implementation`; or `Model`/`ModelNew` built from
+/// `get_init_inputs()` with weights seeded identically, on `get_inputs()`.
+///
+/// The version first gets a compile phase under `limits.build`: one unjudged call, where
+/// `load_inline`, `torch.compile` and Triton compile. Each test then runs two cases on fresh
+/// inputs (the second under a further seed), their output slots poisoned with two patterns.
+/// The format's own rule decides pass or fail (GPU MODE's check_implementation, KernelBench's
+/// allclose at atol = rtol = 1e-2); rung's metrics stand beside it, and where the two disagree,
+/// or a vacuous answer would pass the rule too, the check says so in a warning with the
+/// figures. rung's own defences fail a version whatever the rule says: an input it changed,
+/// output elements it never wrote, a process it ended.
 pub fn run_problem(
     ws: &Workspace,
     tc: &Toolchain,
@@ -1168,9 +1187,17 @@ pub fn run_problem(
     } else {
         protocol::ProblemFormat::KernelBench
     };
-    let tests: Vec<BTreeMap<String, serde_json::Value>> = if format == protocol::ProblemFormat::GpuMode {
+    let on_gpu = mode == CallMode::Cuda;
+    // (arguments, cases, a benchmark re-checked)
+    let mut tests: Vec<(BTreeMap<String, serde_json::Value>, usize, bool)> = Vec::new();
+    if format == protocol::ProblemFormat::GpuMode {
         match read_task_yml(&ws.root.join("task.yml")) {
-            Ok(t) if !t.tests.is_empty() => t.tests,
+            Ok(t) if !t.tests.is_empty() => {
+                tests.extend(t.tests.into_iter().map(|a| (a, 2, false)));
+                if on_gpu {
+                    tests.extend(t.benchmarks.into_iter().map(|a| (a, 1, true)));
+                }
+            }
             Ok(_) => return failed(Verdict::Error, None, "task.yml lists no tests"),
             Err(d) => {
                 let mut out = failed(Verdict::Error, None, d.message.clone());
@@ -1179,14 +1206,14 @@ pub fn run_problem(
             }
         }
     } else {
-        vec![BTreeMap::new()]
-    };
-    let limit = crate::spec::Limits::default().run;
+        tests.push((BTreeMap::new(), 2, false));
+    }
+    let limits = crate::spec::Limits::default();
     let interpret = mode != CallMode::Cuda;
     let mut phases = BTreeMap::new();
     let warm = runners.warm(interpret);
     let t0 = Instant::now();
-    let fork = runners.zygote(interpret).and_then(|z| z.fork(mode, limit.max(Duration::from_secs(30))));
+    let fork = runners.zygote(interpret).and_then(|z| z.fork(mode, limits.run.max(Duration::from_secs(30))));
     if !warm {
         phases.insert("zygote_start".to_string(), t0.elapsed().as_secs_f64());
     }
@@ -1198,139 +1225,167 @@ pub fn run_problem(
         }
         Err(e) => return failed(Verdict::Error, None, format!("the Python worker could not fork: {e}")),
     }
+    let tolerances: BTreeMap<String, [f64; 2]> = crate::dtype::ALL
+        .iter()
+        .map(|d| {
+            let t = d.default_tolerance();
+            (d.name().to_string(), [t.atol, t.rtol])
+        })
+        .collect();
     let scratch = runners.scratch(&v.id);
     let mut runs = Vec::new();
     let mut checks = Vec::new();
     let mut own = Vec::new();
+    let mut warn_groups: Vec<(String, String, usize)> = Vec::new();
     let mut launched = Vec::new();
     let mut run_fail: Option<(Verdict, Option<Reason>, String, Option<Diagnostic>)> = None;
     let mut check_fail: Option<(Reason, String)> = None;
-    for (ti, test) in tests.iter().enumerate() {
+    let who = if format == protocol::ProblemFormat::GpuMode {
+        "the problem's check_implementation"
+    } else {
+        "KernelBench's rule"
+    };
+    // rung's seeds, not the file's, so a version cannot learn its inputs; drawn in the file's
+    // own range, since a problem may build its data from the seed's value (pmpp_v2's sort adds
+    // it to every element: at 2^31 an f32 row collapses to one value).
+    let seed_range = problem_seed_range(&tests);
+    // The version's path is relative to the workspace, wherever rung runs from.
+    let version_source = ws.read_source(v).unwrap_or_default();
+    let declares_kernels = !declared_kernels(&version_source).is_empty();
+    let mut seeds_of = SeedDraw::new(seed, seed_range);
+    for (ti, (test, ncases, is_bench)) in tests.iter().map(|(a, n, b)| (a, *n, *b)).enumerate() {
         let mut args = test.clone();
-        // rung's seed, not the file's, so a version cannot learn its inputs.
-        let test_seed = seed.wrapping_add(ti as u64) & 0x7FFF_FFFF;
+        let seeds: Vec<u64> = (0..ncases).map(|_| seeds_of.draw()).collect();
+        let test_seed = seeds[0];
         if args.contains_key("seed") {
             args.insert("seed".into(), serde_json::json!(test_seed));
         }
         let label_sizes = args_label(&args);
-        let label = if label_sizes.is_empty() { "the test".to_string() } else { crate::spec::size_label(&label_sizes) };
-        let dir = scratch.join(format!("t{ti}"));
-        let req = protocol::Problem {
+        let mut label =
+            if label_sizes.is_empty() { "the test".to_string() } else { crate::spec::size_label(&label_sizes) };
+        if is_bench {
+            label = format!("benchmark {label}");
+        }
+        // The compile phase's inputs come from a seed of their own (the last in the list).
+        let mut seeds = seeds;
+        if ti == 0 {
+            seeds.push(seeds_of.draw());
+        }
+        let req = |warmup: bool| protocol::Problem {
             format,
             problem: problem.clone(),
             version: v.path.clone(),
-            args,
+            args: args.clone(),
             seed: test_seed,
-            dir: dir.clone(),
+            seeds: if warmup { seeds.clone() } else { seeds[..ncases].to_vec() },
+            tolerances: tolerances.clone(),
+            warmup,
+            benchmark: is_bench,
+            list_kernels: warmup && declares_kernels,
+            dir: scratch.join(format!("t{ti}")),
         };
-        let resp = runners.zygote(interpret).and_then(|z| z.call(protocol::Op::Problem(req), limit));
-        let resp = match resp {
-            Ok(r) if r.ok => r,
-            Ok(r) => {
-                let e = r.error.unwrap_or_else(|| WorkerError::new("error", ""));
-                let msg = format!("{}: {}", e.kind, e.message);
-                let file = e.file.clone().unwrap_or_else(|| v.path.clone());
-                let mut d = Diagnostic::error(&file, Pos::new(e.lineno.unwrap_or(0), 0), msg.clone());
-                d.tool_text = e.traceback.clone();
-                run_fail = Some((Verdict::Fail, Some(reason_for(&e)), format!("{msg} (at {label})"), Some(d)));
-                break;
-            }
-            Err(f) => {
-                let (verdict, reason) = failure_reason(&f);
-                run_fail = Some((verdict, reason, format!("{f} (at {label})"), None));
-                break;
-            }
-        };
-        for (k, s) in &resp.phases {
-            *phases.entry(k.clone()).or_insert(0.0) += s;
+        let mut steps = vec![(false, limits.run)];
+        if ti == 0 {
+            // The compile phase: one unjudged call under the build limit.
+            steps.insert(0, (true, limits.build));
         }
-        *phases.entry("run".into()).or_insert(0.0) += resp.seconds.unwrap_or(0.0);
-        launched.extend(resp.kernels);
-        let Some(outcome) = resp.problem else {
-            run_fail = Some((Verdict::Error, None, "the worker returned no outputs".into(), None));
-            break;
-        };
-        runs.push(SizeRun {
-            sizes: label_sizes.clone(),
-            seconds: resp.seconds.unwrap_or(0.0),
-            unwritten: BTreeMap::new(),
-            pending_ms: resp.pending_ms,
-        });
-        for snap in &outcome.inputs {
-            let a = std::fs::read(&snap.before).map(|b| sha256_hex(&b)).unwrap_or_default();
-            let b = std::fs::read(&snap.after).map(|b| sha256_hex(&b)).unwrap_or_else(|_| "gone".into());
-            if a != b && run_fail.is_none() {
-                run_fail = Some((
-                    Verdict::Fail,
-                    Some(Reason::InputMutated),
-                    format!("the version changed its input `{}` (at {label})", snap.name),
-                    None,
-                ));
+        let mut resp = None;
+        for (warmup, limit) in steps {
+            let r = runners.zygote(interpret).and_then(|z| z.call(protocol::Op::Problem(req(warmup)), limit));
+            let stage = if warmup { "while compiling (its first call)" } else { "" };
+            match r {
+                Ok(r) if r.ok => {
+                    for (k, s) in &r.phases {
+                        *phases.entry(k.clone()).or_insert(0.0) += s;
+                    }
+                    launched.extend(r.kernels.clone());
+                    if warmup
+                        && let Some(p) = &r.problem
+                        && let Some(f) = compile_phase_verdict(p, &version_source)
+                    {
+                        run_fail = Some((Verdict::Fail, Some(f.0), format!("{} (at {label})", f.1), None));
+                        break;
+                    }
+                    resp = Some(r);
+                }
+                Ok(r) => {
+                    let e = r.error.unwrap_or_else(|| WorkerError::new("error", ""));
+                    let msg = format!("{}: {}", e.kind, e.message);
+                    let file = e.file.clone().unwrap_or_else(|| v.path.clone());
+                    let mut d = Diagnostic::error(&file, Pos::new(e.lineno.unwrap_or(0), 0), msg.clone());
+                    d.tool_text = e.traceback.clone();
+                    let at = if stage.is_empty() { format!("at {label}") } else { format!("{stage}, at {label}") };
+                    run_fail = Some((Verdict::Fail, Some(reason_for(&e)), format!("{msg} ({at})"), Some(d)));
+                    break;
+                }
+                Err(f) => {
+                    let (verdict, reason) = failure_reason(&f);
+                    let at = if stage.is_empty() { format!("at {label}") } else { format!("{stage}, at {label}") };
+                    let what = match &f {
+                        Failure::Timeout(d) if warmup => format!(
+                            "no answer within limits.build ({}s) while compiling (its first call), at {label}",
+                            d.as_secs()
+                        ),
+                        _ => format!("{f} ({at})"),
+                    };
+                    run_fail = Some((verdict, reason, what, None));
+                    break;
+                }
             }
         }
         if run_fail.is_some() {
             break;
         }
+        let Some(outcome) = resp.and_then(|r| r.problem) else {
+            run_fail = Some((Verdict::Error, None, "the worker returned no outputs".into(), None));
+            break;
+        };
         let t_metrics = Instant::now();
-        for t in &outcome.outputs {
-            if t.output.shape != t.reference.shape || t.output.dtype != t.reference.dtype {
-                check_fail.get_or_insert((
-                    Reason::ShapeMismatch,
-                    format!(
-                        "`{}` at {label} is {} {:?}; the reference's is {} {:?}",
-                        t.name,
-                        t.output.dtype.name(),
-                        t.output.shape,
-                        t.reference.dtype.name(),
-                        t.reference.shape
-                    ),
-                ));
-                continue;
+        let judged = judge_cases(&outcome.cases, &label);
+        runs.push(SizeRun {
+            sizes: label_sizes.clone(),
+            seconds: outcome.cases.last().map_or(0.0, |c| c.seconds),
+            unwritten: judged.unwritten.clone(),
+            pending_ms: None,
+        });
+        *phases.entry("run".into()).or_insert(0.0) += outcome.cases.iter().map(|c| c.seconds).sum::<f64>();
+        if let Some(f) = judged.run_fail {
+            run_fail = Some((Verdict::Fail, Some(f.0), f.1, None));
+            break;
+        }
+        // One warning per kind and output, however many tests say it.
+        for (key, w) in judged.warnings {
+            match warn_groups.iter_mut().find(|g| g.0 == key) {
+                Some(g) => g.2 += 1,
+                None => warn_groups.push((key, w, 1)),
             }
-            let tol = if format == protocol::ProblemFormat::KernelBench {
-                crate::dtype::Tolerance { atol: 1e-2, rtol: 1e-2, min_psnr: None, min_cosine: None }
-            } else {
-                t.output.dtype.default_tolerance()
-            };
-            let o = inputs::to_f64(t.output.dtype, &std::fs::read(&t.output.path).unwrap_or_default());
-            let r = inputs::to_f64(t.reference.dtype, &std::fs::read(&t.reference.path).unwrap_or_default());
-            // A 0-d result (a sum) is compared as one element.
-            let shape: Vec<usize> =
-                if t.output.shape.is_empty() { vec![1] } else { t.output.shape.iter().map(|d| *d as usize).collect() };
-            let comparison = metrics::compare(&o, &r, &shape, &tol);
-            let reason = metrics::judge(&comparison, &tol);
-            if let Some(why) = &reason {
-                let code = if comparison.nan_count + comparison.inf_count > 0 && comparison.mismatches > 0 {
-                    Reason::NonFinite
-                } else {
-                    Reason::Mismatch
-                };
-                check_fail.get_or_insert((code, format!("`{}` at {label}: {why}", t.name)));
-            }
-            checks.push(OutputCheck {
-                sizes: label_sizes.clone(),
-                output: t.name.clone(),
-                pass: reason.is_none(),
-                reason,
-                comparison,
-            });
+        }
+        if let Some(f) = judged.check_fail {
+            check_fail.get_or_insert(f);
+        }
+        for c in judged.checks {
+            checks.push(OutputCheck { sizes: label_sizes.clone(), ..c });
         }
         *phases.entry("metrics".into()).or_insert(0.0) += t_metrics.elapsed().as_secs_f64();
-        if let Some(o) = outcome.own {
-            if !o.pass {
-                let who = if format == protocol::ProblemFormat::GpuMode {
-                    "the problem's check_implementation"
-                } else {
-                    "KernelBench's check"
-                };
-                check_fail.get_or_insert((Reason::ProblemCheck, format!("{who} fails at {label}: {}", o.message)));
+        if let Some(o) = judged.own {
+            if !o.pass && check_fail.is_none() {
+                let reason = if judged.shape_differs { Reason::ShapeMismatch } else { Reason::ProblemCheck };
+                let mut why = format!("{who} fails at {label}: ");
+                for n in &judged.notes {
+                    why.push_str(&format!("{n}; "));
+                }
+                why.push_str(&shorten(&one_line(&o.message), 320));
+                check_fail = Some((reason, why));
             }
             own.push(OwnCheck { sizes: label_sizes, verdict: o });
         }
     }
+    let warnings: Vec<String> = warn_groups
+        .into_iter()
+        .map(|(_, w, n)| if n > 1 { format!("{w} (and at {} more)", n - 1) } else { w })
+        .collect();
     runners.end_children();
     let _ = std::fs::remove_dir_all(&scratch);
-    let on_gpu = mode == CallMode::Cuda;
     runners.reap();
     let launched = keep_launched(ws, tc, v, launched, &mut runners.background);
     let run_detail = StageDetail::Run(RunDetail {
@@ -1346,37 +1401,514 @@ pub fn run_problem(
         };
     }
     let place = if on_gpu { "on the GPU" } else { "with torch on the CPU" };
-    let what = if format == protocol::ProblemFormat::GpuMode { "task.yml test(s)" } else { "KernelBench input set" };
+    let benches = tests.iter().filter(|t| t.2).count();
+    let what = if format == protocol::ProblemFormat::GpuMode {
+        if benches > 0 {
+            format!("{} task.yml test(s) and {benches} benchmark(s)", runs.len() - benches)
+        } else {
+            format!("{} task.yml test(s)", runs.len())
+        }
+    } else {
+        "KernelBench input set(s)".to_string()
+    };
     let run = StageOutcome {
         verdict: Verdict::Pass,
-        summary: format!("{place}, {} {what}: inputs unchanged", runs.len()),
+        summary: format!("{place}, {what}, two fresh input sets each: inputs unchanged, every output written"),
         diagnostics: vec![],
         detail: run_detail,
         reason: None,
     };
     let own_pass = own.iter().filter(|o| o.verdict.pass).count();
-    let own_note = if own.is_empty() {
-        String::new()
-    } else {
-        format!("; the problem's own check: {own_pass} of {} pass", own.len())
+    let own_note = if own.is_empty() { String::new() } else { format!("; {who}: {own_pass} of {} pass", own.len()) };
+    let warn_note = match warnings.len() {
+        0 => String::new(),
+        1 => format!("; warning: {}", warnings[0]),
+        n => format!("; {n} warnings, the first: {}", warnings[0]),
     };
     let worst = checks.iter().map(|c| c.comparison.max_abs_err).fold(0f64, f64::max);
-    let detail = StageDetail::Check(CheckDetail { seed, results: checks, user_rungs: vec![], own });
+    let diagnostics =
+        warnings.iter().map(|w| Diagnostic::warning(&v.path, Pos::WHOLE_FILE, w.clone())).collect::<Vec<_>>();
+    let detail = StageDetail::Check(CheckDetail { seed, results: checks, user_rungs: vec![], own, warnings });
     let check = match check_fail {
         Some((reason, why)) => StageOutcome {
             verdict: Verdict::Fail,
             summary: format!("{why}{own_note}"),
-            diagnostics: vec![],
+            diagnostics,
             detail,
             reason: Some(reason),
         },
         None => StageOutcome {
             verdict: Verdict::Pass,
-            summary: format!("matches the reference (max abs err {worst:.2e}, seed {seed}){own_note}"),
-            diagnostics: vec![],
+            summary: if warn_note.is_empty() {
+                format!("matches the reference (max abs err {worst:.2e}, seed {seed}){own_note}")
+            } else {
+                format!("passes the problem's own rule (max abs err {worst:.2e}, seed {seed}){own_note}{warn_note}")
+            },
+            diagnostics,
             detail,
             reason: None,
         },
     };
     RunOutcome { run, check: Some(check) }
+}
+
+/// Seeds for a problem's tests are drawn below this: ten times the largest seed its file names,
+/// at least 2^16, at most 2^31.
+pub fn problem_seed_range(tests: &[(BTreeMap<String, serde_json::Value>, usize, bool)]) -> u64 {
+    let largest = tests.iter().filter_map(|(a, _, _)| a.get("seed").and_then(|s| s.as_u64())).max().unwrap_or(0);
+    largest.saturating_mul(10).clamp(1 << 16, 1 << 31)
+}
+
+/// Distinct seeds in `1..range`, drawn from the check's seed (splitmix64), so a check's seed
+/// reproduces them.
+pub struct SeedDraw {
+    state: u64,
+    range: u64,
+    used: std::collections::BTreeSet<u64>,
+}
+
+impl SeedDraw {
+    pub fn new(seed: u64, range: u64) -> SeedDraw {
+        SeedDraw { state: seed, range: range.max(2), used: Default::default() }
+    }
+
+    pub fn draw(&mut self) -> u64 {
+        loop {
+            self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            let s = 1 + z % (self.range - 1);
+            if self.used.insert(s) || self.used.len() as u64 >= self.range - 1 {
+                return s;
+            }
+        }
+    }
+}
+
+/// The first line of a message (GPU MODE's verdicts run to several lines).
+fn one_line(s: &str) -> String {
+    let lines: Vec<&str> = s.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    match lines.len() {
+        0 => String::new(),
+        1 => lines[0].to_string(),
+        _ => format!("{} ({})", lines[0], lines[1..].join("; ")),
+    }
+}
+
+/// The Triton kernels a Python version declares: its `@triton.jit` functions (decorators such
+/// as `@triton.autotune` may stand above or below). Their launches are what the worker's launch
+/// hook sees; a CUDA kernel of load_inline's is not seen there, and is not listed.
+pub fn declared_kernels(source: &str) -> Vec<String> {
+    let triton = regex::Regex::new(r"@triton\.jit\b[^\n]*\n(?:[ \t]*@[^\n]*\n)*[ \t]*def\s+([A-Za-z_]\w*)")
+        .expect("static regex");
+    let mut out: Vec<String> = Vec::new();
+    for c in triton.captures_iter(source) {
+        let n = c[1].to_string();
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    out
+}
+
+/// What the compile phase says about a version before any case is judged: timing primitives it
+/// replaced, or kernels it declares that never launched.
+pub fn compile_phase_verdict(p: &protocol::ProblemOutcome, source: &str) -> Option<(Reason, String)> {
+    if !p.patched.is_empty() {
+        return Some((
+            Reason::TimerPatched,
+            format!("the version replaced {}: timing it cannot be trusted", p.patched.join(", ")),
+        ));
+    }
+    let launched = p.launched.as_ref()?;
+    let declared = declared_kernels(source);
+    if declared.is_empty() {
+        return None;
+    }
+    if declared.iter().any(|d| launched.iter().any(|l| l.contains(d.as_str()))) {
+        return None;
+    }
+    let shown: Vec<&str> = launched.iter().take(4).map(String::as_str).collect();
+    Some((
+        Reason::NoCustomKernel,
+        format!(
+            "the version declares {} but none of them launched; {}",
+            declared.iter().map(|d| format!("`{d}`")).collect::<Vec<_>>().join(", "),
+            if shown.is_empty() {
+                "no Triton kernel launched at all: the work was done some other way (a fallback?)".to_string()
+            } else {
+                format!(
+                    "the Triton kernels that did: {}{}",
+                    shown.join(", "),
+                    if launched.len() > 4 { ", …" } else { "" }
+                )
+            }
+        ),
+    ))
+}
+
+/// At most `max` characters, cut at a word and marked.
+fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let cut: String = s.chars().take(max).collect();
+    let at = cut.rfind(' ').unwrap_or(cut.len());
+    format!("{} …", &cut[..at])
+}
+
+/// What the cases of one test say, judged.
+#[derive(Debug, Default)]
+pub struct JudgedTest {
+    /// rung's own defences: a changed input, unwritten outputs.
+    pub run_fail: Option<(Reason, String)>,
+    /// rung's verdict where the format has no rule of its own, or an output it cannot compare.
+    pub check_fail: Option<(Reason, String)>,
+    /// The format's own verdict: the first case that fails, else the first.
+    pub own: Option<OwnVerdict>,
+    pub shape_differs: bool,
+    pub checks: Vec<OutputCheck>,
+    pub unwritten: BTreeMap<String, usize>,
+    /// (what it is about, the warning): one of a kind is kept per check, with a count.
+    pub warnings: Vec<(String, String)>,
+    pub notes: Vec<String>,
+}
+
+fn fmt_psnr(p: Option<f64>) -> String {
+    p.map_or("∞ dB".to_string(), |p| format!("{p:.1} dB"))
+}
+
+/// Judges the cases of one test: rung's defences first (inputs, poison), then the format's rule
+/// with rung's metrics beside it.
+pub fn judge_cases(cases: &[protocol::ProblemCase], label: &str) -> JudgedTest {
+    let mut j = JudgedTest::default();
+    // An output slot is unwritten where the poison survives in every case that poisoned it.
+    let mut unwritten: BTreeMap<String, usize> = BTreeMap::new();
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for c in cases {
+        for inp in &c.inputs {
+            if inp.changed > 0 && j.run_fail.is_none() {
+                j.run_fail = Some((
+                    Reason::InputMutated,
+                    format!(
+                        "the version changed its input `{}` ({} element(s)) (at {label}); outputs are {}",
+                        inp.name,
+                        inp.changed,
+                        if c.output_slots.is_empty() {
+                            "what it returns".to_string()
+                        } else {
+                            c.output_slots.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
+                        }
+                    ),
+                ));
+            }
+        }
+        for (slot, n) in &c.unwritten {
+            *seen.entry(slot.clone()).or_insert(0) += 1;
+            let e = unwritten.entry(slot.clone()).or_insert(usize::MAX);
+            *e = (*e).min(*n);
+        }
+    }
+    // A replay: the previous case's right answer returned again for inputs whose answer differs
+    // (an answer that is wrong both times, a constant, is a mismatch, not a memory).
+    let right = |c: &protocol::ProblemCase| match &c.own {
+        Some(o) => o.pass,
+        None => c.outputs.iter().all(|t| {
+            t.comparison.as_ref().is_some_and(|cmp| {
+                let [atol, rtol] = t.tolerance.unwrap_or([0.0, 0.0]);
+                metrics::judge(cmp, &crate::dtype::Tolerance { atol, rtol, min_psnr: None, min_cosine: None }).is_none()
+            })
+        }),
+    };
+    if let Some(c) = cases.iter().find(|c| !c.patched.is_empty()) {
+        j.run_fail = Some((
+            Reason::TimerPatched,
+            format!("the version replaced {} (at {label}): timing it cannot be trusted", c.patched.join(", ")),
+        ));
+    }
+    if j.run_fail.is_none()
+        && let Some(c) = cases.windows(2).find(|w| w[1].replayed && right(&w[0])).map(|w| &w[1])
+    {
+        j.run_fail = Some((
+            Reason::Memoised,
+            format!(
+                "the version returned the same output bit for bit for fresh inputs (seed {}, at {label}), where the reference's changed: a remembered answer",
+                c.seed
+            ),
+        ));
+    }
+    unwritten.retain(|_, n| *n > 0);
+    if j.run_fail.is_none()
+        && let Some((slot, n)) = unwritten.iter().next()
+    {
+        j.run_fail = Some((
+            Reason::Unwritten,
+            format!(
+                "{n} element(s) of `{slot}` were never written (at {label}): they still hold rung's poison{}",
+                match seen.get(slot).copied().unwrap_or(1) {
+                    1 => String::new(),
+                    k => format!(" in all {k} runs, each poisoned with a different pattern"),
+                }
+            ),
+        ));
+    }
+    j.unwritten = unwritten;
+    // The format's verdict: the first failing case's, else the first case's.
+    let verdicts: Vec<&OwnVerdict> = cases.iter().filter_map(|c| c.own.as_ref()).collect();
+    j.own = verdicts.iter().find(|o| !o.pass).or(verdicts.first()).map(|o| (*o).clone());
+    let has_rule = j.own.is_some();
+    for c in cases {
+        for n in &c.notes {
+            if !j.notes.contains(n) {
+                j.notes.push(n.clone());
+            }
+        }
+        if let Some(v) = &c.vacuous {
+            let key = format!("vacuous: {v}");
+            if !j.warnings.iter().any(|w| w.0 == key) {
+                j.warnings.push((key, format!("the rule is vacuous here: {v} (at {label})")));
+            }
+        }
+    }
+    // The case to show: the first with a failing output, else the first.
+    let mut shown: Option<Vec<OutputCheck>> = None;
+    let mut shown_fails = false;
+    for c in cases {
+        let mut these = Vec::new();
+        let mut failing = false;
+        for t in &c.outputs {
+            if t.output.shape != t.reference.shape {
+                j.shape_differs = true;
+            }
+            let Some(cmp) = &t.comparison else {
+                j.check_fail.get_or_insert((
+                    Reason::ShapeMismatch,
+                    format!(
+                        "`{}` at {label} is {} {:?}; the reference's is {} {:?}",
+                        t.name, t.output.dtype, t.output.shape, t.reference.dtype, t.reference.shape
+                    ),
+                ));
+                failing = true;
+                continue;
+            };
+            let [atol, rtol] = t.tolerance.unwrap_or([0.0, 0.0]);
+            let tol = crate::dtype::Tolerance { atol, rtol, min_psnr: None, min_cosine: None };
+            let reason = metrics::judge(cmp, &tol);
+            if let Some(why) = &reason {
+                failing = true;
+                if has_rule {
+                    let passes = cases.iter().all(|c| c.own.as_ref().is_none_or(|o| o.pass));
+                    if passes {
+                        let w = format!(
+                            "the format's rule passes `{}` at {label}, rung's {} tolerance (atol {atol:.0e}, rtol {rtol:.0e}) does not: {} of {} elements beyond it; max rel err {:.3e}, PSNR {}, cosine {:.6}",
+                            t.name,
+                            t.output.dtype,
+                            cmp.mismatches,
+                            cmp.elements,
+                            cmp.max_rel_err,
+                            fmt_psnr(cmp.psnr),
+                            cmp.cosine
+                        );
+                        let key = format!("rule: {}", t.name);
+                        if !j.warnings.iter().any(|x| x.0 == key) {
+                            j.warnings.push((key, w));
+                        }
+                    }
+                } else {
+                    let code = if cmp.nan_count + cmp.inf_count > 0 && cmp.mismatches > 0 {
+                        Reason::NonFinite
+                    } else {
+                        Reason::Mismatch
+                    };
+                    j.check_fail.get_or_insert((code, format!("`{}` at {label}: {why}", t.name)));
+                }
+            }
+            these.push(OutputCheck {
+                sizes: SizeSet::new(),
+                output: t.name.clone(),
+                pass: reason.is_none(),
+                reason,
+                comparison: cmp.clone(),
+            });
+        }
+        // The first failing case is the one shown, else the first case.
+        if shown.is_none() || (failing && !shown_fails) {
+            shown = Some(these);
+            shown_fails = failing;
+        }
+    }
+    j.checks = shown.unwrap_or_default();
+    j
+}
+
+#[cfg(test)]
+mod problem_tests {
+    use super::*;
+    use crate::protocol::{InputCheck, ProblemCase, ProblemOutcome, ProblemTensor, RuleFigures, TensorMeta};
+
+    fn meta(dtype: &str, shape: &[i64]) -> TensorMeta {
+        TensorMeta { dtype: dtype.into(), shape: shape.to_vec() }
+    }
+
+    /// A case whose one output is compared at f32's tolerance: `err` at one element of four.
+    fn case(seed: u64, err: f64, own: Option<bool>) -> ProblemCase {
+        let o = [1.0, 2.0 + err, 3.0, 4.0];
+        let r = [1.0, 2.0, 3.0, 4.0];
+        let tol = crate::dtype::Tolerance { atol: 1e-5, rtol: 1e-4, min_psnr: None, min_cosine: None };
+        ProblemCase {
+            seed,
+            seconds: 0.001,
+            phases: BTreeMap::new(),
+            outputs: vec![ProblemTensor {
+                name: "output".into(),
+                output: meta("f32", &[4]),
+                reference: meta("f32", &[4]),
+                comparison: Some(metrics::compare(&o, &r, &[4], &tol)),
+                tolerance: Some([1e-5, 1e-4]),
+                rule: None,
+            }],
+            inputs: vec![InputCheck { name: "data[0]".into(), changed: 0 }],
+            output_slots: vec!["data[2]".into()],
+            unwritten: BTreeMap::new(),
+            own: own.map(|pass| OwnVerdict { pass, message: if pass { String::new() } else { "mismatch".into() } }),
+            vacuous: None,
+            notes: vec![],
+            replayed: false,
+            patched: vec![],
+        }
+    }
+
+    #[test]
+    fn a_changed_input_fails_before_anything_else() {
+        let mut c = case(1, 0.5, Some(false));
+        c.inputs[0].changed = 12;
+        let j = judge_cases(&[c], "size=8");
+        let (reason, why) = j.run_fail.unwrap();
+        assert_eq!(reason, Reason::InputMutated);
+        assert!(why.contains("`data[0]` (12 element(s))") && why.contains("`data[2]`"), "{why}");
+    }
+
+    #[test]
+    fn unwritten_counts_what_stayed_poisoned_in_every_run() {
+        let mut a = case(1, 0.0, Some(true));
+        let mut b = case(2, 0.0, Some(true));
+        a.unwritten.insert("data[2]".into(), 5);
+        b.unwritten.insert("data[2]".into(), 3);
+        let j = judge_cases(&[a.clone(), b], "size=8");
+        assert_eq!(j.run_fail.as_ref().unwrap().0, Reason::Unwritten);
+        assert_eq!(j.unwritten["data[2]"], 3);
+        // An element written in one of the runs is not unwritten: poison that matched by chance.
+        let mut c = case(3, 0.0, Some(true));
+        c.unwritten.insert("data[2]".into(), 0);
+        let j = judge_cases(&[a, c], "size=8");
+        assert!(j.run_fail.is_none(), "{:?}", j.run_fail);
+    }
+
+    #[test]
+    fn a_replay_is_memoised_only_after_a_right_answer() {
+        let first = case(1, 0.0, Some(true));
+        let mut second = case(2, 0.5, Some(false));
+        second.replayed = true;
+        let j = judge_cases(&[first, second.clone()], "size=8");
+        assert_eq!(j.run_fail.unwrap().0, Reason::Memoised);
+        // Wrong both times (a constant): the rule's failure, not a memory.
+        let j = judge_cases(&[case(1, 0.5, Some(false)), second], "size=8");
+        assert!(j.run_fail.is_none());
+        assert!(!j.own.unwrap().pass);
+    }
+
+    #[test]
+    fn patched_timers_fail_the_run() {
+        let mut c = case(1, 0.0, Some(true));
+        c.patched = vec!["time.perf_counter".into()];
+        let (reason, why) = judge_cases(&[c], "size=8").run_fail.unwrap();
+        assert_eq!(reason, Reason::TimerPatched);
+        assert!(why.contains("time.perf_counter"));
+    }
+
+    #[test]
+    fn the_format_rule_decides_and_rung_warns_where_it_disagrees() {
+        // The rule passes an error rung's f32 tolerance does not: a pass, with the figures.
+        let j = judge_cases(&[case(1, 0.01, Some(true)), case(2, 0.01, Some(true))], "size=8");
+        assert!(j.run_fail.is_none() && j.check_fail.is_none());
+        assert!(j.own.as_ref().unwrap().pass);
+        assert_eq!(j.warnings.len(), 1, "one warning per output, however many cases: {:?}", j.warnings);
+        let w = &j.warnings[0].1;
+        assert!(w.contains("rung's f32 tolerance") && w.contains("max rel err") && w.contains("PSNR"), "{w}");
+        // The rule fails what rung's tolerance passes: the rule's verdict stands.
+        let j = judge_cases(&[case(1, 0.0, Some(false))], "size=8");
+        assert!(!j.own.unwrap().pass);
+        assert!(j.warnings.is_empty());
+        // No rule of the format's own: rung's tolerance decides.
+        let j = judge_cases(&[case(1, 0.5, None)], "size=8");
+        assert_eq!(j.check_fail.unwrap().0, Reason::Mismatch);
+    }
+
+    #[test]
+    fn a_vacuous_rule_is_a_warning_and_counts_need_matching_elements() {
+        let mut c = case(1, 0.0, Some(true));
+        c.vacuous = Some("an all-zero output passes KernelBench's rule too".into());
+        c.outputs[0].rule = Some(RuleFigures { mismatches: 0, zero_pass: 4, constant_pass: 0, constant: 2.5 });
+        let j = judge_cases(&[c], "the test");
+        assert!(j.warnings[0].1.starts_with("the rule is vacuous here: an all-zero output"), "{:?}", j.warnings);
+        // Different element counts cannot be compared: a shape mismatch, named.
+        let mut c = case(1, 0.0, None);
+        c.outputs[0].comparison = None;
+        c.outputs[0].output = meta("f32", &[5]);
+        let (reason, why) = judge_cases(&[c], "size=8").check_fail.unwrap();
+        assert_eq!(reason, Reason::ShapeMismatch);
+        assert!(why.contains("[5]") && why.contains("[4]"), "{why}");
+        // A reshaped output of as many elements is compared, and the shape is noted.
+        let mut c = case(1, 0.0, Some(false));
+        c.outputs[0].output = meta("f32", &[1, 4]);
+        assert!(judge_cases(&[c], "size=8").shape_differs);
+    }
+
+    #[test]
+    fn triton_kernels_declared_and_never_launched_are_named() {
+        let src = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/gpu-mode/outslot/versions/v010-wrong-no-custom-kernel.py"
+        ))
+        .unwrap();
+        assert_eq!(declared_kernels(&src), vec!["add_kernel".to_string()]);
+        let autotuned = "@triton.autotune(configs=[], key=['n'])\n@triton.jit\n@some.other\ndef k1(x):\n    pass\n\n@triton.jit(do_not_specialize=['n'])\ndef k2(x, n):\n    pass\n";
+        assert_eq!(declared_kernels(autotuned), vec!["k1".to_string(), "k2".to_string()]);
+        assert!(declared_kernels("import torch\n# @triton.jit is not used here\n").is_empty());
+        let outcome = |launched: Option<Vec<&str>>| ProblemOutcome {
+            args: BTreeMap::new(),
+            cases: vec![],
+            launched: launched.map(|l| l.into_iter().map(String::from).collect()),
+            patched: vec![],
+        };
+        let (reason, why) = compile_phase_verdict(&outcome(Some(vec![])), &src).unwrap();
+        assert_eq!(reason, Reason::NoCustomKernel);
+        assert!(why.contains("`add_kernel`"), "{why}");
+        assert!(compile_phase_verdict(&outcome(Some(vec!["add_kernel"])), &src).is_none());
+        // Not listed (no GPU): no verdict either way.
+        assert!(compile_phase_verdict(&outcome(None), &src).is_none());
+        let mut patched = outcome(None);
+        patched.patched = vec!["torch.cuda.Event.elapsed_time".into()];
+        assert_eq!(compile_phase_verdict(&patched, "").unwrap().0, Reason::TimerPatched);
+    }
+
+    #[test]
+    fn problem_seeds_are_distinct_reproducible_and_in_the_files_range() {
+        let tests = vec![(BTreeMap::from([("seed".to_string(), serde_json::json!(4242))]), 2, false)];
+        assert_eq!(problem_seed_range(&tests), 65_536, "at least 2^16");
+        let big = vec![(BTreeMap::from([("seed".to_string(), serde_json::json!(93_246))]), 2, false)];
+        assert_eq!(problem_seed_range(&big), 932_460);
+        let draw = |seed| {
+            let mut d = SeedDraw::new(seed, 65_536);
+            (0..200).map(|_| d.draw()).collect::<Vec<_>>()
+        };
+        let a = draw(7);
+        assert_eq!(a, draw(7), "the check's seed reproduces its inputs");
+        assert_ne!(a, draw(8));
+        assert!(a.iter().all(|s| (1..65_536).contains(s)));
+        let unique: std::collections::BTreeSet<_> = a.iter().collect();
+        assert_eq!(unique.len(), a.len());
+    }
 }

@@ -66,6 +66,13 @@ fn lines<'a>(app: &'a App, v: &'a VersionView, width: usize, height: usize) -> V
         .map(|r| format!(" · ran on {} via {}", r.describe(), r.runner.as_deref().unwrap_or("this machine")))
         .unwrap_or_default();
     out.push(Line::styled(format!("seed {}{place}", detail.seed), t.fg(Role::Dim)));
+    // A pass that deserves a second look says so before the figures.
+    for w in &detail.warnings {
+        out.push(Line::from(vec![
+            Span::styled("⚠ ", t.fg(Role::Warning).add_modifier(Modifier::BOLD)),
+            Span::styled(w.as_str(), t.fg(Role::Warning)),
+        ]));
+    }
     out.push(Line::from(""));
     metrics(t, detail, width, &mut out);
     // The error map and mismatches of the first output that failed, else of the first.
