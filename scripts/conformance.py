@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""rung's verdicts on a conformance folder, beside the expected ones.
+
+    python3 scripts/conformance.py RUNG CONFORMANCE_DIR [WORK_DIR]
+
+CONFORMANCE_DIR holds `gpu-mode/` (GPU MODE reference-kernels problem folders, each with
+`solutions/correct/` and `solutions/wrong/`, `utils.py` and `eval.py` one level up) and
+`kernelbench/` (KernelBench problem files). Each problem becomes a workspace under WORK_DIR
+(the problem's files, unmodified, and its solutions as versions); KernelBench problems get the
+versions under `scripts/conformance/kernelbench/<problem>/`. rung checks each workspace
+(`rung check --json --no-bench`) and a row per version says what rung said, what was expected,
+the reason and how long the check took. It exits 1 when any row disagrees.
+
+Expected: a correct solution passes and a wrong one fails, except where GPU MODE's own check
+fails a solution its folder calls correct (EXPECT below, with the cause rung must name).
+KernelBench versions say it in their name: `wrong` fails, `warn` passes with a warning.
+Afterwards vectoradd's (or the first GPU MODE problem's) first version is saved again under
+`rung watch`: the time of that warm re-check is the loop's. CONFORMANCE_ONLY=a,b keeps only
+the problems named.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ONLY = [p for p in os.environ.get("CONFORMANCE_ONLY", "").split(",") if p]
+
+
+def wanted(name):
+    return not ONLY or name in ONLY
+
+# (problem, solution file) -> (verdict, words the failing summary must contain, why).
+EXPECT = {
+    ("vectorsum_py", "correct/pytorch.py"): (
+        "fail", ["shape"], "GPU MODE's own check fails it: it returns shape (1,), the reference ()"),
+    ("conv2d_py", "correct/ref.py"): (
+        "fail", ["TF32"], "GPU MODE's own check fails it at atol = rtol = 1e-3: cuDNN's TF32 is on"),
+}
+
+
+def check(rung, ws, versions=()):
+    t = time.perf_counter()
+    p = subprocess.run([rung, "check", "--json", "--no-bench", "-C", ws, *versions],
+                       capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    try:
+        report = json.loads(p.stdout)
+    except ValueError:
+        sys.stderr.write("%s: rung check printed no report (exit %d):\n%s\n" % (ws, p.returncode, p.stderr[-3000:]))
+        return None, wall
+    return report, wall
+
+
+def verdict_of(v):
+    """(verdict, reason, summary, warnings) of one version of a report."""
+    stages = v.get("stages", [])
+    bad = next((s for s in stages if s.get("verdict") not in ("pass", "skipped")), None)
+    chk = next((s for s in stages if s.get("stage") == "check"), None)
+    warnings = ((chk or {}).get("detail") or {}).get("warnings") or []
+    if bad:
+        return "fail", bad.get("reason") or "", "%s: %s" % (bad.get("stage"), bad.get("summary", "")), warnings
+    return "pass", "", "%s: %s" % (chk.get("stage"), chk.get("summary", "")) if chk else "", warnings
+
+
+def gpu_mode(root, work):
+    rows = []
+    for name in sorted(os.listdir(root)):
+        src = os.path.join(root, name)
+        if not os.path.isfile(os.path.join(src, "task.yml")) or not wanted(name):
+            continue
+        ws = os.path.join(work, "gpu-mode", name)
+        shutil.rmtree(ws, ignore_errors=True)
+        os.makedirs(os.path.join(ws, "versions"))
+        for f in os.listdir(src):
+            if f.endswith((".py", ".yml")):
+                shutil.copy(os.path.join(src, f), ws)
+        for f in ("utils.py",):
+            if os.path.isfile(os.path.join(root, f)):
+                shutil.copy(os.path.join(root, f), ws)
+        names = {}
+        n = 0
+        for kind in ("correct", "wrong"):
+            d = os.path.join(src, "solutions", kind)
+            for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+                n += 1
+                vid = "v%03d" % n
+                shutil.copy(os.path.join(d, f), os.path.join(ws, "versions", "%s-%s-%s" % (vid, kind, f)))
+                names[vid] = "%s/%s" % (kind, f)
+        report, wall = check(RUNG, ws)
+        for v in (report or {}).get("versions", []):
+            sol = names.get(v["id"], v["id"])
+            want, words, why = EXPECT.get((name, sol), ("pass" if sol.startswith("correct") else "fail", [], ""))
+            got, reason, summary, warnings = verdict_of(v)
+            ok = got == want and all(w.lower() in summary.lower() for w in words)
+            rows.append(dict(problem=name, version=sol, expected=want, got=got, reason=reason, ok=ok,
+                             summary=summary, warnings=warnings, why=why, seconds=wall))
+        if report is None:
+            rows.append(dict(problem=name, version="*", expected="a report", got="none", reason="", ok=False,
+                             summary="", warnings=[], why="", seconds=wall))
+    return rows
+
+
+def kernelbench(root, work):
+    rows = []
+    for f in sorted(os.listdir(root)):
+        if not f.endswith(".py"):
+            continue
+        stem = f[:-3]
+        mine = os.path.join(HERE, "conformance", "kernelbench", stem)
+        if not os.path.isdir(mine) or not wanted(stem):
+            continue
+        ws = os.path.join(work, "kernelbench", stem)
+        shutil.rmtree(ws, ignore_errors=True)
+        os.makedirs(os.path.join(ws, "versions"))
+        shutil.copy(os.path.join(root, f), ws)
+        for v in sorted(os.listdir(mine)):
+            shutil.copy(os.path.join(mine, v), os.path.join(ws, "versions", v))
+        for v in sorted(os.listdir(mine)):
+            vid = v.split("-")[0]
+            report, wall = check(RUNG, ws, [vid])
+            for r in (report or {}).get("versions", []):
+                want = "fail" if "wrong" in v else "pass"
+                got, reason, summary, warnings = verdict_of(r)
+                ok = got == want and (("warn" not in v) or bool(warnings))
+                rows.append(dict(problem=stem, version=v, expected=want + (" + warning" if "warn" in v else ""),
+                                 got=got + (" + warning" if warnings else ""), reason=reason, ok=ok,
+                                 summary=summary, warnings=warnings, why="", seconds=wall))
+            if report is None:
+                rows.append(dict(problem=stem, version=v, expected="a report", got="none", reason="", ok=False,
+                                 summary="", warnings=[], why="", seconds=wall))
+    return rows
+
+
+def warm_recheck(work, limit=300.0):
+    """The loop's figure: `rung watch --json --no-bench` on the first GPU MODE problem; once every
+    version is checked, its first version is saved again. Returns (problem, version, seconds from
+    the save to the check's result, seconds from rung seeing the change to the result)."""
+    base = os.path.join(work, "gpu-mode")
+    if not os.path.isdir(base) or not os.listdir(base):
+        return None
+    names = sorted(os.listdir(base))
+    # GPU MODE's own eval.py is timed on vectoradd: the same problem, when it is there.
+    name = "vectoradd_py" if "vectoradd_py" in names else names[0]
+    ws = os.path.join(base, name)
+    vdir = os.path.join(ws, "versions")
+    versions = sorted(os.listdir(vdir))
+    first = versions[0]
+    vid = first.split("-")[0]
+    p = subprocess.Popen([RUNG, "watch", "--json", "--no-bench", "-C", ws], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True)
+    done, saved, seen = set(), None, None
+    start = time.time()
+    try:
+        for line in p.stdout:
+            ev = json.loads(line)
+            if time.time() - start > limit:
+                return None
+            if ev.get("event") == "done" and ev.get("generation") == 1:
+                done.add(ev["version"])
+                if len(done) == len(versions) and saved is None:
+                    time.sleep(1.0)
+                    saved = time.time()
+                    with open(os.path.join(vdir, first), "a") as fh:
+                        fh.write("\n# saved again\n")
+            elif ev.get("event") == "changed" and saved is not None:
+                seen = ev["unix_ms"] / 1e3
+            elif ev.get("event") == "done" and saved is not None and ev.get("version") == vid:
+                t = ev["unix_ms"] / 1e3
+                run = next((st for st in ev["report"]["stages"] if st["stage"] == "run"), {})
+                phases = (run.get("detail") or {}).get("phases") or {}
+                print("warm re-check phases (s): " + ", ".join("%s %.3f" % kv for kv in sorted(phases.items())))
+                return name, first, t - saved, t - (seen or saved)
+    finally:
+        p.kill()
+        p.wait()
+    return None
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    RUNG = os.path.abspath(sys.argv[1])
+    conf = os.path.abspath(sys.argv[2])
+    work = os.path.abspath(sys.argv[3]) if len(sys.argv) > 3 else os.path.join(os.getcwd(), "conformance-work")
+    rows = []
+    if os.path.isdir(os.path.join(conf, "gpu-mode")):
+        rows += gpu_mode(os.path.join(conf, "gpu-mode"), work)
+    if os.path.isdir(os.path.join(conf, "kernelbench")):
+        rows += kernelbench(os.path.join(conf, "kernelbench"), work)
+    print("| problem | version | expected | rung | reason | check (s) | agrees | rung's summary |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        s = r["summary"].replace("|", "/").replace("\n", " ")
+        if r["warnings"]:
+            s += " WARNING: " + r["warnings"][0].replace("|", "/")
+        print("| %s | %s | %s | %s | %s | %.1f | %s | %s |" % (
+            r["problem"], r["version"], r["expected"], r["got"], r["reason"], r["seconds"],
+            "yes" if r["ok"] else "**NO**", s[:400]))
+    w = warm_recheck(work)
+    if w:
+        print("\nwarm re-check after a save (rung watch): %s %s: %.2f s from the save to its check's result, "
+              "%.2f s from rung seeing the change" % w)
+    bad = sum(1 for r in rows if not r["ok"])
+    print("\n%d passed, %d failed" % (len(rows) - bad, bad))
+    sys.exit(1 if bad else 0)
