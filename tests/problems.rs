@@ -1,0 +1,108 @@
+//! GPU MODE problems judged the pmpp_v2 way, with torch on the CPU: the output handed in through
+//! `data`, and one fixture per cheat family failing with its own reason code. The same fixture
+//! runs on the GPU in `rung selftest --gpu`. torch is not part of rung's setup (its wheels here
+//! are CUDA builds of 3 GB), so without it in rung's Python these tests say so and stop.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+mod common;
+
+fn python_with_torch() -> Option<String> {
+    let tc = common::doctor_toolchain();
+    let python = tc["python"]["path"].as_str().map(str::to_string)?;
+    if Command::new(&python).args(["-c", "import torch"]).output().is_ok_and(|o| o.status.success()) {
+        return Some(python);
+    }
+    eprintln!(
+        "SKIPPED: rung's Python ({python}) has no torch; GPU MODE and KernelBench problems need it (`{python} -m pip install torch`)"
+    );
+    None
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let p = e.path();
+        if p.is_dir() {
+            copy_dir(&p, &to.join(e.file_name()));
+        } else {
+            std::fs::copy(&p, to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// version id → (verdict, reason of the first stage that did not pass, its summary).
+fn check(ws: &Path, versions: &[&str]) -> BTreeMap<String, (String, String, String)> {
+    let out = Command::new(env!("CARGO_BIN_EXE_rung"))
+        .args(["check", "--json", "--no-bench", "-C"])
+        .arg(ws)
+        .args(versions)
+        .output()
+        .unwrap();
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let mut got = BTreeMap::new();
+    for v in report["versions"].as_array().unwrap() {
+        let stages = v["stages"].as_array().unwrap();
+        let bad = stages.iter().find(|s| s["verdict"] != "pass" && s["verdict"] != "skipped");
+        let last = bad.or(stages.last()).unwrap();
+        got.insert(
+            v["id"].as_str().unwrap().to_string(),
+            (
+                v["verdict"].as_str().unwrap().to_string(),
+                last["reason"].as_str().unwrap_or("").to_string(),
+                last["summary"].as_str().unwrap_or("").to_string(),
+            ),
+        );
+    }
+    got
+}
+
+#[test]
+fn pmpp_v2_outputs_in_data_and_every_cheat_family_its_reason() {
+    let Some(_) = python_with_torch() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("outslot");
+    copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gpu-mode/outslot")), &ws);
+    let t = Instant::now();
+    let got = check(&ws, &["v001", "v002", "v003", "v004", "v005", "v006", "v008", "v009"]);
+    for (id, verdict, reason) in [
+        ("v001", "pass", ""),
+        ("v002", "pass", ""),
+        ("v003", "fail", "input-mutated"),
+        ("v004", "fail", "unwritten"),
+        ("v005", "fail", "crashed"),
+        ("v006", "fail", "memoised"),
+        ("v008", "fail", "unwritten"),
+        ("v009", "fail", "timer-patched"),
+    ] {
+        let (v, r, summary) = &got[id];
+        assert_eq!((v.as_str(), r.as_str()), (verdict, reason), "{id}: {summary}");
+    }
+    // The writer into C is not an input mutation: the output slot is named.
+    assert!(
+        got["v003"].2.contains("`data[0]`") && got["v003"].2.contains("outputs are `data[2]`"),
+        "{:?}",
+        got["v003"]
+    );
+    assert!(got["v005"].2.contains("exited with status 0"), "{:?}", got["v005"]);
+    // Eight versions, one of which ends its own process: no time-out anywhere.
+    assert!(t.elapsed() < Duration::from_secs(120), "{:?}", t.elapsed());
+}
+
+#[test]
+fn the_format_rule_decides_and_a_wrong_answer_fails_by_it() {
+    let Some(_) = python_with_torch() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("vectorsum");
+    copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gpu-mode/vectorsum")), &ws);
+    let got = check(&ws, &["v001", "v003"]);
+    assert_eq!(got["v001"].0, "pass", "{:?}", got["v001"]);
+    let (v, r, summary) = &got["v003"];
+    assert_eq!((v.as_str(), r.as_str()), ("fail", "problem-check"), "{summary}");
+    assert!(summary.starts_with("the problem's check_implementation fails at size="), "{summary}");
+}
