@@ -224,6 +224,10 @@ pub struct Fork {
     /// the GPU alone, while they compile. Without it each prewarm child runs run() on the GPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prewarm_arch: Option<u32>,
+    /// A secret of this fork's that the child puts on every answer (`Response::token`), so a
+    /// line the version writes to the protocol's stream does not pass for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -389,6 +393,9 @@ pub struct Response {
     /// The request's id; absent on the zygote's `WorkerDied` line.
     #[serde(default)]
     pub id: Option<u64>,
+    /// A forked child's answers carry its fork's token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
     pub ok: bool,
     /// Wall seconds of the call or launch, synchronised.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -315,6 +315,8 @@ pub enum Reason {
     /// The version declares its own kernels (Triton, CUDA) but none of them launched: the work
     /// was done by something else (a fallback to torch).
     NoCustomKernel,
+    /// A line on rung's channel that was not the worker's answer: the version wrote it.
+    ForgedReply,
 }
 
 impl Reason {

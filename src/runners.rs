@@ -31,6 +31,10 @@ pub enum Failure {
     Died(String),
     /// The worker answered something that is not the protocol, or could not start.
     Protocol(String),
+    /// A line on the protocol's stream that is not the child's answer to the request: another
+    /// id, or without the fork's token. Something else wrote it (the version, to its inherited
+    /// descriptors); the child was killed.
+    Forged(String),
 }
 
 impl std::fmt::Display for Failure {
@@ -41,6 +45,7 @@ impl std::fmt::Display for Failure {
             }
             Failure::Died(why) => write!(f, "{why}"),
             Failure::Protocol(why) => write!(f, "{why}"),
+            Failure::Forged(why) => write!(f, "{why}"),
         }
     }
 }
@@ -217,6 +222,19 @@ pub struct Zygote {
     pub interpret: bool,
     child: Option<u32>,
     next_id: u64,
+    /// The current child's token, on each of its answers.
+    token: Option<String>,
+}
+
+/// 128 bits from std's randomly keyed hasher: a fork's token, new for every check.
+fn fork_token() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let word = || {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+        h.finish()
+    };
+    format!("{:016x}{:016x}", word(), word())
 }
 
 impl Zygote {
@@ -231,7 +249,7 @@ impl Zygote {
         }
         let log = env.logs.join(format!("python-{}.log", if interpret { "interpret" } else { "cuda" }));
         let worker = Worker::start(cmd, &log)?;
-        Ok(Zygote { worker, live, interpret, child: None, next_id: 1 })
+        Ok(Zygote { worker, live, interpret, child: None, next_id: 1, token: None })
     }
 
     pub fn hello(&self) -> &Hello {
@@ -246,13 +264,17 @@ impl Zygote {
     /// Forks the child for one check; in `Cuda` mode it opens the GPU first. Returns the fork's
     /// answer (its phases: fork, cuda_init).
     pub fn fork(&mut self, mode: CallMode, limit: Duration) -> Result<Response, Failure> {
-        self.fork_with(Fork { mode, prewarm: vec![], prewarm_seconds: None, prewarm_arch: None }, limit)
+        self.fork_with(Fork { mode, prewarm: vec![], prewarm_seconds: None, prewarm_arch: None, token: None }, limit)
     }
 
-    /// As [`Zygote::fork`], with prewarm calls.
-    pub fn fork_with(&mut self, fork: Fork, limit: Duration) -> Result<Response, Failure> {
+    /// As [`Zygote::fork`], with prewarm calls. The child gets a token of its own to put on
+    /// every answer.
+    pub fn fork_with(&mut self, mut fork: Fork, limit: Duration) -> Result<Response, Failure> {
         self.end_child();
         let id = self.id();
+        let token = fork_token();
+        fork.token = Some(token.clone());
+        self.token = Some(token);
         let resp = self.worker.call(&Request { id, op: Op::Fork(fork) }, limit)?;
         if resp.ok {
             self.child = resp.pid;
@@ -275,6 +297,19 @@ impl Zygote {
                 }
                 let e = resp.error.unwrap_or_else(|| WorkerError::new("WorkerDied", "the child died"));
                 Err(Failure::Died(format!("{}{}", e.message, self.worker.log_tail())))
+            }
+            Ok(resp) if resp.id != Some(id) || resp.token != self.token => {
+                // Not the child's answer. Whatever else was written is still in the channel, so
+                // the child and the zygote both go; the next check starts a new zygote.
+                if let Some(pid) = self.child.take() {
+                    signal_kill(pid);
+                    live_remove(&self.live, pid);
+                }
+                self.worker.kill();
+                Err(Failure::Forged(format!(
+                    "a line on rung's channel that is not the child's answer ({}): the version wrote to the channel itself",
+                    if resp.id != Some(id) { "another request's id" } else { "without this check's token" }
+                )))
             }
             Ok(resp) => Ok(resp),
             Err(Failure::Timeout(d)) => {

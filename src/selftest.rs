@@ -318,9 +318,23 @@ fn version_runs(label: &str, report: &crate::report::CheckReport) -> Vec<Version
 fn expected_reason(name: &str) -> Option<crate::report::Reason> {
     use crate::report::Reason::*;
     let rest = name.rsplit('/').next()?.split_once("wrong-")?.1;
-    [InputMutated, Unwritten, Crashed, Memoised, ProblemCheck, ShapeMismatch, Mismatch, Timeout, NonFinite, Exception]
-        .into_iter()
-        .find(|r| rest.starts_with(&r.name()))
+    [
+        InputMutated,
+        Unwritten,
+        Crashed,
+        Memoised,
+        ProblemCheck,
+        ShapeMismatch,
+        Mismatch,
+        Timeout,
+        NonFinite,
+        Exception,
+        TimerPatched,
+        NoCustomKernel,
+        ForgedReply,
+    ]
+    .into_iter()
+    .find(|r| rest.starts_with(&r.name()))
 }
 
 /// The demo workspace with the versions only the selftest adds: PTX, a `rung_run` host entry and

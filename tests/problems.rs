@@ -68,8 +68,10 @@ fn pmpp_v2_outputs_in_data_and_every_cheat_family_its_reason() {
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path().join("outslot");
     copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gpu-mode/outslot")), &ws);
+    // A version after the forger: the channel it wrote into must not answer for this one.
+    std::fs::copy(ws.join("versions/v001-fills-output.py"), ws.join("versions/v012-after-the-forger.py")).unwrap();
     let t = Instant::now();
-    let got = check(&ws, &["v001", "v002", "v003", "v004", "v005", "v006", "v008", "v009"]);
+    let got = check(&ws, &["v001", "v002", "v003", "v004", "v005", "v006", "v008", "v009", "v011", "v012"]);
     for (id, verdict, reason) in [
         ("v001", "pass", ""),
         ("v002", "pass", ""),
@@ -79,6 +81,8 @@ fn pmpp_v2_outputs_in_data_and_every_cheat_family_its_reason() {
         ("v006", "fail", "memoised"),
         ("v008", "fail", "unwritten"),
         ("v009", "fail", "timer-patched"),
+        ("v011", "fail", "forged-reply"),
+        ("v012", "pass", ""),
     ] {
         let (v, r, summary) = &got[id];
         assert_eq!((v.as_str(), r.as_str()), (verdict, reason), "{id}: {summary}");

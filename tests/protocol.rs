@@ -96,6 +96,7 @@ fn samples() -> Vec<Message> {
                 }],
                 prewarm_seconds: Some(10.0),
                 prewarm_arch: Some(90),
+                token: None,
             }),
         }),
         Message::Request(Request {
@@ -251,10 +252,13 @@ fn the_python_worker_speaks_the_protocol_and_the_zygote_survives_a_crashed_child
                 prewarm: vec![],
                 prewarm_seconds: None,
                 prewarm_arch: None,
+                token: Some(format!("token-{round}")),
             }),
         });
         let forked: Response = serde_json::from_value(next(true)).unwrap();
         assert!(forked.ok && forked.pid.is_some(), "{forked:?}");
+        // The child's answers carry its fork's token; the zygote's death reports do not.
+        assert_eq!(forked.token.as_deref(), Some(format!("token-{round}").as_str()));
         assert!(forked.phases.contains_key("fork"));
         send(Request {
             id: 2,
@@ -400,6 +404,7 @@ fn the_compile_only_prewarm_fills_the_triton_cache_without_a_gpu() {
         prewarm: vec![call(3, 1000), call(256, 4096)],
         prewarm_seconds: Some(120.0),
         prewarm_arch: Some(90),
+        token: None,
     };
     let req = Request { id: 1, op: Op::Fork(fork) };
     writeln!(stdin, "{}", serde_json::to_string(&req).unwrap()).unwrap();

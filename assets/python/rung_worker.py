@@ -44,7 +44,12 @@ TORCH_NAMES = {
 _proto = None  # the protocol's stream (the original standard output)
 
 
+_token = None  # a forked child's token (the fork request's), on each of its answers
+
+
 def _send(obj):
+    if _token is not None and "id" in obj:
+        obj = dict(obj, token=_token)
     _proto.write(json.dumps(obj) + "\n")
     _proto.flush()
 
@@ -1051,6 +1056,8 @@ def _leave():
 
 
 def _serve_child(fork_req, t_fork, gate):
+    global _token
+    _token = fork_req.get("token")
     mode = fork_req.get("mode", "interpret")
     state = {"mode": mode, "imported": set(), "dir": os.environ.get("RUNG_WORKER_DIR", "/tmp")}
     phases = {"fork": time.perf_counter() - t_fork}

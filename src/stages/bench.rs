@@ -488,6 +488,7 @@ fn worker_failure(f: Failure) -> StageOutcome {
         Failure::Timeout(_) => Some(Reason::Timeout),
         Failure::Died(_) => Some(Reason::Crashed),
         Failure::Protocol(_) => None,
+        Failure::Forged(_) => Some(Reason::ForgedReply),
     };
     fail(if reason.is_some() { Verdict::Fail } else { Verdict::Error }, reason, f.to_string())
 }

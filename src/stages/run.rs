@@ -160,6 +160,7 @@ fn failure_reason(f: &Failure) -> (Verdict, Option<Reason>) {
         Failure::Timeout(_) => (Verdict::Fail, Some(Reason::Timeout)),
         Failure::Died(_) => (Verdict::Fail, Some(Reason::Crashed)),
         Failure::Protocol(_) => (Verdict::Error, None),
+        Failure::Forged(_) => (Verdict::Fail, Some(Reason::ForgedReply)),
     }
 }
 
@@ -453,7 +454,7 @@ impl<'a> Checker<'a> {
         let mode = self.mode;
         let z = self.runners.zygote(interpret).map_err(|e| e.to_string())?;
         let resp = z
-            .fork_with(protocol::Fork { mode, prewarm, prewarm_seconds, prewarm_arch }, limit)
+            .fork_with(protocol::Fork { mode, prewarm, prewarm_seconds, prewarm_arch, token: None }, limit)
             .map_err(|e| format!("the Python worker could not fork: {e}"))?;
         if !resp.ok {
             let e = resp.error.unwrap_or_else(|| WorkerError::new("WorkerDied", "the child did not start"));
