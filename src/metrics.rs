@@ -1,5 +1,8 @@
-//! The comparison metrics, pinned (DESIGN.md, "Metrics"): computed once, in Rust and in f64,
-//! whatever ran the kernel, so every part of rung and every report agrees.
+//! The comparison metrics, pinned (DESIGN.md, "Metrics"): computed in f64, whatever ran the
+//! kernel, so every part of rung and every report agrees. Here in Rust for everything rung draws
+//! itself; for GPU MODE and KernelBench problems, whose tensors can be gigabytes on the GPU, by
+//! the same formulas in the worker (`assets/python/rung_problem.py`, `compare`), held to these
+//! figures by `tests/protocol.rs`.
 //!
 //! With o = output and r = reference, element-wise:
 //! - max abs err = max |o − r|; mean abs err; MSE; RMSE

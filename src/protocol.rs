@@ -270,8 +270,6 @@ pub struct Problem {
     /// version that declares some.
     #[serde(default)]
     pub list_kernels: bool,
-    /// Scratch folder for the worker.
-    pub dir: PathBuf,
 }
 
 /// Timing requests. The first of a series carries `launch` or `call` and the input sets: the
@@ -536,8 +534,6 @@ pub struct ProblemCase {
     pub seed: u64,
     /// The version's call, synchronised.
     pub seconds: f64,
-    #[serde(default)]
-    pub phases: BTreeMap<String, f64>,
     /// Each tensor the version returned beside the reference's at the same position.
     pub outputs: Vec<ProblemTensor>,
     /// Every tensor handed to the version that is not an output: elements whose bits changed.

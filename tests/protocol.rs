@@ -112,7 +112,6 @@ fn samples() -> Vec<Message> {
                 warmup: false,
                 benchmark: false,
                 list_kernels: false,
-                dir: "/dev/shm/t0".into(),
             }),
         }),
         Message::Request(Request { id: 11, op: Op::Exit }),

@@ -976,8 +976,8 @@ def _problem(req, state):
             model_new = state["model_new"]
         if req.get("warmup"):
             # The compile phase: the version's first call (load_inline, torch.compile and
-            # Triton compile here), then a second under torch's profiler for the kernels it
-            # launches; for GPU MODE, the tensors ref_kernel writes.
+            # Triton compile here), then, for a version that declares Triton kernels, a second
+            # whose launches are listed; for GPU MODE, the tensors ref_kernel writes.
             t = time.perf_counter()
             # Its inputs are drawn under a seed of their own (seeds[-1]), so nothing it leaves
             # behind, freed memory included, holds a judged case's answer.
@@ -1027,7 +1027,6 @@ def _problem(req, state):
     for c in cases:
         for k, v in c.pop("phases").items():
             phases[k] = phases.get(k, 0.0) + v
-        c["phases"] = {}
     resp = {"seconds": sum(c["seconds"] for c in cases), "phases": phases,
             "problem": {"args": args, "cases": cases}}
     if device == "cuda":

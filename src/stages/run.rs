@@ -1233,7 +1233,6 @@ pub fn run_problem(
             (d.name().to_string(), [t.atol, t.rtol])
         })
         .collect();
-    let scratch = runners.scratch(&v.id);
     let mut runs = Vec::new();
     let mut checks = Vec::new();
     let mut own = Vec::new();
@@ -1283,7 +1282,6 @@ pub fn run_problem(
             warmup,
             benchmark: is_bench,
             list_kernels: warmup && declares_kernels,
-            dir: scratch.join(format!("t{ti}")),
         };
         let mut steps = vec![(false, limits.run)];
         if ti == 0 {
@@ -1386,7 +1384,6 @@ pub fn run_problem(
         .map(|(_, w, n)| if n > 1 { format!("{w} (and at {} more)", n - 1) } else { w })
         .collect();
     runners.end_children();
-    let _ = std::fs::remove_dir_all(&scratch);
     runners.reap();
     let launched = keep_launched(ws, tc, v, launched, &mut runners.background);
     let run_detail = StageDetail::Run(RunDetail {
@@ -1761,7 +1758,6 @@ mod problem_tests {
         ProblemCase {
             seed,
             seconds: 0.001,
-            phases: BTreeMap::new(),
             outputs: vec![ProblemTensor {
                 name: "output".into(),
                 output: meta("f32", &[4]),
