@@ -270,6 +270,10 @@ pub struct Problem {
     /// version that declares some.
     #[serde(default)]
     pub list_kernels: bool,
+    /// With `warmup`, on a GPU: list every GPU kernel that call launches (torch's profiler), for
+    /// a version that declares CUDA kernels (`__global__`, load_inline's).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub list_gpu_kernels: bool,
 }
 
 /// Timing requests. The first of a series carries `launch` or `call` and the input sets: the
@@ -430,6 +434,11 @@ pub struct Response {
     /// Why samples carry no `busy_ms` (CUPTI not found, refused or off; or a Python worker).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timer_note: Option<String>,
+    /// A bench: the largest carve-out of persisting L2 (cudaLimitPersistingL2CacheSize) the
+    /// version had set before a timed call, in bytes; rung set it to zero and reset the
+    /// persisting lines before each timed call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l2_persisting_bytes: Option<u64>,
     /// Measured ceilings by method, in GB/s (copy) or TFLOP/s (GEMM).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub ceilings: BTreeMap<String, f64>,
@@ -521,10 +530,18 @@ pub struct ProblemOutcome {
     /// worker's launch hook); absent where they were not listed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launched: Option<Vec<String>>,
+    /// The compile phase: every GPU kernel the version's second call launched, by name (torch's
+    /// profiler); absent where they were not listed or the profiler recorded none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launched_gpu: Option<Vec<String>>,
     /// Timing primitives (time.perf_counter, torch.cuda.Event, synchronize...) the version
     /// replaced.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub patched: Vec<String>,
+    /// The judge's own functions (the problem's modules, rung's, torch operations) the version
+    /// replaced or changed: `reference.check_implementation`, `torch.allclose`...
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub harness: Vec<String>,
 }
 
 /// One call of the version on fresh inputs, judged.
@@ -561,6 +578,9 @@ pub struct ProblemCase {
     /// Timing primitives the version had replaced when its call returned.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub patched: Vec<String>,
+    /// The judge's own functions the version had replaced or changed when its call returned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub harness: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -317,6 +317,13 @@ pub enum Reason {
     NoCustomKernel,
     /// A line on rung's channel that was not the worker's answer: the version wrote it.
     ForgedReply,
+    /// The version replaced or changed a function its judge runs: the problem's own
+    /// (`reference.check_implementation`, `ref_kernel`, `generate_input`, a KernelBench `Model`),
+    /// rung's, or a torch operation (`torch.allclose`) with one of its own.
+    HarnessPatched,
+    /// The version set aside persisting L2 (cudaLimitPersistingL2CacheSize) for its data, which
+    /// would outlast the flush before each timed call; rung undid it and timed without it.
+    L2Persisting,
 }
 
 impl Reason {

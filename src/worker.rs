@@ -410,6 +410,8 @@ mod bench {
         tracer: Option<crate::cupti::Tracer>,
         /// Why samples carry no busy time.
         timer_note: Option<String>,
+        /// The largest persisting-L2 carve-out found set before a timed call (and undone), bytes.
+        l2_persisting: u64,
     }
 
     impl Drop for State {
@@ -474,6 +476,7 @@ mod bench {
                 next: 0,
                 tracer: None,
                 timer_note: None,
+                l2_persisting: 0,
             };
             if flush_bytes > 0 {
                 let d = result::malloc_sync(flush_bytes as usize).map_err(cuda_error)?;
@@ -532,6 +535,7 @@ mod bench {
         unsafe {
             // The device is idle here: what CUPTI still holds is older work, not this call's.
             traced(state);
+            state.l2_persisting = state.l2_persisting.max(undo_persisting_l2());
             flush(state)?;
             // Queued behind the flush, so the host's launch overhead is hidden as in real use.
             result::event::record(state.start, std::ptr::null_mut()).map_err(cuda_error)?;
@@ -551,6 +555,24 @@ mod bench {
                 wall_ms: wall.as_secs_f64() * 1e3,
             })
         }
+    }
+
+    /// A carve-out of persisting L2 (`cudaLimitPersistingL2CacheSize`, which a `rung_run` host
+    /// entry can set, with an access policy window on its stream) keeps a call's data in L2
+    /// through the flush. Its size in bytes when one is set, after setting it to zero and turning
+    /// every persisting line back to normal; 0 when none was.
+    fn undo_persisting_l2() -> u64 {
+        let mut size = 0usize;
+        let limit = sys::CUlimit::CU_LIMIT_PERSISTING_L2_CACHE_SIZE;
+        // SAFETY: plain driver calls on the current context, which `setup` made current.
+        unsafe {
+            if sys::cuCtxGetLimit(&mut size, limit).result().is_err() || size == 0 {
+                return 0;
+            }
+            let _ = sys::cuCtxSetLimit(limit, 0).result();
+            let _ = sys::cuCtxResetPersistingL2Cache().result();
+        }
+        size as u64
     }
 
     /// The work records CUPTI finished since the last call, or None when not tracing. A CUPTI
@@ -705,7 +727,16 @@ mod bench {
             }
         }
         let timer_note = state.timer_note.clone();
-        Ok(Response { ok: true, samples, fixed_ms: fixed, graph_ms, timer_note, ..Default::default() })
+        let l2_persisting_bytes = (state.l2_persisting > 0).then_some(state.l2_persisting);
+        Ok(Response {
+            ok: true,
+            samples,
+            fixed_ms: fixed,
+            graph_ms,
+            timer_note,
+            l2_persisting_bytes,
+            ..Default::default()
+        })
     }
 
     /// `calls` launches on set 0 captured into one CUDA graph on a stream of its own, replayed

@@ -69,9 +69,15 @@ fn pmpp_v2_outputs_in_data_and_every_cheat_family_its_reason() {
     let ws = tmp.path().join("outslot");
     copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gpu-mode/outslot")), &ws);
     // A version after the forger: the channel it wrote into must not answer for this one.
-    std::fs::copy(ws.join("versions/v001-fills-output.py"), ws.join("versions/v012-after-the-forger.py")).unwrap();
+    std::fs::copy(ws.join("versions/v001-fills-output.py"), ws.join("versions/v020-after-the-forger.py")).unwrap();
     let t = Instant::now();
-    let got = check(&ws, &["v001", "v002", "v003", "v004", "v005", "v006", "v008", "v009", "v011", "v012"]);
+    let got = check(
+        &ws,
+        &[
+            "v001", "v002", "v003", "v004", "v005", "v006", "v008", "v009", "v011", "v012", "v013", "v014", "v015",
+            "v016", "v020",
+        ],
+    );
     for (id, verdict, reason) in [
         ("v001", "pass", ""),
         ("v002", "pass", ""),
@@ -82,7 +88,12 @@ fn pmpp_v2_outputs_in_data_and_every_cheat_family_its_reason() {
         ("v008", "fail", "unwritten"),
         ("v009", "fail", "timer-patched"),
         ("v011", "fail", "forged-reply"),
-        ("v012", "pass", ""),
+        ("v012", "fail", "input-mutated"),
+        ("v013", "fail", "harness-patched"),
+        ("v014", "fail", "harness-patched"),
+        ("v015", "fail", "problem-check"),
+        ("v016", "fail", "problem-check"),
+        ("v020", "pass", ""),
     ] {
         let (v, r, summary) = &got[id];
         assert_eq!((v.as_str(), r.as_str()), (verdict, reason), "{id}: {summary}");
@@ -109,4 +120,20 @@ fn the_format_rule_decides_and_a_wrong_answer_fails_by_it() {
     let (v, r, summary) = &got["v003"];
     assert_eq!((v.as_str(), r.as_str()), ("fail", "problem-check"), "{summary}");
     assert!(summary.starts_with("the problem's check_implementation fails at size="), "{summary}");
+}
+
+#[test]
+fn kernelbench_reference_is_out_of_the_versions_reach() {
+    let Some(_) = python_with_torch() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("kb");
+    copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kernelbench")), &ws);
+    let got = check(&ws, &["v001", "v003", "v004"]);
+    assert_eq!(got["v001"].0, "pass", "{:?}", got["v001"]);
+    // The reference Model is built after ModelNew's call: zeroing every Model it can find
+    // changes nothing, and its all-zero answer fails KernelBench's own rule.
+    for id in ["v003", "v004"] {
+        let (v, r, summary) = &got[id];
+        assert_eq!((v.as_str(), r.as_str()), ("fail", "problem-check"), "{id}: {summary}");
+    }
 }

@@ -112,6 +112,7 @@ fn samples() -> Vec<Message> {
                 warmup: false,
                 benchmark: false,
                 list_kernels: false,
+                list_gpu_kernels: true,
             }),
         }),
         Message::Request(Request { id: 11, op: Op::Exit }),

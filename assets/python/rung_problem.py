@@ -16,11 +16,17 @@ The metrics are metrics.rs's formulas (max abs err, rel err with its floor, MSE,
 allclose's mismatch rule, the error map); `tests/protocol.rs` holds the two to the same figures.
 """
 
+import os
+import sys
 import time
 
 # The clocks and synchronisation points a bench reads, as they were before any version was
 # imported (save_timers, at the worker's start).
 _TIMERS = {}
+
+# The judge's own functions (the problem's modules, rung's, the torch operations it reads), as
+# they were before the version was imported: name -> (namespace, key, parts, strict).
+_HARNESS = {}
 
 # Elements per chunk of the on-device passes: 32 Mi elements is 256 MB of f64 per operand.
 CHUNK = 1 << 25
@@ -339,10 +345,12 @@ def gpu_mode_case(prob, version, args, seed, byte, state, device, tolerances, dt
     t = time.perf_counter()
     data = prob.generate_input(**a)
     slots = flatten(data, "data", [])
-    pristine = clone(data)
+    # No copy of an input that generate_input draws the same way twice is kept while the version
+    # runs (a version can find every tensor of its process): they are drawn again after the call.
+    again = state.get("regenerable", set())
+    kept = {n: x.detach().clone() for n, x in slots if n not in again}
     sync()
     phases = {"inputs": time.perf_counter() - t}
-    pr = dict(flatten(pristine, "data", []))
     # The slots ref_kernel writes were learnt in the compile phase (ref_slots): the reference
     # runs after the version, so no expected answer is in memory while the version runs.
     late = state.setdefault("late_slots", set())
@@ -357,6 +365,17 @@ def gpu_mode_case(prob, version, args, seed, byte, state, device, tolerances, dt
     sync()
     seconds = time.perf_counter() - t0
     patched = patched_timers()
+    harness = patched_harness()
+    t = time.perf_counter()
+    torch.manual_seed(seed)
+    pristine = prob.generate_input(**a)
+    for n, x in flatten(pristine, "data", []):
+        if n in kept:
+            x.copy_(kept[n])
+    del kept
+    pr = dict(flatten(pristine, "data", []))
+    sync()
+    phases["inputs"] += time.perf_counter() - t
     returned = flatten(output, "output", [])
     by_storage = {}
     for n, x in slots:
@@ -380,6 +399,8 @@ def gpu_mode_case(prob, version, args, seed, byte, state, device, tolerances, dt
             "output_slots": [n for n, _ in slots if n in out_slots], "unwritten": {}, "notes": []}
     if patched:
         case["patched"] = patched
+    if harness:
+        case["harness"] = harness
     for n, x in slots:
         if n in out_slots:
             continue
@@ -435,20 +456,29 @@ def _mean(refs):
     return v
 
 
-def kernelbench_case(prob, model, model_new, seed, device, tolerances, dtype_names):
+def kernelbench_inputs(prob, seed, device):
+    """get_inputs() under `seed`, made on the device."""
+    torch = _torch()
+    torch.manual_seed(seed)
+    with torch.device(device):
+        return [x.to(device) if hasattr(x, "to") else x for x in prob.get_inputs()]
+
+
+def kernelbench_case(prob, make_model, model_new, seed, device, tolerances, dtype_names, again=()):
     """One KernelBench case: get_inputs() under `seed` made on the device, ModelNew then Model
-    (same weights), KernelBench's own rule (same shape, allclose atol = rtol = 1e-2)."""
+    (same weights), KernelBench's own rule (same shape, allclose atol = rtol = 1e-2). Model is
+    built by `make_model` after ModelNew's call, and the inputs named in `again` (those
+    get_inputs draws the same way twice) are drawn again then: while the version runs, its
+    process holds neither a reference nor a copy of those inputs to find and change."""
     torch = _torch()
 
     def sync():
         if device == "cuda":
             torch.cuda.synchronize()
 
-    torch.manual_seed(seed)
     t = time.perf_counter()
-    with torch.device(device):
-        inputs = [x.to(device) if hasattr(x, "to") else x for x in prob.get_inputs()]
-    pristine = clone(inputs)
+    inputs = kernelbench_inputs(prob, seed, device)
+    kept = {n: x.detach().clone() for n, x in flatten(inputs, "inputs", []) if n not in again}
     sync()
     phases = {"inputs": time.perf_counter() - t}
     t0 = time.perf_counter()
@@ -456,16 +486,29 @@ def kernelbench_case(prob, model, model_new, seed, device, tolerances, dtype_nam
     sync()
     seconds = time.perf_counter() - t0
     patched = patched_timers()
+    harness = patched_harness()
+    t = time.perf_counter()
+    pristine = kernelbench_inputs(prob, seed, device)
+    for n, x in flatten(pristine, "inputs", []):
+        if n in kept:
+            x.copy_(kept[n])
+    del kept
+    sync()
+    phases["inputs"] += time.perf_counter() - t
     case = {"seed": seed, "seconds": seconds, "phases": phases, "outputs": [], "inputs": [],
             "output_slots": [], "unwritten": {}, "notes": []}
     if patched:
         case["patched"] = patched
+    if harness:
+        case["harness"] = harness
     pr = flatten(pristine, "inputs", [])
     for (n, x), (_, p) in zip(flatten(inputs, "inputs", []), pr):
         case["inputs"].append({"name": n, "changed": changed(x, p)})
     del inputs
     t = time.perf_counter()
+    model = make_model()
     expected = model(*pristine)
+    del model
     sync()
     phases["reference"] = time.perf_counter() - t
     del pristine
@@ -550,6 +593,97 @@ def patched_timers():
     return out
 
 
+def _origin(v):
+    """The module a replacement comes from: through partials, bound methods and wrappers."""
+    for _ in range(8):
+        inner = getattr(v, "func", None) or getattr(v, "__func__", None) or getattr(v, "__wrapped__", None)
+        if inner is None or inner is v:
+            break
+        v = inner
+    m = getattr(v, "__module__", None)
+    return m if isinstance(m, str) else type(v).__module__
+
+
+def _parts(v):
+    """What a function is made of (the function, its code, defaults and closure cells): a version
+    may replace the code or a cell of a closure (make_match_reference's atol) and keep the
+    function."""
+    out = [v, getattr(v, "__code__", None), getattr(v, "__defaults__", None), getattr(v, "__kwdefaults__", None)]
+    for cell in getattr(v, "__closure__", None) or ():
+        try:
+            c = cell.cell_contents
+        except ValueError:  # an empty cell
+            c = None
+        out.append(c)
+        if isinstance(c, dict):  # keyword arguments kept for later: make_match_reference's
+            out.extend(c.items())
+    return out
+
+
+def _same_part(a, b):
+    if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) == 2:
+        return a[0] == b[0] and a[1] is b[1]  # a (key, value) of a closure's dict
+    return a is b
+
+
+def _watch(label, namespace, strict):
+    for k, v in list(namespace.items()):
+        if callable(v) and k not in ("__class__",):
+            _HARNESS["%s.%s" % (label, k)] = (namespace, k, _parts(v), strict)
+
+
+def watch_torch():
+    """Remembers the torch operations a judge reads (torch's, Tensor's, torch.nn.functional's,
+    torch.testing's) and rung's own judging functions, before any version is imported. A torch
+    entry counts as replaced only by something from outside torch and Triton (torch swaps some
+    of its own entries as its parts load); rung's, by anything."""
+    try:
+        torch = _torch()
+        import torch.nn.functional as F
+        import torch.testing
+        for label, ns in (("torch", vars(torch)), ("torch.Tensor", vars(torch.Tensor)),
+                          ("torch._C.TensorBase", vars(torch._C.TensorBase)),
+                          ("torch.nn.functional", vars(F)), ("torch.testing", vars(torch.testing))):
+            _watch(label, ns, False)
+    except Exception:
+        pass
+    me = sys.modules.get(__name__)
+    if me is not None:
+        _watch(__name__, vars(me), True)
+
+
+def watch_problem(folder, also=()):
+    """Remembers the problem's own modules (every module loaded from its folder: reference.py,
+    utils.py, task.py; a KernelBench file), their functions and their classes' methods, once they
+    are loaded and before the version is: a version that replaces one is changing its judge.
+    `also`: further modules to watch the same way (the worker itself)."""
+    folder = os.path.abspath(folder)
+    mods = [m for m in list(sys.modules.values())
+            if os.path.dirname(os.path.abspath(getattr(m, "__file__", None) or "/")) == folder]
+    for m in mods + [m for m in also if m is not None]:
+        ns = vars(m)
+        name = m.__name__
+        _watch(name, ns, True)
+        for k, v in list(ns.items()):
+            if isinstance(v, type) and getattr(v, "__module__", None) == name:
+                _watch("%s.%s" % (name, k), vars(v), True)
+
+
+def patched_harness():
+    """The judge's functions (see watch_problem and watch_torch) that are no longer what they
+    were: replaced in their module or class, or changed in their code, defaults or closure."""
+    out = []
+    for name, (ns, k, before, strict) in _HARNESS.items():
+        now = ns.get(k)  # a module's dict or a class's mappingproxy, both live
+        parts = _parts(now)
+        if len(parts) == len(before) and all(_same_part(a, b) for a, b in zip(parts, before)):
+            continue
+        if not strict and now is not None and _origin(now).split(".")[0] in ("torch", "triton"):
+            continue
+        out.append(name)
+    return sorted(out)
+
+
 def _ref_written(pristine, ref_in, expected):
     """The tensors of data that ref_kernel wrote (their bits changed) or returned. Both, since
     torch.empty may hand out memory that already holds the answer, which writing leaves as it
@@ -560,8 +694,10 @@ def _ref_written(pristine, ref_in, expected):
     return {n for n, x in slots if _storage(x) in back or changed(x, pr[n])}
 
 
-def learn_ref_slots(prob, data, state, device):
-    """The compile phase's look at the reference: which tensors of `data` ref_kernel writes."""
+def learn_ref_slots(prob, data, state, device, draw=None):
+    """The compile phase's look at the reference: which tensors of `data` ref_kernel writes,
+    and, given `draw` (generate_input again under the same seed), which tensors it draws the
+    same way twice: those need no copy kept while the version runs."""
     torch = _torch()
     pristine = clone(data)
     ref_in = clone(data)
@@ -569,3 +705,8 @@ def learn_ref_slots(prob, data, state, device):
     if device == "cuda":
         torch.cuda.synchronize()
     state["ref_slots"] = _ref_written(pristine, ref_in, expected)
+    del ref_in, expected
+    if draw is not None:
+        twice = dict(flatten(draw(), "data", []))
+        state["regenerable"] = {n for n, x in flatten(pristine, "data", [])
+                                if n in twice and changed(x, twice[n]) == 0}

@@ -327,6 +327,38 @@ def _triton_launches(fn):
     return names
 
 
+def _kernel_launches(fn, gpu):
+    """(the Triton kernels fn() launches, by the launch hook; with `gpu`, every GPU kernel it
+    launches, by torch's profiler, or None where the profiler could not run or recorded none,
+    so that a listing that failed never reads as a fallback)."""
+    import torch
+    prof = None
+    if gpu:
+        try:
+            from torch.profiler import ProfilerActivity, profile
+            prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+            prof.__enter__()
+        except Exception:
+            prof = None
+    try:
+        names = _triton_launches(fn)
+    finally:
+        if prof is not None:
+            try:
+                prof.__exit__(None, None, None)
+            except Exception:
+                prof = None
+    kernels = None
+    if prof is not None:
+        try:
+            cuda = torch.autograd.DeviceType.CUDA
+            kernels = sorted({e.name for e in prof.events() if getattr(e, "device_type", None) == cuda
+                              and not e.name.startswith("Memcpy") and not e.name.startswith("Memset")}) or None
+        except Exception:
+            kernels = None
+    return names, kernels
+
+
 def _captured(out_dir):
     seen = {}
     for kernel, grid in _launched:
@@ -503,7 +535,11 @@ def _problem_modules(problem, version_path, fmt):
     pdir = os.path.dirname(os.path.abspath(problem))
     if pdir not in sys.path:
         sys.path.insert(0, pdir)
+    first = os.path.abspath(problem) not in _modules
     prob = _load(problem, "reference" if fmt == "gpu-mode" else None)
+    if first:
+        # Before the version is imported: what it may not replace (rung_problem.patched_harness).
+        rp.watch_problem(pdir, also=(sys.modules.get("__main__"),))
     version = _load(version_path)
     if fmt == "gpu-mode":
         for fn in ("generate_input", "ref_kernel"):
@@ -670,8 +706,28 @@ class _Flusher:
         if rc != 0:
             raise RuntimeError("L2 flush: %s failed with CUDA error %d" % (what, rc))
 
+    # CU_LIMIT_PERSISTING_L2_CACHE_SIZE: the L2 a context sets aside for accesses its streams'
+    # access policy windows mark persisting.
+    PERSISTING_L2 = 0x06
+
+    def undo_persisting(self):
+        """A carve-out of persisting L2 (cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize) and
+        an access policy window) keeps a version's data through the flush: its size, in bytes,
+        when the version set one, after setting it to zero and resetting every persisting line
+        to normal."""
+        c = self.c
+        size = c.c_size_t(0)
+        if self.cu.cuCtxGetLimit(c.byref(size), self.PERSISTING_L2) != 0 or not size.value:
+            return 0
+        self.cu.cuCtxSetLimit(self.PERSISTING_L2, c.c_size_t(0))
+        self.cu.cuCtxResetPersistingL2Cache()
+        return int(size.value)
+
     def __call__(self):
         c = self.c
+        got = self.undo_persisting()
+        if got:
+            self.persisting = max(getattr(self, "persisting", 0), got)
         stream = c.c_void_p(self.torch.cuda.current_stream().cuda_stream)
         for f, params in ((self.read, self.read_params), (self.discard, self.discard_params)):
             self._check(self.cu.cuLaunchKernel(f, self.grid, 1, 1, 512, 1, 1, 0, stream, params, None), "cuLaunchKernel")
@@ -877,16 +933,26 @@ def _bench_req(req, state):
         _bench_one(b, b["fn"], b["sets"][0][0])
         for g in b["sets"][0][1]:
             g.write_back()
+    harness = rp.patched_harness()
+    if harness:
+        raise HarnessPatched("the version replaced or changed %s, which rung's judge runs: its verdict cannot be trusted"
+                             % ", ".join(harness))
     patched = rp.patched_timers()
     if patched:
         raise TimerPatched("the version replaced %s: its timing cannot be trusted" % ", ".join(patched))
     resp["samples"] = samples
     resp["timer_note"] = PYTHON_TIMER_NOTE
+    if b["flush"] is not None and getattr(b["flush"], "persisting", 0):
+        resp["l2_persisting_bytes"] = b["flush"].persisting
     return resp
 
 
 class TimerPatched(Exception):
     """A version replaced a clock or a synchronisation point the bench reads."""
+
+
+class HarnessPatched(Exception):
+    """A version replaced or changed a function its judge runs (rung_problem.patched_harness)."""
 
 
 def _profiled_call(b):
@@ -981,48 +1047,58 @@ def _problem(req, state):
             t = time.perf_counter()
             # Its inputs are drawn under a seed of their own (seeds[-1]), so nothing it leaves
             # behind, freed memory included, holds a judged case's answer.
-            names = None
-            listing = device == "cuda" and req.get("list_kernels")
+            names = gpu_names = None
+            gpu = device == "cuda" and bool(req.get("list_gpu_kernels"))
+            listing = device == "cuda" and (req.get("list_kernels") or gpu)
             if gm:
                 a = dict(args)
                 if "seed" in a:
                     a["seed"] = seeds[-1]
-                torch.manual_seed(seeds[-1])
-                data = prob.generate_input(**a)
-                rp.learn_ref_slots(prob, data, state, device)
+                def draw():
+                    torch.manual_seed(seeds[-1])
+                    return prob.generate_input(**a)
+
+                data = draw()
+                rp.learn_ref_slots(prob, data, state, device, draw)
                 version.custom_kernel(rp.clone(data) if listing else data)
                 sync()
                 if listing:
-                    names = _triton_launches(lambda: version.custom_kernel(data))
+                    names, gpu_names = _kernel_launches(lambda: version.custom_kernel(data), gpu)
                 del data
             else:
-                torch.manual_seed(seeds[-1])
-                with torch.device(device):
-                    inputs = [x.to(device) if hasattr(x, "to") else x for x in prob.get_inputs()]
+                inputs = rp.kernelbench_inputs(prob, seeds[-1], device)
+                twice = dict(rp.flatten(rp.kernelbench_inputs(prob, seeds[-1], device), "inputs", []))
+                state["regenerable"] = {n for n, x in rp.flatten(inputs, "inputs", [])
+                                        if n in twice and rp.changed(x, twice[n]) == 0}
+                del twice
                 model_new(*inputs)
                 sync()
                 if listing:
-                    names = _triton_launches(lambda: model_new(*inputs))
+                    names, gpu_names = _kernel_launches(lambda: model_new(*inputs), gpu)
                 del inputs
             sync()
             phases["warmup"] = time.perf_counter() - t
             out = {"args": args, "cases": []}
-            if names is not None:
+            if names is not None and req.get("list_kernels"):
                 out["launched"] = names
+            if gpu_names is not None:
+                out["launched_gpu"] = gpu_names
             patched = rp.patched_timers()
             if patched:
                 out["patched"] = patched
+            harness = rp.patched_harness()
+            if harness:
+                out["harness"] = harness
             return {"seconds": phases["warmup"], "phases": phases, "problem": out}
         if gm:
             for k, seed in enumerate(seeds):
                 cases.append(rp.gpu_mode_case(prob, version, args, seed, rp.POISONS[k % 2], state, device,
                                               tolerances, RUNG_DTYPES, probe=k == 0 and not req.get("benchmark")))
         else:
-            if "model" not in state:
-                state["model"] = _seeded_model(prob.Model, init, seeds[0], device)
             for seed in seeds:
-                cases.append(rp.kernelbench_case(prob, state["model"], model_new, seed, device,
-                                                 tolerances, RUNG_DTYPES))
+                cases.append(rp.kernelbench_case(prob, lambda: _seeded_model(prob.Model, init, seeds[0], device),
+                                                 model_new, seed, device, tolerances, RUNG_DTYPES,
+                                                 state.get("regenerable", ())))
     rp.mark_replays(cases)
     for c in cases:
         for k, v in c.pop("phases").items():
@@ -1217,6 +1293,7 @@ def main():
             pass
     if "torch" in packages:
         rp.save_timers()
+        rp.watch_torch()
     caps = ["call", "checks", "fork"]
     if "triton" in packages:
         caps.append("triton-interpret")

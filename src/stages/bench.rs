@@ -90,6 +90,11 @@ pub struct SizeBench {
     pub graph_error: Option<String>,
     /// Why the timed outputs disagree with the reference, when they do.
     pub recheck_failure: Option<String>,
+    /// The carve-out of persisting L2 the version set (cudaLimitPersistingL2CacheSize), bytes:
+    /// rung set it to zero and reset the persisting lines before every timed call, so the times
+    /// are without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l2_persisting_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -325,6 +330,21 @@ fn finish(
     }
     if results.is_empty() {
         return StageOutcome { detail, ..fail(Verdict::Error, None, "nothing was timed") };
+    }
+    if let Some(l2) = results.iter().find_map(|r| r.l2_persisting_bytes.map(|b| (r, b))) {
+        let (r, bytes) = l2;
+        return StageOutcome {
+            verdict: Verdict::Fail,
+            summary: format!(
+                "the version set aside {:.1} MB of persisting L2 (cudaLimitPersistingL2CacheSize) at {}: a cache-state game against a bench that starts each call from a flushed L2; rung undid it before every timed call ({:.1} µs median without it)",
+                bytes as f64 / 1e6,
+                crate::spec::size_label(&r.sizes),
+                r.headline.median * 1e3
+            ),
+            diagnostics: vec![],
+            detail,
+            reason: Some(Reason::L2Persisting),
+        };
     }
     if let Some(bad) = results.iter().find(|r| r.recheck_failure.is_some()) {
         return StageOutcome {
@@ -706,7 +726,7 @@ fn bench_size(
 impl SizeBench {
     /// The statistics of one size's samples (no graph replay, no re-check yet).
     fn of(sizes: &SizeSet, series: &Series) -> SizeBench {
-        let Series { samples, fixed_ms, stop, timer_note } = series;
+        let Series { samples, fixed_ms, stop, timer_note, l2_persisting_bytes } = series;
         let (fixed_ms, stop) = (*fixed_ms, *stop);
         let (metric, basis) = headline_samples(samples, fixed_ms);
         let summary = |f: fn(&protocol::Sample) -> f64| stats::summarize(&samples.iter().map(f).collect::<Vec<_>>());
@@ -726,6 +746,7 @@ impl SizeBench {
             recheck_failure: None,
             span: samples.iter().map(|s| s.span_ms).collect::<Option<Vec<f64>>>().map(|v| stats::summarize(&v)),
             timer_note: timer_note.clone(),
+            l2_persisting_bytes: *l2_persisting_bytes,
         }
     }
 }
@@ -737,6 +758,8 @@ pub struct Series {
     pub fixed_ms: f64,
     pub stop: Stop,
     pub timer_note: Option<String>,
+    /// The persisting-L2 carve-out the version had set before a timed call (undone), bytes.
+    pub l2_persisting_bytes: Option<u64>,
 }
 
 /// Sets up series 0 with `first`, then asks for samples in batches until the headline median's
@@ -752,6 +775,7 @@ fn sample_series(
     let resp = send(runners, target, first, limit)?;
     let fixed_ms = resp.fixed_ms.unwrap_or(0.0);
     let timer_note = resp.timer_note;
+    let mut l2_persisting_bytes = resp.l2_persisting_bytes;
     let mut samples = resp.samples;
     let stop = loop {
         // The timed work so far, and the figure that decides: the call's stream, or the whole
@@ -764,9 +788,11 @@ fn sample_series(
         let per = (spent / samples.len().max(1) as f64).max(1e-6);
         let left = ((rule.budget_seconds - spent) / per).ceil().max(1.0) as usize;
         let n = stats::next_batch(&metric, spent, rule).min(left) as u32;
-        samples.extend(send(runners, target, more(0, n), limit)?.samples);
+        let r = send(runners, target, more(0, n), limit)?;
+        l2_persisting_bytes = l2_persisting_bytes.max(r.l2_persisting_bytes);
+        samples.extend(r.samples);
     };
-    Ok(Series { samples, fixed_ms, stop, timer_note })
+    Ok(Series { samples, fixed_ms, stop, timer_note, l2_persisting_bytes })
 }
 
 /// Times `target` (series 0) and `other.target` (series 1) in alternating batches on the same

@@ -147,6 +147,7 @@ pub fn reason_for(e: &WorkerError) -> Reason {
         "WorkerDied" => Reason::Crashed,
         "HostEntryFailed" | "HostEntryLoad" => Reason::EntryFailed,
         "TimerPatched" => Reason::TimerPatched,
+        "HarnessPatched" => Reason::HarnessPatched,
         k if k.starts_with("CUDA_ERROR") => Reason::CudaError,
         _ if m.contains("illegal memory access") || m.contains("illegal address") => Reason::IllegalAddress,
         _ if m.contains("out of memory") => Reason::OutOfMemory,
@@ -1252,6 +1253,7 @@ pub fn run_problem(
     // The version's path is relative to the workspace, wherever rung runs from.
     let version_source = ws.read_source(v).unwrap_or_default();
     let declares_kernels = !declared_kernels(&version_source).is_empty();
+    let declares_cuda = !declared_cuda_kernels(&version_source).is_empty();
     let mut seeds_of = SeedDraw::new(seed, seed_range);
     for (ti, (test, ncases, is_bench)) in tests.iter().map(|(a, n, b)| (a, *n, *b)).enumerate() {
         let mut args = test.clone();
@@ -1282,6 +1284,7 @@ pub fn run_problem(
             warmup,
             benchmark: is_bench,
             list_kernels: warmup && declares_kernels,
+            list_gpu_kernels: warmup && declares_cuda,
         };
         let mut steps = vec![(false, limits.run)];
         if ti == 0 {
@@ -1511,14 +1514,50 @@ pub fn declared_kernels(source: &str) -> Vec<String> {
     out
 }
 
+/// The CUDA kernels a Python version declares in its source (load_inline's strings, a
+/// `cuda_sources` file read in): every `__global__` function's name. Their launches are seen by
+/// torch's profiler, whose names are demangled signatures that contain these.
+pub fn declared_cuda_kernels(source: &str) -> Vec<String> {
+    let global = regex::Regex::new(
+        r"__global__\s+(?:(?:static|inline|__forceinline__|__noinline__)\s+|__launch_bounds__\s*\([^)]*\)\s*)*void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\(",
+    )
+    .expect("static regex");
+    let mut out: Vec<String> = Vec::new();
+    for c in global.captures_iter(source) {
+        let n = c[1].to_string();
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    out
+}
+
 /// What the compile phase says about a version before any case is judged: timing primitives it
 /// replaced, or kernels it declares that never launched.
 pub fn compile_phase_verdict(p: &protocol::ProblemOutcome, source: &str) -> Option<(Reason, String)> {
+    if !p.harness.is_empty() {
+        return Some((Reason::HarnessPatched, harness_patched(&p.harness, "")));
+    }
     if !p.patched.is_empty() {
         return Some((
             Reason::TimerPatched,
             format!("the version replaced {}: timing it cannot be trusted", p.patched.join(", ")),
         ));
+    }
+    if let Some(gpu) = &p.launched_gpu {
+        let declared = declared_cuda_kernels(source);
+        if !declared.is_empty() && !declared.iter().any(|d| gpu.iter().any(|l| launched_as(l, d))) {
+            let shown: Vec<&str> = gpu.iter().take(4).map(String::as_str).collect();
+            return Some((
+                Reason::NoCustomKernel,
+                format!(
+                    "the version declares the CUDA kernel(s) {} but none of them launched; the GPU kernels that did: {}{}",
+                    declared.iter().map(|d| format!("`{d}`")).collect::<Vec<_>>().join(", "),
+                    shown.join(", "),
+                    if gpu.len() > 4 { ", …" } else { "" }
+                ),
+            ));
+        }
     }
     let launched = p.launched.as_ref()?;
     let declared = declared_kernels(source);
@@ -1545,6 +1584,25 @@ pub fn compile_phase_verdict(p: &protocol::ProblemOutcome, source: &str) -> Opti
             }
         ),
     ))
+}
+
+/// Whether the profiler's kernel name `launched` (a demangled signature: `void
+/// ns::add_kernel<float>(float const*, ...)`, or a bare `add_kernel`) is the kernel `declared`.
+fn launched_as(launched: &str, declared: &str) -> bool {
+    let head = launched.split('(').next().unwrap_or(launched);
+    let head = head.split('<').next().unwrap_or(head);
+    let name = head.rsplit([' ', ':']).next().unwrap_or(head);
+    name == declared
+}
+
+/// The summary of a harness-patched verdict: what was replaced (the first few), and where.
+fn harness_patched(names: &[String], at: &str) -> String {
+    let shown: Vec<String> = names.iter().take(4).map(|n| format!("`{n}`")).collect();
+    format!(
+        "the version replaced or changed {}{}{at}, which rung's judge runs: its verdict cannot be trusted",
+        shown.join(", "),
+        if names.len() > 4 { format!(" and {} more", names.len() - 4) } else { String::new() }
+    )
 }
 
 /// At most `max` characters, cut at a word and marked.
@@ -1620,7 +1678,9 @@ pub fn judge_cases(cases: &[protocol::ProblemCase], label: &str) -> JudgedTest {
             })
         }),
     };
-    if let Some(c) = cases.iter().find(|c| !c.patched.is_empty()) {
+    if let Some(c) = cases.iter().find(|c| !c.harness.is_empty()) {
+        j.run_fail = Some((Reason::HarnessPatched, harness_patched(&c.harness, &format!(" (at {label})"))));
+    } else if let Some(c) = cases.iter().find(|c| !c.patched.is_empty()) {
         j.run_fail = Some((
             Reason::TimerPatched,
             format!("the version replaced {} (at {label}): timing it cannot be trusted", c.patched.join(", ")),
@@ -1774,6 +1834,7 @@ mod problem_tests {
             notes: vec![],
             replayed: false,
             patched: vec![],
+            harness: vec![],
         }
     }
 
@@ -1823,6 +1884,61 @@ mod problem_tests {
         let (reason, why) = judge_cases(&[c], "size=8").run_fail.unwrap();
         assert_eq!(reason, Reason::TimerPatched);
         assert!(why.contains("time.perf_counter"));
+    }
+
+    #[test]
+    fn cuda_kernels_declared_in_load_inline_strings_and_never_launched_are_named() {
+        let src = r#"
+from torch.utils.cpp_extension import load_inline
+cuda_src = """
+template <typename T>
+__global__ void add_kernel(const T* a, const T* b, T* c, int n) { }
+extern "C" __global__ __launch_bounds__(256) void scale(float* x) { }
+__global__ void __launch_bounds__(128, 2) tail_kernel(float* x) { }
+__device__ void helper(float* x) { }
+"""
+"#;
+        assert_eq!(declared_cuda_kernels(src), ["add_kernel", "scale", "tail_kernel"]);
+        assert!(declared_cuda_kernels("import torch\n").is_empty());
+        assert!(launched_as("void add_kernel<float>(float const*, float const*, float*, int)", "add_kernel"));
+        assert!(launched_as("void ns::add_kernel(float*)", "add_kernel"));
+        assert!(launched_as("scale", "scale"));
+        assert!(!launched_as("void my_add_kernel_v2(float*)", "add_kernel"));
+        let outcome = |gpu: Option<Vec<&str>>| ProblemOutcome {
+            args: BTreeMap::new(),
+            cases: vec![],
+            launched: None,
+            launched_gpu: gpu.map(|l| l.into_iter().map(String::from).collect()),
+            patched: vec![],
+            harness: vec![],
+        };
+        let fallback =
+            vec!["void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)"];
+        let (reason, why) = compile_phase_verdict(&outcome(Some(fallback)), src).unwrap();
+        assert_eq!(reason, Reason::NoCustomKernel);
+        assert!(why.contains("`add_kernel`") && why.contains("vectorized_elementwise_kernel"), "{why}");
+        assert!(compile_phase_verdict(&outcome(Some(vec!["void scale(float*)"])), src).is_none());
+        // Nothing listed (no GPU, or a profiler that recorded nothing): no verdict either way.
+        assert!(compile_phase_verdict(&outcome(None), src).is_none());
+    }
+
+    #[test]
+    fn a_patched_judge_fails_the_run_before_a_patched_timer() {
+        let mut c = case(1, 0.0, Some(true));
+        c.patched = vec!["time.perf_counter".into()];
+        c.harness = (0..6).map(|k| format!("reference.f{k}")).collect();
+        let (reason, why) = judge_cases(&[c], "size=8").run_fail.unwrap();
+        assert_eq!(reason, Reason::HarnessPatched);
+        assert!(why.contains("`reference.f0`") && why.contains("and 2 more") && why.contains("(at size=8)"), "{why}");
+        let p = ProblemOutcome {
+            args: BTreeMap::new(),
+            cases: vec![],
+            launched: None,
+            launched_gpu: None,
+            patched: vec![],
+            harness: vec!["torch.allclose".into()],
+        };
+        assert_eq!(compile_phase_verdict(&p, "").unwrap().0, Reason::HarnessPatched);
     }
 
     #[test]
@@ -1878,7 +1994,9 @@ mod problem_tests {
             args: BTreeMap::new(),
             cases: vec![],
             launched: launched.map(|l| l.into_iter().map(String::from).collect()),
+            launched_gpu: None,
             patched: vec![],
+            harness: vec![],
         };
         let (reason, why) = compile_phase_verdict(&outcome(Some(vec![])), &src).unwrap();
         assert_eq!(reason, Reason::NoCustomKernel);
