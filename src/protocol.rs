@@ -356,7 +356,8 @@ pub struct Sample {
     pub gpu_ms: f64,
     /// From CUPTI's activity records: the GPU's busy time for the work the call launched on
     /// any stream (the union of its kernels', copies' and memsets' intervals; rung's L2 flush
-    /// left out). None when CUPTI is not tracing.
+    /// left out). None when CUPTI is not tracing. The Python worker takes it from a second,
+    /// traced call on the next input set (tracing slows a Python call's host side).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busy_ms: Option<f64>,
     /// From the same records: the first start to the last end, idle gaps included.
@@ -431,7 +432,7 @@ pub struct Response {
     /// The fixed cost in `wall_ms` of waiting for the device (an empty call, median, ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixed_ms: Option<f64>,
-    /// Why samples carry no `busy_ms` (CUPTI not found, refused or off; or a Python worker).
+    /// Why samples carry no `busy_ms` (CUPTI not found, refused, stopped or off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timer_note: Option<String>,
     /// A bench: the largest carve-out of persisting L2 (cudaLimitPersistingL2CacheSize) the

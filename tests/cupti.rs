@@ -110,8 +110,14 @@ again = tracer.take()
 for i in range(12000):
     push(10, 1000 + i * 10, 1005 + i * 10, b"k")
 many = tracer.take()
+enabled = ctypes.CDLL({lib:?}).fake_enabled
+toggles = [enabled()]
+tracer.off(); toggles.append(enabled())
+tracer.off(); toggles.append(enabled())
+tracer.on(); toggles.append(enabled())
+tracer.on(); toggles.append(enabled())
 print(json.dumps({{"n": len(first), "times": w._Tracer.call_ms(first), "again": len(again), "many": len(many),
-                  "ordered": all(b[0] == a[0] + 10 for a, b in zip(many, many[1:]))}}))
+                  "ordered": all(b[0] == a[0] + 10 for a, b in zip(many, many[1:])), "toggles": toggles}}))
 "#,
         worker = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python"),
         lib = lib.display().to_string(),
@@ -131,6 +137,9 @@ print(json.dumps({{"n": len(first), "times": w._Tracer.call_ms(first), "again": 
     let t = v["times"].as_array().unwrap();
     assert!((t[0].as_f64().unwrap() - 0.270).abs() < 1e-12 && (t[1].as_f64().unwrap() - 0.309).abs() < 1e-12, "{v}");
     assert_eq!((v["again"].as_u64(), v["many"].as_u64(), v["ordered"].as_bool()), (Some(0), Some(12_000), Some(true)));
+    // Tracing starts on (the three kinds), and turns off and on again once each, whatever the
+    // number of calls: the bench traces only every other call.
+    assert_eq!(v["toggles"], serde_json::json!([3, 0, 0, 3, 3]), "{v}");
     // CUPTI refusing (another profiler attached, or no driver): events, and the reason.
     let v = run(true);
     let why = v["why"].as_str().unwrap();

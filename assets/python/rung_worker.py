@@ -785,9 +785,25 @@ class _Tracer:
 
         self._callbacks = (req_t(requested), done_t(completed))  # kept alive for CUPTI
         self.lib = lib
+        self.tracing = False
+        lib.cuptiActivityDisable.argtypes = [c.c_uint32]
         self._check(lib.cuptiActivityRegisterCallbacks(*self._callbacks), "cuptiActivityRegisterCallbacks")
-        for kind in (10, 1, 2):
-            self._check(lib.cuptiActivityEnable(kind), "cuptiActivityEnable(%d)" % kind)
+        self.on()
+
+    KINDS = (10, 1, 2)  # concurrent kernels, copies, memsets
+
+    def on(self):
+        if not self.tracing:
+            for kind in self.KINDS:
+                self._check(self.lib.cuptiActivityEnable(kind), "cuptiActivityEnable(%d)" % kind)
+            self.tracing = True
+
+    def off(self):
+        """Stops tracing (the device must be idle): calls made now pay no tracing overhead."""
+        if self.tracing:
+            for kind in self.KINDS:
+                self._check(self.lib.cuptiActivityDisable(kind), "cuptiActivityDisable(%d)" % kind)
+            self.tracing = False
 
     def _check(self, rc, what):
         if rc != 0:
@@ -819,10 +835,10 @@ class _Tracer:
 
 
 _TRACER = []
-# Benches here are timed by events: under CUPTI's tracing a Python call's own host time grew two
-# to three times on an H200 (torch and Triton make many driver calls per launch, each traced),
-# which would misstate the host time per call. Only the GEMM ceiling is traced (no host figure).
-PYTHON_TIMER_NOTE = "the Python worker times by events (tracing would inflate a Python call's host time)"
+# Under CUPTI's tracing a Python call's own host time grew two to three times on an H200 (torch
+# and Triton make many driver calls per launch, each traced). So each sample of a Python bench is
+# two calls on consecutive input sets: one untraced, for the host and event times, and one with
+# tracing on, for the GPU's busy time (the headline, as the native worker's).
 
 
 def _tracer():
@@ -872,6 +888,22 @@ def _bench_one(b, fn, kw):
     return {"gpu_ms": b["start"].elapsed_time(b["end"]), "host_ms": (t1 - t0) * 1e3, "wall_ms": (t2 - t0) * 1e3}
 
 
+def _traced_one(b, fn, kw, tracer):
+    """One more call with CUPTI tracing on: (busy, span) in ms from its activity records, or
+    None when it left none."""
+    import torch
+    tracer.take()  # the device is idle: what CUPTI holds is older work
+    tracer.on()
+    try:
+        if b["flush"] is not None:
+            b["flush"]()
+        fn(**kw)
+        torch.cuda.synchronize()
+    finally:
+        tracer.off()
+    return _Tracer.call_ms(tracer.take())
+
+
 def _graph_replay(b, calls, replays):
     """`calls` calls on set 0 captured into one CUDA graph, replayed once to warm and then
     `replays` times between events: per-call milliseconds. No flush between captured calls."""
@@ -911,6 +943,14 @@ def _bench_req(req, state):
             _bench_one(b, b["fn"], kw)
         empty = sorted(_bench_one(b, lambda **_: None, {})["wall_ms"] for _ in range(32))
         resp["fixed_ms"] = empty[len(empty) // 2]
+        tracer, why = _tracer()
+        if tracer is not None:
+            try:
+                __import__("torch").cuda.synchronize()
+                tracer.off()
+            except Exception as e:  # noqa: BLE001 - a tracer that cannot stop is not used
+                tracer, why = None, "CUPTI: %s; timed by events" % e
+        b["tracer"], b["timer_note"] = tracer, why
     b = _bench.get(series)
     if b is None:
         raise ValueError("bench: series %d has no call set up" % series)
@@ -918,10 +958,23 @@ def _bench_req(req, state):
         _profiled_call(b)
         return resp
     samples = []
+    tracer = b.get("tracer")
     for _ in range(int(req.get("samples") or 0)):
         kw = b["sets"][b["next"] % len(b["sets"])][0]
         b["next"] += 1
-        samples.append(_bench_one(b, b["fn"], kw))
+        sample = _bench_one(b, b["fn"], kw)
+        if tracer is not None:
+            # The traced call takes the next input set, as the next sample would.
+            kw = b["sets"][b["next"] % len(b["sets"])][0]
+            b["next"] += 1
+            try:
+                traced = _traced_one(b, b["fn"], kw, tracer)
+            except Exception as e:  # noqa: BLE001 - events from here on, with the reason
+                tracer, b["tracer"], traced = None, None, None
+                b["timer_note"] = "CUPTI stopped: %s; timed by events" % e
+            if traced:
+                sample["busy_ms"], sample["span_ms"] = traced
+        samples.append(sample)
     if int(req.get("graph_calls") or 0) > 0:
         resp["graph_ms"] = _graph_replay(b, int(req["graph_calls"]), int(req.get("graph_replays") or 1))
     if req.get("write_back") and b.get("recheck"):
@@ -941,7 +994,8 @@ def _bench_req(req, state):
     if patched:
         raise TimerPatched("the version replaced %s: its timing cannot be trusted" % ", ".join(patched))
     resp["samples"] = samples
-    resp["timer_note"] = PYTHON_TIMER_NOTE
+    if b.get("timer_note"):
+        resp["timer_note"] = b["timer_note"]
     if b["flush"] is not None and getattr(b["flush"], "persisting", 0):
         resp["l2_persisting_bytes"] = b["flush"].persisting
     return resp
@@ -987,6 +1041,8 @@ def _ceiling(req):
     # Timed as the native worker times the copy ceiling and CUDA benches: CUPTI's busy time when
     # it traces, else events.
     tracer, note = _tracer()
+    if tracer:
+        tracer.on()
     for _ in range(3):
         torch.matmul(a, b)
     torch.cuda.synchronize()
@@ -1047,6 +1103,16 @@ def _problem(req, state):
             t = time.perf_counter()
             # Its inputs are drawn under a seed of their own (seeds[-1]), so nothing it leaves
             # behind, freed memory included, holds a judged case's answer.
+            lap = [t]
+
+            def mark(name):
+                # Where the compile phase's time goes: warmup_inputs (the inputs and the
+                # reference's look), warmup_call (the version's first call), warmup_listing.
+                sync()
+                now = time.perf_counter()
+                phases["warmup_" + name] = now - lap[0]
+                lap[0] = now
+
             names = gpu_names = None
             gpu = device == "cuda" and bool(req.get("list_gpu_kernels"))
             listing = device == "cuda" and (req.get("list_kernels") or gpu)
@@ -1060,10 +1126,12 @@ def _problem(req, state):
 
                 data = draw()
                 rp.learn_ref_slots(prob, data, state, device, draw)
+                mark("inputs")
                 version.custom_kernel(rp.clone(data) if listing else data)
-                sync()
+                mark("call")
                 if listing:
                     names, gpu_names = _kernel_launches(lambda: version.custom_kernel(data), gpu)
+                    mark("listing")
                 del data
             else:
                 inputs = rp.kernelbench_inputs(prob, seeds[-1], device)
@@ -1071,10 +1139,12 @@ def _problem(req, state):
                 state["regenerable"] = {n for n, x in rp.flatten(inputs, "inputs", [])
                                         if n in twice and rp.changed(x, twice[n]) == 0}
                 del twice
+                mark("inputs")
                 model_new(*inputs)
-                sync()
+                mark("call")
                 if listing:
                     names, gpu_names = _kernel_launches(lambda: model_new(*inputs), gpu)
+                    mark("listing")
                 del inputs
             sync()
             phases["warmup"] = time.perf_counter() - t
