@@ -450,6 +450,10 @@ pub struct Response {
     /// the problem's reference (its own check), when it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recheck: Option<String>,
+    /// With `recheck`: its reason code (`memoised` when the timed buffers refilled with fresh
+    /// values get a wrong answer that new buffers do not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recheck_reason: Option<crate::report::Reason>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -75,7 +75,7 @@ fn pmpp_v2_outputs_in_data_and_every_cheat_family_its_reason() {
         &ws,
         &[
             "v001", "v002", "v003", "v004", "v005", "v006", "v008", "v009", "v011", "v012", "v013", "v014", "v015",
-            "v016", "v020",
+            "v016", "v019", "v020",
         ],
     );
     for (id, verdict, reason) in [
@@ -93,6 +93,8 @@ fn pmpp_v2_outputs_in_data_and_every_cheat_family_its_reason() {
         ("v014", "fail", "harness-patched"),
         ("v015", "fail", "problem-check"),
         ("v016", "fail", "problem-check"),
+        // Remembers answers only once a buffer has been seen 16 times: no check repeats so.
+        ("v019", "pass", ""),
         ("v020", "pass", ""),
     ] {
         let (v, r, summary) = &got[id];
@@ -136,4 +138,54 @@ fn kernelbench_reference_is_out_of_the_versions_reach() {
         let (v, r, summary) = &got[id];
         assert_eq!((v.as_str(), r.as_str()), ("fail", "problem-check"), "{id}: {summary}");
     }
+}
+
+#[test]
+fn a_bench_re_check_refills_the_timed_buffers_and_names_a_remembered_result() {
+    let Some(python) = python_with_torch() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("outslot");
+    copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gpu-mode/outslot")), &ws);
+    let kb = tmp.path().join("kb");
+    copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kernelbench")), &kb);
+    // The worker's bench set-up on the CPU: the timed calls, then the re-check on set 0.
+    let script = format!(
+        r#"
+import json, sys
+sys.path.insert(0, {assets:?})
+import rung_problem as rp
+import rung_worker as w
+rp.save_timers()
+rp.watch_torch()
+out = {{}}
+for v in ["v001-fills-output.py", "v019-memoised-in-bench.py", "v002-new-tensor.py"]:
+    b = w._problem_bench_setup({{"series": 0, "problem": {{"problem": {ws:?} + "/reference.py",
+        "version": {ws:?} + "/versions/" + v, "format": "gpu-mode", "seed": 5,
+        "args": {{"size": 64, "seed": 5}}, "sets": 2, "device": "cpu"}}}})
+    for _ in range(20):
+        b["fn"](**b["sets"][0][0])
+    out[v] = b["recheck"]()
+kb = {kb:?}
+for v in ["v001-torch.py", "v003-wrong.py"]:
+    b = w._problem_bench_setup({{"series": 0, "problem": {{"problem": kb + "/19_Linear_ReLU.py",
+        "version": kb + "/versions/" + v, "format": "kernel-bench", "seed": 5, "sets": 2, "device": "cpu"}}}})
+    b["fn"](**b["sets"][0][0])
+    out[v] = b["recheck"]()
+print(json.dumps(out))
+"#,
+        assets = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python"),
+        ws = ws.display().to_string(),
+        kb = kb.display().to_string(),
+    );
+    let out = Command::new(&python).args(["-c", &script]).current_dir(&ws).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["v001-fills-output.py"].is_null(), "{v}");
+    assert!(v["v002-new-tensor.py"].is_null(), "{v}");
+    // KernelBench: Model beside the timed ModelNew; a wrong version is wrong by the rule.
+    assert!(v["v001-torch.py"].is_null(), "{v}");
+    assert_eq!(v["v003-wrong.py"][0], "problem-check", "{v}");
+    let memo = &v["v019-memoised-in-bench.py"];
+    assert_eq!(memo[0], "memoised", "{v}");
+    assert!(memo[1].as_str().unwrap().contains("refilled with fresh values"), "{v}");
 }

@@ -328,10 +328,23 @@ def _judge_outputs(outs, refs, tolerances, dtype_names, rule, case):
         case["outputs"].append(entry)
 
 
-def gpu_mode_case(prob, version, args, seed, byte, state, device, tolerances, dtype_names, probe=True):
+def refill(into, fresh, name):
+    """Copies each tensor of `fresh` into the tensor at the same place in `into` (a bench's timed
+    buffers): the same pointers, new contents."""
+    a, b = flatten(into, name, []), flatten(fresh, name, [])
+    if [(n, tuple(x.shape), x.dtype) for n, x in a] != [(n, tuple(x.shape), x.dtype) for n, x in b]:
+        raise ValueError("the timed inputs and a fresh draw differ in their tensors")
+    for (_, x), (_, f) in zip(a, b):
+        x.copy_(f)
+    return into
+
+
+def gpu_mode_case(prob, version, args, seed, byte, state, device, tolerances, dtype_names, probe=True, into=None):
     """One GPU MODE case: generate_input under `seed`, ref_kernel on its own copy, the output
     slots poisoned with `byte`, custom_kernel once, check_implementation on a pristine copy.
-    With `probe`, the check is also tried on vacuous answers (all zeros, one constant)."""
+    With `probe`, the check is also tried on vacuous answers (all zeros, one constant). With
+    `into` (a bench's timed `data`), the draw is copied into those tensors and the version is
+    called on them: a result remembered by pointer has the old contents' answer."""
     torch = _torch()
 
     def sync():
@@ -344,6 +357,8 @@ def gpu_mode_case(prob, version, args, seed, byte, state, device, tolerances, dt
     torch.manual_seed(seed)
     t = time.perf_counter()
     data = prob.generate_input(**a)
+    if into is not None:
+        data = refill(into, data, "data")
     slots = flatten(data, "data", [])
     # No copy of an input that generate_input draws the same way twice is kept while the version
     # runs (a version can find every tensor of its process): they are drawn again after the call.
@@ -464,12 +479,13 @@ def kernelbench_inputs(prob, seed, device):
         return [x.to(device) if hasattr(x, "to") else x for x in prob.get_inputs()]
 
 
-def kernelbench_case(prob, make_model, model_new, seed, device, tolerances, dtype_names, again=()):
+def kernelbench_case(prob, make_model, model_new, seed, device, tolerances, dtype_names, again=(), into=None):
     """One KernelBench case: get_inputs() under `seed` made on the device, ModelNew then Model
     (same weights), KernelBench's own rule (same shape, allclose atol = rtol = 1e-2). Model is
     built by `make_model` after ModelNew's call, and the inputs named in `again` (those
     get_inputs draws the same way twice) are drawn again then: while the version runs, its
-    process holds neither a reference nor a copy of those inputs to find and change."""
+    process holds neither a reference nor a copy of those inputs to find and change. With
+    `into` (a bench's timed inputs), the draw is copied into those tensors first."""
     torch = _torch()
 
     def sync():
@@ -478,6 +494,8 @@ def kernelbench_case(prob, make_model, model_new, seed, device, tolerances, dtyp
 
     t = time.perf_counter()
     inputs = kernelbench_inputs(prob, seed, device)
+    if into is not None:
+        inputs = refill(into, inputs, "inputs")
     kept = {n: x.detach().clone() for n, x in flatten(inputs, "inputs", []) if n not in again}
     sync()
     phases = {"inputs": time.perf_counter() - t}
@@ -537,6 +555,32 @@ def kernelbench_case(prob, make_model, model_new, seed, device, tolerances, dtyp
                 case["vacuous"] = "a constant output (%.4g) passes KernelBench's rule too" % r["constant"]
     phases["metrics"] = time.perf_counter() - t
     return case
+
+
+def case_failure(case):
+    """(reason code, why) for a judged case that fails, or None: rung's defences first, then the
+    format's own rule (or, without one, allclose at 1e-2 on what was returned)."""
+    if case.get("harness"):
+        return "harness-patched", "the version replaced or changed %s" % ", ".join(case["harness"])
+    if case.get("patched"):
+        return "timer-patched", "the version replaced %s" % ", ".join(case["patched"])
+    for i in case["inputs"]:
+        if i["changed"]:
+            return "input-mutated", "the version changed its input `%s` (%d element(s))" % (i["name"], i["changed"])
+    for n, k in case["unwritten"].items():
+        if k:
+            return "unwritten", "%d element(s) of `%s` were never written" % (k, n)
+    own = case.get("own")
+    if own is not None:
+        return None if own["pass"] else ("problem-check", own["message"] or "the problem's own check failed")
+    torch = _torch()
+    outs, refs = case.get("_tensors", ([], []))
+    if len(outs) != len(refs):
+        return "mismatch", "the version returned %d tensor(s), the reference %d" % (len(outs), len(refs))
+    for (n, o), (_, r) in zip(outs, refs):
+        if o.numel() != r.numel() or not torch.allclose(o.float().reshape(-1), r.float().reshape(-1), atol=1e-2, rtol=1e-2):
+            return "mismatch", "`%s` differs from the reference's (atol = rtol = 1e-2)" % n
+    return None
 
 
 def _same(xs, ys):

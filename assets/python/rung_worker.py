@@ -563,6 +563,28 @@ def _seeded_model(cls, init, seed, device):
     return cls(*init).to(device)
 
 
+def _fresh_seed():
+    """A seed no one has seen: the bench's re-check draws its inputs from it."""
+    return int.from_bytes(os.urandom(6), "little")
+
+
+def _recheck(on_timed, on_fresh):
+    """A problem bench's re-check: the version called on the timed buffers (set 0) refilled with
+    a fresh draw, judged as a check case; (reason code, why) when it fails, else None. A failure
+    there that a call on new tensors does not repeat is a result remembered by pointer or shape
+    (a cache, a CUDA graph replayed on the old buffers): its timed calls did no real work."""
+    timed = on_timed()
+    failed = rp.case_failure(timed)
+    if failed is None:
+        return None
+    fresh = rp.case_failure(on_fresh())
+    if fresh is None and failed[0] in ("problem-check", "mismatch", "unwritten"):
+        return ("memoised", "called on the timed buffers refilled with fresh values, its answer is wrong "
+                "(%s), while on new buffers it is right: it remembers results by pointer or shape, so "
+                "its timed calls did no real work" % failed[1])
+    return failed
+
+
 def _problem_bench_setup(req):
     """A GPU MODE or KernelBench series: the problem makes its own inputs, one independent set
     per seed; `fn` is the version's entry (or the problem's reference); `recheck` runs the version
@@ -572,6 +594,7 @@ def _problem_bench_setup(req):
     problem = pb["problem"]
     prob, version = _problem_modules(problem, pb["version"], pb["format"])
     seed = int(pb["seed"])
+    device = pb.get("device") or "cuda"  # "cpu" only in tests of the re-check
     args = dict(pb.get("args") or {})
     n = max(1, int(pb.get("sets") or 1))
     sets = []
@@ -588,37 +611,49 @@ def _problem_bench_setup(req):
             def fn(data):
                 return entry(data)
 
+            def case(into):
+                st = {}
+                learn = _fresh_seed()
+                a = dict(args)
+                if "seed" in a:
+                    a["seed"] = learn
+
+                def draw():
+                    torch.manual_seed(learn)
+                    return prob.generate_input(**a)
+
+                rp.learn_ref_slots(prob, draw(), st, device, draw)
+                return rp.gpu_mode_case(prob, version, args, _fresh_seed(), rp.POISONS[0], st, device, {},
+                                        RUNG_DTYPES, probe=False, into=into)
+
             def recheck():
-                data = sets[0][0]["data"]
-                out = version.custom_kernel(rp.clone(data))
-                torch.cuda.synchronize()
-                if hasattr(prob, "check_implementation"):
-                    own = rp.own_verdict(prob.check_implementation(rp.clone(data), out))
-                    return None if own["pass"] else (own["message"] or "check_implementation failed")
-                ref = prob.ref_kernel(rp.clone(data))
-                same = torch.allclose(out.float(), ref.float(), atol=1e-2, rtol=1e-2)
-                return None if same else "the output differs from ref_kernel's (atol = rtol = 1e-2)"
+                return _recheck(lambda: case(sets[0][0]["data"]), lambda: case(None))
         else:
             torch.manual_seed(seed)
             init = prob.get_init_inputs()
-            model = _seeded_model(prob.Model if pb.get("reference") else version.ModelNew, init, seed, "cuda")
+            model = _seeded_model(prob.Model if pb.get("reference") else version.ModelNew, init, seed, device)
             for k in range(n):
                 torch.manual_seed(seed + k)
-                sets.append(({"inputs": [x.to("cuda") if hasattr(x, "to") else x for x in prob.get_inputs()]}, []))
+                sets.append(({"inputs": [x.to(device) if hasattr(x, "to") else x for x in prob.get_inputs()]}, []))
 
             def fn(inputs):
                 return model(*inputs)
 
+            def case(into):
+                # Inputs are drawn again after the call only where get_inputs draws them the
+                # same way twice.
+                learn = _fresh_seed()
+                once = rp.flatten(rp.kernelbench_inputs(prob, learn, device), "inputs", [])
+                twice = dict(rp.flatten(rp.kernelbench_inputs(prob, learn, device), "inputs", []))
+                again = {n for n, x in once if n in twice and rp.changed(x, twice[n]) == 0}
+                del once, twice
+                return rp.kernelbench_case(prob, lambda: _seeded_model(prob.Model, init, seed, device), model,
+                                           _fresh_seed(), device, {}, RUNG_DTYPES, again=again, into=into)
+
             def recheck():
-                inputs = sets[0][0]["inputs"]
-                out = _seeded_model(version.ModelNew, init, seed, "cuda")(*rp.clone(inputs))
-                ref = _seeded_model(prob.Model, init, seed, "cuda")(*rp.clone(inputs))
-                torch.cuda.synchronize()
-                if tuple(out.shape) != tuple(ref.shape):
-                    return "the output's shape %s is not the reference's %s" % (tuple(out.shape), tuple(ref.shape))
-                same = torch.allclose(out.float(), ref.float(), atol=1e-2, rtol=1e-2)
-                return None if same else "torch.allclose(atol=1e-2, rtol=1e-2) is false"
-    torch.cuda.synchronize()
+                return _recheck(lambda: case(sets[0][0]["inputs"]), lambda: case(None))
+    if device == "cuda":
+        torch.cuda.synchronize()
     flush_bytes = int(req.get("flush_bytes") or 0)
     flush = _Flusher(req.get("flush_ptx"), flush_bytes) if flush_bytes else None
     series = int(req.get("series") or 0)
@@ -628,8 +663,10 @@ def _problem_bench_setup(req):
         with torch.no_grad():
             return fn(**kw)
 
+    cuda = device == "cuda"
     _bench[series] = dict(fn=timed, sets=sets, flush=flush, next=0, recheck=recheck,
-                          start=torch.cuda.Event(enable_timing=True), end=torch.cuda.Event(enable_timing=True))
+                          start=torch.cuda.Event(enable_timing=True) if cuda else None,
+                          end=torch.cuda.Event(enable_timing=True) if cuda else None)
     return _bench[series]
 
 
@@ -978,9 +1015,11 @@ def _bench_req(req, state):
     if int(req.get("graph_calls") or 0) > 0:
         resp["graph_ms"] = _graph_replay(b, int(req["graph_calls"]), int(req.get("graph_replays") or 1))
     if req.get("write_back") and b.get("recheck"):
-        # A problem: its own check of the version's output on set 0.
+        # A problem: a judged case on set 0's buffers, refilled.
         with __import__("torch").no_grad():
-            resp["recheck"] = b["recheck"]()
+            failed = b["recheck"]()
+        if failed:
+            resp["recheck_reason"], resp["recheck"] = failed
     elif req.get("write_back"):
         # The outputs are shared by the input sets: one more call on set 0 (the real one).
         _bench_one(b, b["fn"], b["sets"][0][0])

@@ -90,6 +90,10 @@ pub struct SizeBench {
     pub graph_error: Option<String>,
     /// Why the timed outputs disagree with the reference, when they do.
     pub recheck_failure: Option<String>,
+    /// The re-check's reason code where it is not `mismatch` (GPU MODE and KernelBench: the
+    /// timed buffers refilled and judged as a check case; `memoised` for a remembered result).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recheck_reason: Option<Reason>,
     /// The carve-out of persisting L2 the version set (cudaLimitPersistingL2CacheSize), bytes:
     /// rung set it to zero and reset the persisting lines before every timed call, so the times
     /// are without it.
@@ -356,7 +360,7 @@ fn finish(
             ),
             diagnostics: vec![],
             detail,
-            reason: Some(Reason::Mismatch),
+            reason: Some(bad.recheck_reason.unwrap_or(Reason::Mismatch)),
         };
     }
     let first = &results[0];
@@ -467,10 +471,11 @@ pub fn bench_problem(ws: &Workspace, runners: &mut Runners, gpu: &GpuInfo, v: &V
             }
         };
         let mut size = SizeBench::of(&sizes, &series);
-        size.recheck_failure = match send(runners, &target, protocol::Bench { write_back: true, ..more(0, 0) }, limit) {
-            Ok(r) => r.recheck,
-            Err(f) => Some(f.summary),
-        };
+        (size.recheck_failure, size.recheck_reason) =
+            match send(runners, &target, protocol::Bench { write_back: true, ..more(0, 0) }, limit) {
+                Ok(r) => (r.recheck, r.recheck_reason),
+                Err(f) => (Some(f.summary), f.reason),
+            };
         results.push(size);
         if bi > 0 {
             continue;
@@ -744,6 +749,7 @@ impl SizeBench {
             graph: None,
             graph_error: None,
             recheck_failure: None,
+            recheck_reason: None,
             span: samples.iter().map(|s| s.span_ms).collect::<Option<Vec<f64>>>().map(|v| stats::summarize(&v)),
             timer_note: timer_note.clone(),
             l2_persisting_bytes: *l2_persisting_bytes,
