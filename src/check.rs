@@ -7,10 +7,12 @@ use std::time::{Instant, SystemTime};
 use crate::diag::{Diagnostic, Pos};
 use crate::exit;
 use crate::gpu::GpuProbe;
-use crate::report::{CheckReport, SCHEMA, Stage, StageDetail, StageResult, Verdict, VersionReport, millis, rfc3339};
+use crate::model::report::{
+    CheckReport, SCHEMA, Stage, StageDetail, StageResult, Verdict, VersionReport, millis, rfc3339,
+};
 use crate::runners::Runners;
+use crate::stages::StageOutcome;
 use crate::stages::build::{self, BuildEnv};
-use crate::stages::run::StageOutcome;
 use crate::stages::{prepare, run};
 use crate::store::{NewResult, Status, Store, StoreError, sha256_hex};
 use crate::toolchain::Toolchain;
@@ -41,7 +43,7 @@ pub fn stream_results() {
 #[serde(rename_all = "snake_case")]
 pub enum Streamed {
     /// Where the rungs run: the host and its GPU.
-    Machine(crate::report::RanOn),
+    Machine(crate::model::report::RanOn),
     /// A rung's result, as just recorded.
     Stage { version: String, source_hash: String, result: Box<StageResult> },
 }
@@ -158,7 +160,8 @@ pub fn check_with(
     }
 
     let mut versions = Vec::new();
-    let here = crate::report::RanOn { device: machine.device, ..crate::report::RanOn::here(&machine.gpu) };
+    let here =
+        crate::model::report::RanOn { device: machine.device, ..crate::model::report::RanOn::here(&machine.gpu) };
     emit(&Streamed::Machine(here.clone()));
     for v in chosen {
         let mut r = check_version(ws, store, v, seed, machine, runners, opts)?;
@@ -392,7 +395,7 @@ pub fn run_phase(
             run::run_and_check(ws, &env, r, v, &source, seed)
         }
         Err(e) => run::RunOutcome {
-            run: run::StageOutcome {
+            run: crate::stages::StageOutcome {
                 verdict: Verdict::Error,
                 summary: format!("cannot prepare the workers: {e}"),
                 diagnostics: vec![],
@@ -443,7 +446,10 @@ pub fn run_phase(
         source_hash,
         verdict,
         stages,
-        ran_on: Some(crate::report::RanOn { device: machine.device, ..crate::report::RanOn::here(&machine.gpu) }),
+        ran_on: Some(crate::model::report::RanOn {
+            device: machine.device,
+            ..crate::model::report::RanOn::here(&machine.gpu)
+        }),
     }))
 }
 
@@ -688,10 +694,10 @@ pub fn runner_failed(
     store: &mut Store,
     versions: &[String],
     seed: u64,
-    reason: crate::report::Reason,
+    reason: crate::model::report::Reason,
     summary: &str,
     duration_ms: f64,
-    ran_on: crate::report::RanOn,
+    ran_on: crate::model::report::RanOn,
 ) -> Result<CheckReport, StoreError> {
     let chosen: Vec<&VersionFile> = if versions.is_empty() {
         ws.versions.iter().collect()
@@ -740,10 +746,10 @@ pub(crate) fn record(
     mut result: StageResult,
 ) -> Result<StageResult, StoreError> {
     if result.ran_on.is_none()
-        && let Some(job) = crate::report::slurm_job()
+        && let Some(job) = crate::model::report::slurm_job()
     {
-        result.ran_on = Some(crate::report::RanOn {
-            host: crate::report::host_name(),
+        result.ran_on = Some(crate::model::report::RanOn {
+            host: crate::model::report::host_name(),
             gpu: None,
             uuid: None,
             device: None,

@@ -296,7 +296,7 @@ mod tests {
 
     #[test]
     fn every_flush_kernel_left_out_of_a_call_is_one_the_embedded_ptx_defines() {
-        let ptx = include_str!("../assets/kernels/copy.ptx");
+        let ptx = crate::assets::COPY_PTX;
         let entries: Vec<&str> =
             ptx.lines().filter_map(|l| l.strip_prefix(".visible .entry ")).map(|l| l.trim_end_matches('(')).collect();
         let flushes: Vec<&str> =

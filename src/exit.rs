@@ -1,6 +1,6 @@
 //! Process exit codes, documented in the README ("Exit codes"). Scripts and CI gate on them.
 
-use crate::report::{CheckReport, Stage, Verdict};
+use crate::model::report::{CheckReport, Stage, Verdict};
 
 /// Every version checked passed every rung that could run here.
 pub const OK: i32 = 0;

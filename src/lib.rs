@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod asm;
+pub mod assets;
 pub mod check;
 pub mod context;
 pub mod cupti;
@@ -19,12 +20,11 @@ pub mod inputs;
 pub mod launch;
 pub mod mcp;
 pub mod metrics;
+pub mod model;
 pub mod nvrtc;
 pub mod parsers;
 pub mod profile;
-pub mod protocol;
 pub mod remote;
-pub mod report;
 pub mod runners;
 pub mod selftest;
 pub mod setup;

@@ -26,7 +26,7 @@ use std::process::{Command, Stdio};
 use std::time::{Instant, SystemTime};
 
 use crate::check::CheckOptions;
-use crate::report::{CheckReport, RanOn, Reason};
+use crate::model::report::{CheckReport, RanOn, Reason};
 use crate::store::{Store, sha256_hex};
 use crate::workspace::Workspace;
 
@@ -472,7 +472,7 @@ pub fn check(
     note: &mut dyn FnMut(&str),
 ) -> Result<(Option<CheckReport>, Option<Synced>), RemoteError> {
     use crate::check::Streamed;
-    use crate::report::StageResult;
+    use crate::model::report::StageResult;
     let seed = match opts.seed {
         Some(s) => s,
         None => store.next_seed(crate::check::draw_seed).map_err(|e| RemoteError::Local(e.to_string()))?,

@@ -14,10 +14,9 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
-use crate::protocol::{self, CallMode, Capability, Fork, Hello, Op, Request, Response, WorkerError, WorkerKind};
+use crate::model::protocol::{self, CallMode, Capability, Fork, Hello, Op, Request, Response, WorkerError, WorkerKind};
 
-const PYTHON_WORKER: &str = include_str!("../assets/python/rung_worker.py");
-const PYTHON_PROBLEM: &str = include_str!("../assets/python/rung_problem.py");
+use crate::assets::{AOT_COMMON, PYTHON_PROBLEM, PYTHON_WORKER, TRITON_AOT};
 
 /// How long a worker may take to start (the zygote imports torch and Triton).
 pub const START_LIMIT: Duration = Duration::from_secs(120);
@@ -431,8 +430,8 @@ impl Runners {
         std::fs::write(&script, PYTHON_WORKER)?;
         // The zygote's prewarm compiles through the ahead-of-time script's capture (imported
         // from beside the worker).
-        std::fs::write(data.join("triton_aot.py"), crate::stages::build::TRITON_AOT)?;
-        std::fs::write(data.join("aot_common.py"), crate::stages::build::AOT_COMMON)?;
+        std::fs::write(data.join("triton_aot.py"), TRITON_AOT)?;
+        std::fs::write(data.join("aot_common.py"), AOT_COMMON)?;
         std::fs::write(data.join("rung_problem.py"), PYTHON_PROBLEM)?;
         Ok(Runners {
             env: WorkerEnv {

@@ -20,7 +20,7 @@ use include_dir::{Dir, include_dir};
 use serde::{Deserialize, Serialize};
 
 use crate::check::{CheckOptions, Machine, check_with};
-use crate::report::{Stage, Verdict, VersionReport};
+use crate::model::report::{Stage, Verdict, VersionReport};
 use crate::runners::Runners;
 use crate::store::Store;
 use crate::workspace::Workspace;
@@ -90,7 +90,7 @@ fn phases_of(rec: &VersionReport) -> BTreeMap<String, f64> {
     rec.stages
         .iter()
         .find_map(|s| match &s.detail {
-            crate::report::StageDetail::Run(r) => Some(r.phases.clone()),
+            crate::model::report::StageDetail::Run(r) => Some(r.phases.clone()),
             _ => None,
         })
         .unwrap_or_default()
@@ -277,7 +277,7 @@ pub struct VersionRun {
     pub ok: bool,
 }
 
-fn version_runs(label: &str, report: &crate::report::CheckReport) -> Vec<VersionRun> {
+fn version_runs(label: &str, report: &crate::model::report::CheckReport) -> Vec<VersionRun> {
     report
         .versions
         .iter()
@@ -315,8 +315,8 @@ fn version_runs(label: &str, report: &crate::report::CheckReport) -> Vec<Version
 }
 
 /// The reason code a fixture's name asks for: `v003-wrong-input-mutated.py` → input-mutated.
-fn expected_reason(name: &str) -> Option<crate::report::Reason> {
-    use crate::report::Reason::*;
+fn expected_reason(name: &str) -> Option<crate::model::report::Reason> {
+    use crate::model::report::Reason::*;
     let rest = name.rsplit('/').next()?.split_once("wrong-")?.1;
     [
         InputMutated,
@@ -405,7 +405,7 @@ pub fn run_workspaces(dir: &Path) -> anyhow::Result<Vec<VersionRun>> {
         for v in report.versions.iter().filter(|v| v.kind == crate::workspace::VersionKind::Triton) {
             let Some(build) = v.stages.iter().find(|s| s.stage == Stage::Build) else { continue };
             let listed = match &build.detail {
-                crate::report::StageDetail::Build(d) => {
+                crate::model::report::StageDetail::Build(d) => {
                     !d.ahead_of_time && d.artefacts.iter().any(|a| a.kind == "cubin")
                 }
                 _ => false,
@@ -431,14 +431,14 @@ pub fn run_workspaces(dir: &Path) -> anyhow::Result<Vec<VersionRun>> {
             "GPU MODE outslot, bench",
             dir.join("gpu-mode").join("outslot"),
             "v018",
-            Some(crate::report::Reason::L2Persisting),
+            Some(crate::model::report::Reason::L2Persisting),
         ),
         // Right answers in a check, remembered by pointer in a bench: the re-check catches it.
         (
             "GPU MODE outslot, bench",
             dir.join("gpu-mode").join("outslot"),
             "v019",
-            Some(crate::report::Reason::Memoised),
+            Some(crate::model::report::Reason::Memoised),
         ),
     ];
     for (label, path, id, fails) in benched {
@@ -454,7 +454,7 @@ fn bench_run(
     path: &Path,
     id: &str,
     machine: &Machine,
-    fails: Option<crate::report::Reason>,
+    fails: Option<crate::model::report::Reason>,
 ) -> anyhow::Result<Vec<VersionRun>> {
     let mut out = Vec::new();
     let ws = Workspace::open(path)?;
@@ -464,7 +464,7 @@ fn bench_run(
     for v in &report.versions {
         let bench = v.stages.iter().find(|s| s.stage == Stage::Bench);
         let against = bench.is_some_and(|b| match &b.detail {
-            crate::report::StageDetail::Bench(d) => d.speedups.iter().any(|s| s.role == "reference"),
+            crate::model::report::StageDetail::Bench(d) => d.speedups.iter().any(|s| s.role == "reference"),
             _ => false,
         });
         let ok = match fails {
@@ -557,7 +557,7 @@ mod tests {
             assert!(FAULTS.get_file(&c.file).is_some(), "{} is not in tests/fixtures/faults", c.file);
             assert!(c.place == "cpu" || c.place == "gpu", "{}: where = {}", c.file, c.place);
             if let Some(r) = &c.reason {
-                let parsed: Result<crate::report::Reason, _> = serde_json::from_value(serde_json::json!(r));
+                let parsed: Result<crate::model::report::Reason, _> = serde_json::from_value(serde_json::json!(r));
                 assert!(parsed.is_ok(), "{}: unknown reason {r}", c.file);
             }
         }
@@ -725,7 +725,7 @@ pub fn run_bench(
                 let bench = v.stages.iter().find(|s| s.stage == Stage::Bench);
                 let roof = v.stages.iter().find(|s| s.stage == Stage::Roofline);
                 let detail = bench.and_then(|s| match &s.detail {
-                    crate::report::StageDetail::Bench(b) => Some(b),
+                    crate::model::report::StageDetail::Bench(b) => Some(b),
                     _ => None,
                 });
                 let b = detail.and_then(|b| b.sizes.first().cloned().map(|x| (x, b.throttled)));
@@ -747,7 +747,7 @@ pub fn run_bench(
                     })
                     .unwrap_or_default();
                 let pct = roof.and_then(|s| match &s.detail {
-                    crate::report::StageDetail::Roofline(r) => r.percent_of_ceiling,
+                    crate::model::report::StageDetail::Roofline(r) => r.percent_of_ceiling,
                     _ => None,
                 });
                 out.push(BenchRun {
@@ -805,8 +805,8 @@ pub struct ProfileRun {
 /// on the out-of-bounds fault (which rung's guard zones catch without a fault) and on a good
 /// version, racecheck on a reduction without its barrier. `exe` is this binary.
 pub fn run_profile(dir: &Path, exe: &Path, mut each: impl FnMut(&ProfileRun)) -> anyhow::Result<Vec<ProfileRun>> {
+    use crate::model::report::StageDetail;
     use crate::profile::Sanitizer;
-    use crate::report::StageDetail;
     use crate::stages::profile::{Tool, profile};
     let machine = Machine::discover();
     let demo = dir.join("demo");

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::check::CheckOptions;
-use crate::report::{CheckReport, RanOn, Reason};
+use crate::model::report::{CheckReport, RanOn, Reason};
 use crate::spec::RunnerSpec;
 use crate::store::Store;
 use crate::workspace::Workspace;

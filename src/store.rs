@@ -18,7 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::workspace::VersionFile;
+use crate::model::version::VersionFile;
 
 pub const DB_FILE: &str = "history.db";
 pub const OBJECTS_DIR: &str = "objects";
@@ -531,7 +531,7 @@ impl Objects {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workspace::VersionKind;
+    use crate::model::version::VersionKind;
 
     fn vf(id: &str, path: &str) -> VersionFile {
         VersionFile { id: id.into(), path: path.into(), kind: VersionKind::Cuda }

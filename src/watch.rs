@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::check::{self, CheckOptions, Machine};
 use crate::diag::Diagnostic;
-use crate::report::VersionReport;
+use crate::model::report::VersionReport;
 use crate::runners::Runners;
 use crate::store::Store;
 use crate::workspace::{VersionFile, Workspace};

@@ -5,7 +5,7 @@
 //! a guard zone reported. A fault (illegal address, a sticky CUDA error) ends this process only;
 //! rung starts a fresh worker for the next launch.
 //!
-//! The messages are those of [`crate::protocol`]: a [`Hello`] first, then a [`Response`] per
+//! The messages are those of [`crate::model::protocol`]: a [`Hello`] first, then a [`Response`] per
 //! [`Request`].
 
 use std::collections::BTreeMap;
@@ -15,13 +15,13 @@ use std::time::Instant;
 
 use cudarc::driver::{result, sys};
 
-use crate::protocol::{
+use crate::model::protocol::{
     self, Capability, GUARD_BYTE, Hello, Launch, LaunchParam, Op, Request, Response, WorkerError, WorkerKind,
 };
 
 /// rung's own kernels (the copy kernels behind the memory ceiling, the L2 flush), as PTX made by
 /// `nvcc -ptx -arch=compute_90 assets/kernels/copy.cu`; the driver compiles it for the GPU at hand.
-pub const COPY_PTX: &str = include_str!("../assets/kernels/copy.ptx");
+use crate::assets::COPY_PTX;
 
 /// A kernel argument's bytes for its C type.
 fn scalar_bytes(ctype: &str, v: f64) -> Result<Vec<u8>, String> {
@@ -376,7 +376,7 @@ mod bench {
     use cudarc::driver::{result, sys};
 
     use super::{Callee, cuda_error, launch_raw, scalar_bytes};
-    use crate::protocol::{Bench, Ceiling, CeilingKind, Launch, LaunchParam, Response, Sample, WorkerError};
+    use crate::model::protocol::{Bench, Ceiling, CeilingKind, Launch, LaunchParam, Response, Sample, WorkerError};
 
     /// A buffer one input set owns: parameter name, its file, device pointer, bytes.
     type Owned = (String, std::path::PathBuf, sys::CUdeviceptr, usize);

@@ -7,71 +7,18 @@
 //! history.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
-
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
 use crate::diag::{Diagnostic, Pos};
 use crate::spec::{self, Spec, SpecError};
+
+pub use crate::model::version::{Format, VersionFile, VersionKind};
 
 pub const VERSIONS_DIR: &str = "versions";
 pub const CONTEXT_DIR: &str = "context";
 pub const STATE_DIR: &str = ".rung";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Format {
-    /// rung.toml + reference + versions/.
-    Rung,
-    /// A GPU MODE reference-kernels problem folder.
-    GpuMode,
-    /// A KernelBench problem file (`Model`, `get_inputs`, `get_init_inputs`).
-    KernelBench,
-}
-
-/// What language a version is written in, which decides how it is built and run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum VersionKind {
-    /// CUDA C++ with an `extern "C" __global__` kernel, launched by rung.
-    Cuda,
-    /// CUDA C++ exporting `extern "C" int rung_run(...)`, built as a shared object.
-    CudaHost,
-    /// Hand-written PTX.
-    Ptx,
-    Triton,
-    CuteDsl,
-    #[serde(rename = "tilelang")]
-    TileLang,
-    /// PyTorch (a GPU MODE `custom_kernel` or a KernelBench `ModelNew` without a DSL).
-    #[serde(rename = "pytorch")]
-    PyTorch,
-}
-
 impl VersionKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            VersionKind::Cuda => "cuda",
-            VersionKind::CudaHost => "cuda-host",
-            VersionKind::Ptx => "ptx",
-            VersionKind::Triton => "triton",
-            VersionKind::CuteDsl => "cute-dsl",
-            VersionKind::TileLang => "tilelang",
-            VersionKind::PyTorch => "pytorch",
-        }
-    }
-
-    /// Run by the native worker: a kernel (`.cu`, `.ptx`) or a `rung_run` host entry.
-    pub fn is_native(self) -> bool {
-        matches!(self, VersionKind::Cuda | VersionKind::CudaHost | VersionKind::Ptx)
-    }
-
-    pub fn is_python(self) -> bool {
-        matches!(self, VersionKind::Triton | VersionKind::CuteDsl | VersionKind::TileLang | VersionKind::PyTorch)
-    }
-
     /// Tells a version's kind from its extension and, for Python, its imports.
     pub fn detect(path: &Path, source: &str) -> Result<VersionKind, String> {
         match path.extension().and_then(|e| e.to_str()) {
@@ -101,24 +48,8 @@ impl VersionKind {
     }
 }
 
-impl fmt::Display for VersionKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 fn defines_host_entry(source: &str) -> bool {
     crate::launch::find_signatures(source).0.iter().any(|s| s.host_entry)
-}
-
-/// One version file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct VersionFile {
-    /// `v002` for `v002-vectorized.cu`; the file stem when there is no `vNNN` prefix.
-    pub id: String,
-    /// Relative to the workspace root.
-    pub path: PathBuf,
-    pub kind: VersionKind,
 }
 
 /// An opened workspace. Opening never modifies the folder.

@@ -207,7 +207,10 @@ fn the_prompt_carries_the_parent_s_resources_and_a_sass_excerpt() {
     let mut store = Store::open(&w.state_dir()).unwrap();
     let opts = CheckOptions { versions: vec!["v001".into()], seed: Some(1), no_bench: true };
     let report = rung::check::check_on(&w, &mut store, &opts, &Machine::discover()).unwrap();
-    assert_eq!(report.versions[0].stage(rung::report::Stage::Build).unwrap().verdict, rung::report::Verdict::Pass);
+    assert_eq!(
+        report.versions[0].stage(rung::model::report::Stage::Build).unwrap().verdict,
+        rung::model::report::Verdict::Pass
+    );
     let prompt = rung::agent::prompt::workspace_context(&ws, Some("v001"), "");
     let res = prompt.find("### Its kernels' resources (ptxas)").expect("resources");
     assert!(prompt[res..].contains("- vector_add: ") && prompt[res..].contains(" registers, "), "{prompt}");

@@ -44,7 +44,7 @@ fn assert_matches_schema(value: &serde_json::Value) {
 fn committed_schema_is_generated_from_the_types() {
     assert_eq!(
         committed_schema(),
-        rung::report::check_schema(),
+        rung::model::report::check_schema(),
         "schema/check.schema.json is stale: run `cargo run -- schema > schema/check.schema.json`"
     );
 }
@@ -289,10 +289,10 @@ fn kernelbench_problem_files_open_unmodified() {
 fn the_native_worker_says_why_it_cannot_run_without_a_gpu() {
     let out =
         Command::new(env!("CARGO_BIN_EXE_rung")).arg("worker").stdin(std::process::Stdio::null()).output().unwrap();
-    let hello: rung::protocol::Hello =
+    let hello: rung::model::protocol::Hello =
         serde_json::from_slice(out.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap();
-    assert_eq!(hello.protocol, rung::protocol::PROTOCOL);
-    assert_eq!(hello.worker, rung::protocol::WorkerKind::Native);
+    assert_eq!(hello.protocol, rung::model::protocol::PROTOCOL);
+    assert_eq!(hello.worker, rung::model::protocol::WorkerKind::Native);
     if rung::gpu::probe().first().is_none() {
         assert_eq!(out.status.code(), Some(1));
         let e = hello.error.expect("the reason it cannot run");
@@ -300,7 +300,7 @@ fn the_native_worker_says_why_it_cannot_run_without_a_gpu() {
         assert!(!e.message.is_empty());
         assert!(hello.capabilities.is_empty());
     } else {
-        assert!(hello.capabilities.contains(&rung::protocol::Capability::Launch));
+        assert!(hello.capabilities.contains(&rung::model::protocol::Capability::Launch));
     }
 }
 
@@ -323,9 +323,9 @@ fn record_bench(ws: &Path, version: &str, median_ms: f64, spread: f64) {
     use rung::stages::bench::{BenchDetail, SizeBench};
     let samples: Vec<f64> = (0..101).map(|i| median_ms + spread * ((i as f64) / 50.0 - 1.0)).collect();
     let s = rung::stats::summarize(&samples);
-    let result = rung::report::StageResult {
-        stage: rung::report::Stage::Bench,
-        verdict: rung::report::Verdict::Pass,
+    let result = rung::model::report::StageResult {
+        stage: rung::model::report::Stage::Bench,
+        verdict: rung::model::report::Verdict::Pass,
         summary: "synthetic".into(),
         started_at: "2026-12-02T00:00:00.000Z".into(),
         duration_ms: 1.0,
@@ -333,7 +333,7 @@ fn record_bench(ws: &Path, version: &str, median_ms: f64, spread: f64) {
         tools: Default::default(),
         result_id: None,
         reason: None,
-        detail: rung::report::StageDetail::Bench(BenchDetail {
+        detail: rung::model::report::StageDetail::Bench(BenchDetail {
             gpu: "NVIDIA H200".into(),
             sizes: vec![SizeBench { headline: s, basis: "events".into(), ..Default::default() }],
             ..Default::default()

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use rung::dtype::DType;
-use rung::protocol::*;
+use rung::model::protocol::*;
 
 mod common;
 

@@ -16,7 +16,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use rung::diag::{Diagnostic, Pos};
-use rung::report::{Stage, StageDetail, StageResult, Verdict};
+use rung::model::report::{Stage, StageDetail, StageResult, Verdict};
 use rung::stages::bench::{BenchDetail, Ceilings, RooflineDetail, SizeBench, Speedup};
 use rung::store::{NewResult, Status, Store};
 use rung::workspace::Workspace;
@@ -24,7 +24,7 @@ use rung::workspace::Workspace;
 use tui::action::Action;
 use tui::app::App;
 use tui::event::Event;
-use tui::panes::Pane;
+use tui::layout::Pane;
 
 fn new_workspace() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
@@ -359,7 +359,7 @@ fn the_caret_stays_under_its_column_on_a_line_with_tabs() {
 // ---- correctness, timing, log and profile panes ----
 
 use rung::dtype::Tolerance;
-use rung::report::VersionReport;
+use rung::model::report::VersionReport;
 use rung::stages::run::{CheckDetail, OutputCheck, UserRung};
 use rung::watch::{EventKind, JobKind, JobState, WatchEvent};
 
@@ -1892,7 +1892,7 @@ fn versions_and_compile_errors_panes_while_a_version_runs_and_once_it_passed() {
 fn correctness_pane_says_where_a_remote_result_ran() {
     let (_tmp, ws) = new_workspace();
     let mut check = result(Stage::Check, Verdict::Pass, vec![], check_detail(false));
-    check.ran_on = Some(rung::report::RanOn {
+    check.ran_on = Some(rung::model::report::RanOn {
         host: "gpu-box".into(),
         gpu: Some("NVIDIA H200".into()),
         uuid: Some("GPU-7ab49cf1".into()),

@@ -262,7 +262,7 @@ fn perf_start_to_first_frame_and_memory_with_200_versions() {
         let hash = w.source_hash(v).unwrap();
         store.sync_version(v, &hash, Status::Draft).unwrap();
         for stage in stages {
-            use rung::report::{StageDetail, StageResult, Verdict};
+            use rung::model::report::{StageDetail, StageResult, Verdict};
             use rung::stages::bench::{BenchDetail, SizeBench};
             // The bench as recorded, with a summary of 400 samples.
             let samples: Vec<f64> = (0..400).map(|i| 0.0123 + f64::from(i) * 1e-7).collect();

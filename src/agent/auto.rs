@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::propose::{self, Proposed, Record};
 use super::{Agent, AgentError, AgentEvent, Cancel, Conversation, Message, ToolBox};
-use crate::report::{Stage, StageDetail, StageResult, Verdict, VersionReport};
+use crate::model::report::{Stage, StageDetail, StageResult, Verdict, VersionReport};
 use crate::store::{Status, Store};
 use crate::workspace::Workspace;
 

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use rung::asm::{self, AsmKind, Normalize};
 use rung::check::{self, CheckOptions};
 use rung::exit;
-use rung::report::{CheckReport, SCHEMA};
+use rung::model::report::{CheckReport, SCHEMA};
 use rung::setup::{self, SetupEvent};
 use rung::store::{Status, Store};
 use rung::templates;
@@ -47,11 +47,11 @@ pub fn run(cli: Cli) -> Result<i32> {
         Some(Command::Auto(args)) => Ok(super::auto::auto_cmd(&ws_dir, &args)),
         Some(Command::Schema { worker, watch }) => {
             let schema = if worker {
-                rung::protocol::schema()
+                rung::model::protocol::schema()
             } else if watch {
                 rung::watch::schema()
             } else {
-                rung::report::check_schema()
+                rung::model::report::check_schema()
             };
             println!("{}", serde_json::to_string_pretty(&schema)?);
             Ok(exit::OK)
@@ -314,9 +314,9 @@ fn profile_cmd(dir: &Path, args: &ProfileArgs) -> Result<i32> {
         print!("{}", render::profile(&v.id, &result, color()));
     }
     Ok(match result.verdict {
-        rung::report::Verdict::Pass | rung::report::Verdict::Skipped => exit::OK,
-        rung::report::Verdict::Fail => exit::CHECK_FAILED,
-        rung::report::Verdict::Error => exit::INTERNAL,
+        rung::model::report::Verdict::Pass | rung::model::report::Verdict::Skipped => exit::OK,
+        rung::model::report::Verdict::Fail => exit::CHECK_FAILED,
+        rung::model::report::Verdict::Error => exit::INTERNAL,
     })
 }
 
@@ -376,7 +376,7 @@ fn diff(dir: &Path, args: &DiffArgs) -> Result<i32> {
         let mut store = open_store(&ws)?;
         let report =
             check::check(&ws, &mut store, &CheckOptions { versions: missing.clone(), seed: None, no_bench: true })?;
-        for v in report.versions.iter().filter(|v| v.verdict != rung::report::Verdict::Pass) {
+        for v in report.versions.iter().filter(|v| v.verdict != rung::model::report::Verdict::Pass) {
             eprint!("{}", render::check_report(&CheckReport { versions: vec![v.clone()], ..report.clone() }, false));
         }
     }
@@ -660,7 +660,7 @@ fn selftest(args: &SelftestArgs) -> Result<i32> {
                 );
             }
         }
-        all_ok &= runs.iter().all(|r| r.verdict == rung::report::Verdict::Pass);
+        all_ok &= runs.iter().all(|r| r.verdict == rung::model::report::Verdict::Pass);
         doc.insert("warm".into(), serde_json::to_value(&runs)?);
     }
     if parts.iter().any(|p| p == "profile") {
@@ -729,7 +729,7 @@ fn selftest(args: &SelftestArgs) -> Result<i32> {
             for r in &runs {
                 println!(
                     "{} {:<12} {:<40} {:>10} {:<12} ±{:<6} n={:<5} {}",
-                    if r.verdict == rung::report::Verdict::Pass { "✓" } else { "✗" },
+                    if r.verdict == rung::model::report::Verdict::Pass { "✓" } else { "✗" },
                     r.workspace,
                     r.version,
                     r.median_us.map(|m| format!("{m:.1} µs")).unwrap_or_else(|| "-".into()),
@@ -768,7 +768,7 @@ fn selftest(args: &SelftestArgs) -> Result<i32> {
         all_ok &= runs
             .iter()
             .filter(|r| r.workspace != "side-stream")
-            .all(|r| r.verdict == rung::report::Verdict::Pass && r.unexpected.is_empty());
+            .all(|r| r.verdict == rung::model::report::Verdict::Pass && r.unexpected.is_empty());
         doc.insert("bench".into(), serde_json::to_value(&runs)?);
         doc.insert("bench_reports".into(), reports);
         if let Some(g) = gpu.first()

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use rung::diag::Severity;
 use rung::gpu::GpuProbe;
-use rung::report::{CheckReport, Stage, Verdict};
+use rung::model::report::{CheckReport, Stage, Verdict};
 use rung::store::{ResultRow, Store, StoreError};
 use rung::toolchain::{PYTHON_PACKAGES, Toolchain};
 use rung::workspace::Workspace;
@@ -462,8 +462,8 @@ fn pct(x: Option<f64>) -> String {
 
 /// `rung profile`'s result: per kernel, what bounds it and the figures behind that, the stall
 /// reasons and the SASS hot spots; or the sanitizer's findings at their lines.
-pub fn profile(version: &str, r: &rung::report::StageResult, on: bool) -> String {
-    use rung::report::StageDetail;
+pub fn profile(version: &str, r: &rung::model::report::StageResult, on: bool) -> String {
+    use rung::model::report::StageDetail;
     let mut out = String::new();
     let _ = writeln!(out, "{} {} {}: {}", verdict_cell(Some(r.verdict), on), version, r.stage, r.summary);
     match &r.detail {

@@ -23,7 +23,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 
-use crate::report::CheckReport;
+use crate::model::report::CheckReport;
 use tools::{
     AsmArgs, AsmOut, CheckArgs, Context, DiffAsmArgs, DiffAsmOut, HistoryArgs, HistoryOut, ProfileOut, Reply,
     ResultsOut, SourceOut, SubmitArgs, SubmitOut, ToolError, VersionArgs, VersionsOut,

@@ -18,7 +18,7 @@ use crate::asm::mix::InstructionMix;
 use crate::asm::{self, AsmKind, Normalize};
 use crate::check::{self, CheckOptions, Machine};
 use crate::diag::Diagnostic;
-use crate::report::{CheckReport, Stage, Verdict};
+use crate::model::report::{CheckReport, Stage, Verdict};
 use crate::runners::Runners;
 use crate::store::{ResultRow, Status, Store, StoreError, VersionRow, sha256_hex};
 use crate::workspace::{self, Format, VersionFile, VersionKind, Workspace};
@@ -1378,7 +1378,7 @@ pub fn history(ctx: &Context, args: &HistoryArgs) -> Result<Reply, ToolError> {
         out.stage.map(|s| format!(" ({s})")).unwrap_or_default()
     );
     for e in &out.results {
-        let when = crate::report::rfc3339(
+        let when = crate::model::report::rfc3339(
             std::time::UNIX_EPOCH + std::time::Duration::from_millis(e.started_at_ms.max(0) as u64),
         );
         let stale = if e.current == Some(false) { " (older source)" } else { "" };

@@ -9,7 +9,7 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
 use super::SizeSet;
-use crate::diag::{Diagnostic, Pos};
+use crate::diag::Diagnostic;
 use crate::dtype::DType;
 
 #[derive(Debug, Deserialize)]
@@ -360,26 +360,18 @@ impl<'de> Deserialize<'de> for Seconds {
 
 /// Reads rung.toml into the raw types, or one diagnostic with file:line:col and the key path.
 pub(super) fn deserialize(text: &str, path: &Path) -> Result<RawSpec, Box<Diagnostic>> {
-    let de = toml::Deserializer::parse(text).map_err(|e| {
-        let pos = e.span().map_or(Pos::WHOLE_FILE, |s| Pos::of_offset(text, s.start));
-        Box::new(
-            Diagnostic::error(path, pos, format!("invalid TOML: {}", e.message().trim_end()))
-                .with_help("see the TOML syntax at toml.io; `rung new` writes a commented example"),
-        )
-    })?;
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let key = e.path().to_string();
-        let inner = e.into_inner();
-        let pos = inner.span().map_or(Pos::WHOLE_FILE, |s| Pos::of_offset(text, s.start));
-        let message = inner.message().trim_end().to_string();
-        let help = if message.starts_with("unknown field") {
-            "remove the key or fix its spelling (the allowed keys are listed above)"
-        } else if message.starts_with("missing field") {
-            "add the missing key (see `rung new --template vector-add` for a complete example)"
-        } else {
-            "change the value to the expected kind"
-        };
-        let d = Diagnostic::error(path, pos, message).with_help(help);
-        Box::new(if key == "." { d } else { d.with_key(key) })
-    })
+    crate::diag::deserialize_toml(
+        text,
+        path,
+        "see the TOML syntax at toml.io; `rung new` writes a commented example",
+        |message| {
+            Some(if message.starts_with("unknown field") {
+                "remove the key or fix its spelling (the allowed keys are listed above)"
+            } else if message.starts_with("missing field") {
+                "add the missing key (see `rung new --template vector-add` for a complete example)"
+            } else {
+                "change the value to the expected kind"
+            })
+        },
+    )
 }

@@ -14,18 +14,16 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
 use crate::devstate::DeviceState;
 use crate::gpu::GpuInfo;
 use crate::inputs;
 use crate::metrics;
-use crate::protocol::{self, CallMode, Ceiling, CeilingKind, Op, Response, TensorFile};
-use crate::report::{Reason, StageDetail, Verdict};
+pub use crate::model::bench::{BenchDetail, Ceilings, Comparison, RooflineDetail, SizeBench, Speedup};
+use crate::model::protocol::{self, CallMode, Ceiling, CeilingKind, Op, Response, TensorFile};
+use crate::model::report::{Reason, StageDetail, Verdict};
 use crate::runners::{Failure, Runners};
 use crate::spec::{SizeSet, Spec};
-use crate::stages::run::{StageOutcome, call_args};
+use crate::stages::{Files, StageOutcome, call_args};
 use crate::stats::{self, Stop, StopRule, Summary};
 use crate::workspace::{VersionFile, VersionKind, Workspace};
 
@@ -35,106 +33,6 @@ pub const INPUT_SETS: usize = 3;
 pub const FLUSH_BYTES: u64 = 256 << 20;
 /// Warm-up before timing.
 pub const WARMUP_SECONDS: f64 = 0.3;
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct BenchDetail {
-    pub gpu: String,
-    pub uuid: String,
-    pub device_before: Option<DeviceState>,
-    pub device_after: Option<DeviceState>,
-    /// A clock-event reason other than idle was active before or after.
-    pub throttled: bool,
-    /// How long this bench waited for another rung process timing on the same GPU.
-    pub lock_wait_ms: f64,
-    pub sizes: Vec<SizeBench>,
-    /// Speedups against the best approved version and the reference, timed interleaved.
-    #[serde(default)]
-    pub speedups: Vec<Speedup>,
-    /// Why a comparison was not made or failed.
-    #[serde(default)]
-    pub comparison_notes: Vec<String>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct SizeBench {
-    pub sizes: SizeSet,
-    /// The headline time, ms: `gpu`, or the device-wide interval less `fixed_ms` when work was left
-    /// on another stream. Its median is the figure the roofline and comparisons use.
-    pub headline: Summary,
-    /// `cupti`, `events` or `device-wide`.
-    pub basis: String,
-    /// GPU time between events on the call's stream, ms.
-    pub gpu: Summary,
-    /// With a `cupti` headline (the GPU's busy time for the call's work on every stream, from
-    /// CUPTI's activity records): from the same records, first start to last end, idle gaps
-    /// between the work included, ms.
-    #[serde(default)]
-    pub span: Option<Summary>,
-    /// Why the samples were timed by events rather than CUPTI.
-    #[serde(default)]
-    pub timer_note: Option<String>,
-    /// Host time of the call itself, ms.
-    pub host: Summary,
-    /// Device-wide interval as the host saw it, ms, before subtracting `fixed_ms`.
-    pub wall: Summary,
-    /// The fixed cost of waiting for an idle device, ms (an empty call's wall time).
-    pub fixed_ms: f64,
-    pub stop: Stop,
-    pub input_sets: usize,
-    pub flush_bytes: u64,
-    /// Small kernels: per-call time by CUDA graph replay (no host launch overhead, L2 warm), ms.
-    #[serde(default)]
-    pub graph: Option<Summary>,
-    /// Why graph replay could not time a small kernel (a capture the kernel's code breaks).
-    #[serde(default)]
-    pub graph_error: Option<String>,
-    /// Why the timed outputs disagree with the reference, when they do.
-    pub recheck_failure: Option<String>,
-    /// The re-check's reason code where it is not `mismatch` (GPU MODE and KernelBench: the
-    /// timed buffers refilled and judged as a check case; `memoised` for a remembered result).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recheck_reason: Option<Reason>,
-    /// The carve-out of persisting L2 the version set (cudaLimitPersistingL2CacheSize), bytes:
-    /// rung set it to zero and reset the persisting lines before every timed call, so the times
-    /// are without it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub l2_persisting_bytes: Option<u64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Ceilings {
-    pub uuid: String,
-    pub gpu: String,
-    /// The best device-to-device copy, GB/s counting bytes read plus written.
-    pub copy_gbs: f64,
-    /// Each method's figure: `cuMemcpy`, `copy-kernel`.
-    pub copy_methods: BTreeMap<String, f64>,
-    /// A large bf16 GEMM through cuBLAS (torch.matmul), TFLOP/s; absent without torch.
-    pub gemm_bf16_tflops: Option<f64>,
-    /// The datasheet's figures for this GPU, when rung knows it.
-    pub datasheet_gbs: Option<f64>,
-    pub datasheet_bf16_tflops: Option<f64>,
-    pub measured_at: String,
-    /// How the ceilings were timed: `cupti` (as benches are when CUPTI traces) or `events`.
-    /// Empty in a cache written before rung timed by CUPTI, which is then measured again.
-    #[serde(default)]
-    pub timer: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct RooflineDetail {
-    pub sizes: SizeSet,
-    pub seconds: f64,
-    pub bytes: Option<f64>,
-    pub flops: Option<f64>,
-    pub achieved_gbs: Option<f64>,
-    pub achieved_tflops: Option<f64>,
-    /// `memory` or `compute`: which ceiling applies at this arithmetic intensity.
-    pub bound: String,
-    /// Achieved as a percentage of the ceiling that bounds it.
-    pub percent_of_ceiling: Option<f64>,
-    pub ceilings: Ceilings,
-}
 
 /// Datasheet figures (dense bf16 TFLOP/s, HBM GB/s) by GPU name.
 pub fn datasheet(name: &str) -> (Option<f64>, Option<f64>) {
@@ -155,9 +53,6 @@ pub fn datasheet(name: &str) -> (Option<f64>, Option<f64>) {
 fn fail(verdict: Verdict, reason: Option<Reason>, summary: impl Into<String>) -> StageOutcome {
     StageOutcome { verdict, summary: summary.into(), diagnostics: vec![], detail: StageDetail::None, reason }
 }
-
-/// Parameter name → (file, shape): the buffers of one input set.
-pub type Files = BTreeMap<String, (PathBuf, Vec<i64>)>;
 
 /// Builds a CUDA version's launch at a size, given its buffers.
 pub type LaunchAt<'a> = &'a dyn Fn(&SizeSet, &Files) -> Result<protocol::Launch, String>;
@@ -196,32 +91,6 @@ pub struct Other<'a> {
     /// The version's id, or the reference's file.
     pub label: String,
     pub target: Target<'a>,
-}
-
-/// A speedup measured by interleaving: this version and the other timed in alternating batches
-/// (A B A B) on the same input sets, so drift in clocks or temperature hits both alike.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Speedup {
-    /// `best approved` or `reference`.
-    pub role: String,
-    /// The version compared with (its id), or the reference's file.
-    pub against: String,
-    pub sizes: SizeSet,
-    /// This version's headline times in the interleaved rounds, ms.
-    pub this: Summary,
-    /// The other's, ms.
-    pub other: Summary,
-    /// The other's median over this one's: above 1, this version is faster.
-    pub speedup: f64,
-    /// The speedup at the ends of the two medians' 95% intervals (the slowest this version's
-    /// allows against the fastest the other's allows, and the reverse).
-    pub speedup_low: f64,
-    pub speedup_high: f64,
-    /// Alternating batches timed (each an A batch then a B batch).
-    pub rounds: usize,
-    /// More than [`SUSPICIOUS_SPEEDUP`] over the best approved version: flagged for review (a
-    /// skipped computation or a result cached across calls looks like this).
-    pub suspicious: bool,
 }
 
 /// A speedup over the best approved version above this is flagged for review.
@@ -418,7 +287,7 @@ pub fn bench_problem(ws: &Workspace, runners: &mut Runners, gpu: &GpuInfo, v: &V
         protocol::ProblemFormat::KernelBench
     };
     let benchmarks: Vec<BTreeMap<String, serde_json::Value>> = if format == protocol::ProblemFormat::GpuMode {
-        match crate::stages::run::read_task_yml(&ws.root.join("task.yml")) {
+        match crate::stages::problem::read_task_yml(&ws.root.join("task.yml")) {
             Ok(t) if !t.benchmarks.is_empty() => t.benchmarks,
             Ok(_) => return StageOutcome::new(Verdict::Skipped, "task.yml lists no benchmarks: nothing to time"),
             Err(d) => return fail(Verdict::Error, None, d.message),
@@ -441,7 +310,7 @@ pub fn bench_problem(ws: &Workspace, runners: &mut Runners, gpu: &GpuInfo, v: &V
     // rung's seeds, not the file's, drawn in the file's range as in the check.
     let listed: Vec<_> = benchmarks.iter().map(|a| (a.clone(), 1, true)).collect();
     let mut seeds_of =
-        crate::stages::run::SeedDraw::new(seed ^ 0xB5E7, crate::stages::run::problem_seed_range(&listed));
+        crate::stages::problem::SeedDraw::new(seed ^ 0xB5E7, crate::stages::problem::problem_seed_range(&listed));
     for (bi, bench) in benchmarks.iter().enumerate() {
         let mut args = bench.clone();
         let bench_seed = seeds_of.draw();
@@ -502,7 +371,7 @@ fn problem_request(problem: protocol::ProblemBench, series: u32) -> protocol::Be
         warmup_seconds: WARMUP_SECONDS,
         samples: 10,
         flush_bytes: FLUSH_BYTES,
-        flush_ptx: Some(crate::worker::COPY_PTX.to_string()),
+        flush_ptx: Some(crate::assets::COPY_PTX.to_string()),
         problem: Some(problem),
         ..Default::default()
     }
@@ -525,7 +394,7 @@ fn answer(resp: Result<Response, Failure>) -> Result<Response, Box<StageOutcome>
             let e = r.error.unwrap_or_else(|| protocol::WorkerError::new("error", ""));
             Err(Box::new(fail(
                 Verdict::Fail,
-                Some(crate::stages::run::reason_for(&e)),
+                Some(crate::stages::reason_for(&e)),
                 format!("{}: {}", e.kind, e.message),
             )))
         }
@@ -612,7 +481,7 @@ fn first_request(
                 returns: BTreeMap::new(),
                 guard_bytes: 0,
             });
-            first.flush_ptx = Some(crate::worker::COPY_PTX.to_string());
+            first.flush_ptx = Some(crate::assets::COPY_PTX.to_string());
         }
         Target::Problem(p) => return Ok(problem_request(p.clone(), series)),
     }
@@ -1084,7 +953,7 @@ pub fn ceilings(runners: &mut Runners, gpu: &GpuInfo, torch: bool) -> Result<Cei
         gemm_bf16_tflops: gemm,
         datasheet_gbs: ds_gbs,
         datasheet_bf16_tflops: ds_tflops,
-        measured_at: crate::report::rfc3339(std::time::SystemTime::now()),
+        measured_at: crate::model::report::rfc3339(std::time::SystemTime::now()),
         timer: timer.into(),
     };
     if let Some(dir) = path.parent() {
@@ -1324,25 +1193,6 @@ mod tests {
     }
 }
 
-/// How a version's time compares with a baseline's, noise-aware: the confidence intervals of the
-/// two medians, not the bare medians.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Comparison {
-    pub version: String,
-    pub baseline: String,
-    /// candidate median / baseline median − 1, in percent (positive: slower).
-    pub change_percent: f64,
-    /// The smallest slowdown the intervals allow: candidate CI low / baseline CI high − 1, in %.
-    pub least_slowdown_percent: f64,
-    pub max_regression_percent: f64,
-    /// The least slowdown exceeds the allowed regression.
-    pub regressed: bool,
-    /// What both figures are: the headlines' basis when the two benches share it, else `events`
-    /// (every bench keeps its event times), so a change of timer is not read as a change of speed.
-    #[serde(default)]
-    pub basis: String,
-}
-
 /// Compares two benches' headline summaries. A version regressed only when even the fastest its
 /// interval allows is slower than the slowest the baseline's allows by more than `max_pct`.
 fn compare(
@@ -1368,7 +1218,7 @@ fn compare(
 
 /// A recorded bench result's first benchmark size, from the history.
 pub fn recorded_bench(payload: &serde_json::Value) -> Option<SizeBench> {
-    let result: crate::report::StageResult = serde_json::from_value(payload.clone()).ok()?;
+    let result: crate::model::report::StageResult = serde_json::from_value(payload.clone()).ok()?;
     let StageDetail::Bench(b) = result.detail else { return None };
     b.sizes.into_iter().next()
 }

@@ -17,15 +17,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::diag::{Diagnostic, Pos, Severity};
+pub use crate::model::build::{Artefact, BuildDetail, KernelBuild};
+use crate::model::report::{StageDetail, Verdict};
 use crate::parsers::{
     HostLinker, KernelResources, NvccFrontend, NvlinkOutput, OutputParser, ParseContext, PtxLineMap, PtxasOutput,
     PythonTraceback, parse_all, parse_resources,
 };
-use crate::report::{StageDetail, Verdict};
 use crate::spec::CompilerChoice;
 use crate::store::{Objects, Store, StoreError, sha256_hex};
 use crate::toolchain::{Tool, Toolchain};
@@ -34,52 +34,7 @@ use crate::workspace::{VersionFile, VersionKind, Workspace};
 /// Bump when the build's commands or outputs change, so cached builds are redone.
 const BUILD_LOGIC_VERSION: u32 = 3;
 
-/// The Triton and CuTe DSL ahead-of-time compilers, shipped inside the binary.
-pub(crate) const TRITON_AOT: &str = include_str!("../../assets/python/triton_aot.py");
-const CUTE_AOT: &str = include_str!("../../assets/python/cute_aot.py");
-/// Helpers both import, written beside them.
-pub(crate) const AOT_COMMON: &str = include_str!("../../assets/python/aot_common.py");
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct BuildDetail {
-    /// `nvcc`, `ptxas` or `triton`.
-    pub compiler: String,
-    /// The target, e.g. `sm_90a`.
-    pub arch: String,
-    /// Why this target: `GPU`, `rung.toml`, `default`, plus `+a: uses wgmma` when upgraded.
-    pub arch_reason: String,
-    /// True for Triton builds made without launching the kernel: the signature and constexprs
-    /// were inferred (see `notes`), so the kernels that really launch may differ.
-    pub ahead_of_time: bool,
-    /// True when this result was reused from an identical earlier build (no tool ran).
-    pub cached: bool,
-    pub cache_key: String,
-    /// Every command run, exactly as run (working directory: the workspace root).
-    pub commands: Vec<String>,
-    pub artefacts: Vec<Artefact>,
-    pub kernels: Vec<KernelBuild>,
-    /// Anything the build inferred or assumed.
-    pub notes: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Artefact {
-    /// File name under `.rung/dumps/<version>/`.
-    pub name: String,
-    /// `ptx`, `cubin`, `sass`, `so`, `ttir`, `ttgir`, `llir`, ...
-    pub kind: String,
-    /// SHA-256: the object in `.rung/objects/`.
-    pub hash: String,
-    pub bytes: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct KernelBuild {
-    pub resources: KernelResources,
-    /// Triton's launch parameters, for Triton kernels.
-    pub num_warps: Option<u32>,
-    pub num_stages: Option<u32>,
-}
+use crate::assets::{AOT_COMMON, CUTE_AOT, TRITON_AOT};
 
 pub struct Built {
     pub verdict: Verdict,
@@ -758,7 +713,7 @@ fn launch_json(spec: &crate::spec::Spec, source: &str) -> Option<serde_json::Val
     let sizes = spec.bench_sizes.first().or(spec.test_sizes.last())?;
     let (params, _) = crate::stages::prepare::python_def_params(source, "run")?;
     let names: Vec<String> = params.into_iter().map(|(n, _)| n).collect();
-    let args = crate::stages::run::call_args(spec, &names, sizes, |t, shape| crate::protocol::TensorFile {
+    let args = crate::stages::call_args(spec, &names, sizes, |t, shape| crate::model::protocol::TensorFile {
         path: Default::default(),
         dtype: t.dtype,
         shape,
@@ -970,7 +925,7 @@ pub fn captured(
     ws: &Workspace,
     tc: &Toolchain,
     arch: &str,
-    kernels: &[crate::protocol::CapturedKernel],
+    kernels: &[crate::model::protocol::CapturedKernel],
 ) -> Option<(Verdict, String, BuildDetail)> {
     if kernels.is_empty() {
         return None;

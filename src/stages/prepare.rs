@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::diag::{Diagnostic, Pos};
 use crate::launch::{self, Binding};
-use crate::report::{PrepareDetail, SizedLaunch, StageDetail, Verdict};
+use crate::model::report::{PrepareDetail, SizedLaunch, StageDetail, Verdict};
 use crate::spec::{BUILTIN_VARS, Spec, TensorRole};
 use crate::workspace::{Format, VersionFile, VersionKind};
 
@@ -20,7 +20,7 @@ pub struct Prepared {
     pub diagnostics: Vec<Diagnostic>,
     pub detail: StageDetail,
     /// `signature-mismatch` when a parameter binds to nothing or to the wrong kind of value.
-    pub reason: Option<crate::report::Reason>,
+    pub reason: Option<crate::model::report::Reason>,
 }
 
 pub fn prepare(format: Format, spec: Option<&Spec>, v: &VersionFile, source: &str) -> Prepared {
@@ -98,7 +98,7 @@ pub fn prepare(format: Format, spec: Option<&Spec>, v: &VersionFile, source: &st
         }
     };
     let binding = diags.iter().any(|d| d.is_error() && d.message.starts_with("parameter `"));
-    let reason = binding.then_some(crate::report::Reason::SignatureMismatch);
+    let reason = binding.then_some(crate::model::report::Reason::SignatureMismatch);
     Prepared { verdict, summary, diagnostics: diags, detail: StageDetail::Prepare(detail), reason }
 }
 

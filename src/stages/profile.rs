@@ -12,14 +12,12 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
 use crate::check::{self, Machine};
-use crate::profile::{self, Finding, KernelProfile, Sanitizer};
-use crate::report::{Stage, StageDetail, StageResult, Verdict};
+pub use crate::model::profile::{ProfileDetail, SanitizerDetail};
+use crate::model::report::{Stage, StageDetail, StageResult, Verdict};
+use crate::profile::{self, Sanitizer};
 use crate::spec::SizeSet;
-use crate::stages::run::StageOutcome;
+use crate::stages::StageOutcome;
 use crate::stages::{bench, build, run};
 use crate::store::{Objects, Store, StoreError};
 use crate::workspace::{VersionFile, Workspace};
@@ -29,39 +27,6 @@ use crate::workspace::{VersionFile, Workspace};
 const TOOL_LIMIT: Duration = Duration::from_secs(600);
 /// SASS hot spots kept per kernel.
 const HOT_SPOTS: usize = 8;
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct ProfileDetail {
-    /// The sizes of the profiled call.
-    pub sizes: SizeSet,
-    /// Each kernel the call launched, as Nsight Compute measured it.
-    pub kernels: Vec<KernelProfile>,
-    /// The Nsight Compute report (`.ncu-rep`, for `ncu-ui`) and its raw page as CSV: SHA-256s of
-    /// objects in `.rung/objects/`.
-    pub report: Option<String>,
-    pub csv: Option<String>,
-    /// The command, as run in the workspace's root.
-    pub command: String,
-    /// The bytes rung.toml's roofline formula counts at these sizes, from the version's newest
-    /// roofline of the same source, and the DRAM bytes Nsight Compute saw over that: above 1,
-    /// the kernel moves more than it needs (it re-reads what did not stay in L2).
-    #[serde(default)]
-    pub formula_bytes: Option<f64>,
-    #[serde(default)]
-    pub traffic_ratio: Option<f64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct SanitizerDetail {
-    pub tool: Sanitizer,
-    pub sizes: SizeSet,
-    pub findings: Vec<Finding>,
-    /// The tool's closing line (`ERROR SUMMARY: 2 errors`).
-    pub summary: Option<String>,
-    /// The tool's whole output, an object in `.rung/objects/`.
-    pub log: Option<String>,
-    pub command: String,
-}
 
 /// Which tool `rung profile` runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

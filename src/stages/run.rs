@@ -17,16 +17,16 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
 use crate::diag::{Diagnostic, Pos};
 use crate::inputs::{self, POISON};
-use crate::metrics::{self, Comparison};
-use crate::protocol::{self, Arg, CallMode, CapturedKernel, OwnVerdict, Response, TensorFile, WorkerError};
-use crate::report::{Reason, StageDetail, Verdict};
+use crate::metrics::{self};
+use crate::model::protocol::{self, CallMode, CapturedKernel, OwnVerdict, Response, TensorFile, WorkerError};
+use crate::model::report::{Reason, StageDetail, Verdict};
+pub use crate::model::run::{CheckDetail, OutputCheck, OwnCheck, RunDetail, SizeRun, UserRung};
 use crate::runners::{Failure, Runners};
 use crate::spec::{SizeSet, Spec};
+use crate::stages::problem::{SeedDraw, problem_seed_range, read_task_yml};
+use crate::stages::{StageOutcome, call_args, reason_for};
 use crate::store::sha256_hex;
 use crate::toolchain::Toolchain;
 use crate::workspace::{Format, VersionFile, VersionKind, Workspace};
@@ -36,93 +36,6 @@ const DECOY: u64 = 0x5DEE_CE66_D1CE_F00D;
 
 /// Milliseconds of device work after run() returned above which rung says so.
 const PENDING_WARN_MS: f64 = 1.0;
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct RunDetail {
-    /// `cuda` (on the GPU), `triton-interpreter` (on the CPU) or `torch-cpu`.
-    pub mode: String,
-    pub sizes: Vec<SizeRun>,
-    /// Where the time went, in seconds: `zygote_start` (only when the worker started for this
-    /// check), `prewarm` (Triton compiling every test size's kernels in parallel, when the
-    /// source is new), `fork`, `cuda_init`, `import`, `inputs` (drawing and writing them),
-    /// `first_run` (the decoy runs, any compile left included), `run` (the checked runs),
-    /// `worker_overhead` (staging, guard checks, round trips), `reference`, `metrics`, `dumps`
-    /// (keeping the kernels that launched).
-    #[serde(default)]
-    pub phases: BTreeMap<String, f64>,
-    /// Triton kernels that really launched on the GPU (their PTX and cubin are in the dumps).
-    #[serde(default)]
-    pub launched: Vec<CapturedKernel>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct SizeRun {
-    pub sizes: SizeSet,
-    /// Wall time of the second run, in the worker, synchronised.
-    pub seconds: f64,
-    /// Output → number of elements left unwritten (poison in both runs).
-    pub unwritten: BTreeMap<String, usize>,
-    /// Milliseconds the device kept working after the call's own stream finished.
-    #[serde(default)]
-    pub pending_ms: Option<f64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct CheckDetail {
-    pub seed: u64,
-    pub results: Vec<OutputCheck>,
-    /// The `@rung("name")` functions of the workspace's checks.py, per test size.
-    pub user_rungs: Vec<UserRung>,
-    /// GPU MODE's check_implementation or KernelBench's allclose, per test.
-    #[serde(default)]
-    pub own: Vec<OwnCheck>,
-    /// Where a pass deserves a second look: the format's rule passes what rung's tolerance does
-    /// not, or a vacuous answer (all zeros, one constant) would pass the rule too.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct OwnCheck {
-    pub sizes: SizeSet,
-    pub verdict: OwnVerdict,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct UserRung {
-    pub sizes: SizeSet,
-    pub name: String,
-    pub pass: bool,
-    /// The assertion's message, when it failed.
-    pub error: Option<String>,
-    pub traceback: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct OutputCheck {
-    pub sizes: SizeSet,
-    pub output: String,
-    pub pass: bool,
-    /// Why it failed, in words.
-    pub reason: Option<String>,
-    pub comparison: Comparison,
-}
-
-/// A stage's result before it is timed and recorded.
-#[derive(Debug, Clone)]
-pub struct StageOutcome {
-    pub verdict: Verdict,
-    pub summary: String,
-    pub diagnostics: Vec<Diagnostic>,
-    pub detail: StageDetail,
-    pub reason: Option<Reason>,
-}
-
-impl StageOutcome {
-    pub fn new(verdict: Verdict, summary: impl Into<String>) -> StageOutcome {
-        StageOutcome { verdict, summary: summary.into(), diagnostics: vec![], detail: StageDetail::None, reason: None }
-    }
-}
 
 pub struct RunOutcome {
     pub run: StageOutcome,
@@ -136,24 +49,6 @@ fn skipped(why: impl Into<String>) -> RunOutcome {
 
 fn failed(verdict: Verdict, reason: Option<Reason>, why: impl Into<String>) -> RunOutcome {
     RunOutcome { run: StageOutcome { reason, ..StageOutcome::new(verdict, why) }, check: None }
-}
-
-/// The reason a worker's error stands for.
-pub fn reason_for(e: &WorkerError) -> Reason {
-    let m = e.message.to_ascii_lowercase();
-    match e.kind.as_str() {
-        "CUDA_ERROR_ILLEGAL_ADDRESS" => Reason::IllegalAddress,
-        "CUDA_ERROR_OUT_OF_MEMORY" | "OutOfMemoryError" | "MemoryError" => Reason::OutOfMemory,
-        "WorkerDied" => Reason::Crashed,
-        "HostEntryFailed" | "HostEntryLoad" => Reason::EntryFailed,
-        "TimerPatched" => Reason::TimerPatched,
-        "HarnessPatched" => Reason::HarnessPatched,
-        k if k.starts_with("CUDA_ERROR") => Reason::CudaError,
-        _ if m.contains("illegal memory access") || m.contains("illegal address") => Reason::IllegalAddress,
-        _ if m.contains("out of memory") => Reason::OutOfMemory,
-        _ if m.contains("cuda error") => Reason::CudaError,
-        _ => Reason::Exception,
-    }
 }
 
 fn failure_reason(f: &Failure) -> (Verdict, Option<Reason>) {
@@ -351,7 +246,7 @@ impl NativePlan {
     pub fn launcher<'a>(
         &'a self,
         spec: &'a Spec,
-    ) -> impl Fn(&SizeSet, &crate::stages::bench::Files) -> Result<protocol::Launch, String> + 'a {
+    ) -> impl Fn(&SizeSet, &crate::stages::Files) -> Result<protocol::Launch, String> + 'a {
         move |sizes, files| self.launch_at(spec, sizes, files).map_err(|(_, m)| m)
     }
 
@@ -1104,53 +999,8 @@ fn keep_launched(
         .collect()
 }
 
-/// The keyword arguments of a Python function (`run` or `reference`) at one size, bound by
-/// name like a kernel's: tensors as `tensor(t, shape)` makes them, scalars and size variables by
-/// value (integers stay integers). Names that are none of these are left out.
-pub fn call_args(
-    spec: &Spec,
-    params: &[String],
-    sizes: &SizeSet,
-    tensor: impl Fn(&crate::spec::TensorSpec, Vec<i64>) -> TensorFile,
-) -> Result<BTreeMap<String, Arg>, String> {
-    let mut args = BTreeMap::new();
-    for name in params {
-        let v = if let Some((t, _)) = spec.tensor(name) {
-            let shape = spec.shape_at(t, sizes).map_err(|e| format!("`{name}`: {}", e.message))?;
-            Arg::Tensor(tensor(t, shape))
-        } else if let Some(value) = spec.value_of(name, sizes, None)? {
-            Arg::Value(value.to_json())
-        } else {
-            continue;
-        };
-        args.insert(name.clone(), v);
-    }
-    Ok(args)
-}
-
 // ---------------------------------------------------------------------------------------------
 // GPU MODE and KernelBench
-
-/// The tests of a GPU MODE task.yml (`tests:` and `benchmarks:` lists of argument maps).
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct TaskYml {
-    #[serde(default)]
-    pub tests: Vec<BTreeMap<String, serde_json::Value>>,
-    #[serde(default)]
-    pub benchmarks: Vec<BTreeMap<String, serde_json::Value>>,
-}
-
-/// Reads a GPU MODE task.yml. Errors name the file, the line and the fix.
-pub fn read_task_yml(path: &Path) -> Result<TaskYml, Diagnostic> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Diagnostic::error(path, Pos::WHOLE_FILE, format!("cannot read: {e}")))?;
-    serde_norway::from_str::<TaskYml>(&text).map_err(|e| {
-        let pos = e.location().map(|l| Pos::new(l.line() as u32, l.column() as u32)).unwrap_or(Pos::WHOLE_FILE);
-        Diagnostic::error(path, pos, format!("task.yml does not parse: {e}")).with_help(
-            "tests and benchmarks are lists of argument maps, e.g. `tests:\\n  - {\"size\": 1024, \"seed\": 4242}`",
-        )
-    })
-}
 
 /// The integer arguments of a test, as a size set for display.
 fn args_label(args: &BTreeMap<String, serde_json::Value>) -> SizeSet {
@@ -1451,41 +1301,6 @@ pub fn run_problem(
         },
     };
     RunOutcome { run, check: Some(check) }
-}
-
-/// Seeds for a problem's tests are drawn below this: ten times the largest seed its file names,
-/// at least 2^16, at most 2^31.
-pub fn problem_seed_range(tests: &[(BTreeMap<String, serde_json::Value>, usize, bool)]) -> u64 {
-    let largest = tests.iter().filter_map(|(a, _, _)| a.get("seed").and_then(|s| s.as_u64())).max().unwrap_or(0);
-    largest.saturating_mul(10).clamp(1 << 16, 1 << 31)
-}
-
-/// Distinct seeds in `1..range`, drawn from the check's seed (splitmix64), so a check's seed
-/// reproduces them.
-pub struct SeedDraw {
-    state: u64,
-    range: u64,
-    used: std::collections::BTreeSet<u64>,
-}
-
-impl SeedDraw {
-    pub fn new(seed: u64, range: u64) -> SeedDraw {
-        SeedDraw { state: seed, range: range.max(2), used: Default::default() }
-    }
-
-    pub fn draw(&mut self) -> u64 {
-        loop {
-            self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            let s = 1 + z % (self.range - 1);
-            if self.used.insert(s) || self.used.len() as u64 >= self.range - 1 {
-                return s;
-            }
-        }
-    }
 }
 
 /// The first line of a message (GPU MODE's verdicts run to several lines).
@@ -1804,7 +1619,7 @@ pub fn judge_cases(cases: &[protocol::ProblemCase], label: &str) -> JudgedTest {
 #[cfg(test)]
 mod problem_tests {
     use super::*;
-    use crate::protocol::{InputCheck, ProblemCase, ProblemOutcome, ProblemTensor, RuleFigures, TensorMeta};
+    use crate::model::protocol::{InputCheck, ProblemCase, ProblemOutcome, ProblemTensor, RuleFigures, TensorMeta};
 
     fn meta(dtype: &str, shape: &[i64]) -> TensorMeta {
         TensorMeta { dtype: dtype.into(), shape: shape.to_vec() }

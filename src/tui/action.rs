@@ -182,13 +182,6 @@ pub struct Keymap {
     bindings: Vec<(KeyEvent, Action)>,
 }
 
-/// The embedded defaults (`config.default.toml`).
-impl Default for Keymap {
-    fn default() -> Keymap {
-        super::config::Config::default().keymap
-    }
-}
-
 impl Keymap {
     pub fn empty() -> Keymap {
         Keymap { bindings: vec![] }

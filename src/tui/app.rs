@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEventKind};
 use ratatui::layout::{Position, Rect};
 use rung::diag::Diagnostic;
-use rung::report::{Stage, StageDetail, StageResult, Verdict};
+use rung::model::report::{Stage, StageDetail, StageResult, Verdict};
 use rung::stages::bench::{ROLE_REFERENCE, SizeBench};
 use rung::store::{Status, Store};
 use rung::watch::{EventKind, JobKind, JobState, WatchEvent};
@@ -21,7 +21,7 @@ use super::asm_view::{Against, AsmView, DiffKey, Listing, Need};
 use super::chat::ChatOutcome;
 use super::chat_session::ChatSession;
 use super::event::Event;
-use super::panes::Pane;
+use super::layout::{self, Arrangement, Pane};
 use super::theme::{Role, Theme};
 
 /// Lines the log pane keeps.
@@ -230,6 +230,18 @@ pub struct App {
 }
 
 impl App {
+    /// What the layout is decided from (layout.rs).
+    pub fn arrangement(&self) -> Arrangement {
+        Arrangement {
+            pane: self.pane,
+            zoomed: self.zoomed,
+            lower: self.lower,
+            right: self.right,
+            chat_shown: self.chat.shown,
+            versions: self.versions.len(),
+        }
+    }
+
     pub fn open(root: &Path, color: bool) -> Result<App> {
         let ws = Workspace::open(root)?;
         let store = Store::open(&ws.state_dir())
@@ -239,7 +251,7 @@ impl App {
             state_dir: ws.state_dir(),
             problem: String::new(),
             store,
-            keymap: Keymap::default(),
+            keymap: super::config::Config::default().keymap,
             theme: Theme::default().plain(!color),
             syntax_theme: String::new(),
             syntax: None,
@@ -359,8 +371,9 @@ impl App {
                     return false;
                 }
                 let at = Position::new(m.column, m.row);
-                let Some((pane, rect)) =
-                    super::view::panes(self, super::view::body(self.area)).into_iter().find(|(_, r)| r.contains(at))
+                let Some((pane, rect)) = layout::panes(&self.arrangement(), layout::body(self.area))
+                    .into_iter()
+                    .find(|(_, r)| r.contains(at))
                 else {
                     return false;
                 };
@@ -627,7 +640,8 @@ impl App {
     /// Brings the assembly pane's diff in line with the selection, the comparison and the files
     /// on disk. Only while the pane is on screen: a hidden pane costs nothing.
     pub fn sync_asm(&mut self) {
-        let visible = super::view::panes(self, super::view::body(self.area)).iter().any(|(p, _)| *p == Pane::Assembly);
+        let visible =
+            layout::panes(&self.arrangement(), layout::body(self.area)).iter().any(|(p, _)| *p == Pane::Assembly);
         if !visible {
             return;
         }

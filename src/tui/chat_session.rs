@@ -340,7 +340,7 @@ impl ChatSession {
 
     /// A version's pipeline finished in the scheduler: auto mode may be waiting for it (measured
     /// only then).
-    pub fn report(&self, report: &rung::report::VersionReport) {
+    pub fn report(&self, report: &rung::model::report::VersionReport) {
         if let Some(a) = &self.auto {
             let _ = a.reports.send((report.id.clone(), Measure::of_report(report)));
         }

@@ -182,20 +182,7 @@ fn apply(mut config: Config, file: &File, text: &str, path: &Path) -> Result<Con
 
 /// Parses TOML into `T`, or one diagnostic with the file, line, column and key path.
 pub fn deserialize<T: DeserializeOwned>(text: &str, path: &Path) -> Result<T, Box<Diagnostic>> {
-    let de = toml::Deserializer::parse(text).map_err(|e| {
-        let pos = e.span().map_or(Pos::WHOLE_FILE, |s| Pos::of_offset(text, s.start));
-        Box::new(
-            Diagnostic::error(path, pos, format!("invalid TOML: {}", e.message().trim_end()))
-                .with_help("see the TOML syntax at toml.io"),
-        )
-    })?;
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let key = e.path().to_string();
-        let inner = e.into_inner();
-        let pos = inner.span().map_or(Pos::WHOLE_FILE, |s| Pos::of_offset(text, s.start));
-        let d = Diagnostic::error(path, pos, inner.message().trim_end().to_string());
-        Box::new(if key == "." { d } else { d.with_key(key) })
-    })
+    rung::diag::deserialize_toml(text, path, "see the TOML syntax at toml.io", |_| None)
 }
 
 /// `a`, `?`, `Ctrl-z`, `Alt-x`, `Shift-Tab`, `Enter`, `F5`...

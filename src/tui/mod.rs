@@ -11,6 +11,7 @@ pub mod chat_session;
 pub mod config;
 pub mod editor;
 pub mod event;
+pub mod layout;
 pub mod panes;
 pub mod terminal;
 pub mod theme;

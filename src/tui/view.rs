@@ -1,12 +1,7 @@
 //! The whole screen: a title line, the panes, and a bottom line that is the key bar, the last
 //! message, the reason being typed or the command palette's input; help over all of it.
 //!
-//! Layouts: on a narrow screen the versions on top and the last focused other pane below, large;
-//! from [`WIDE`] columns the versions and compile errors on the left and the last focused detail
-//! pane on the right; `z` gives the focused pane the whole body. The chat side panel, once open,
-//! is a column on the right of a wide screen (the rest laid out by the same rules in what is
-//! left); on a narrow one it takes the lower pane's place while it has the keys. [`panes`] is the
-//! one place that decides where each pane is, for drawing and for mouse hits alike.
+//! Where each pane goes is [`super::layout`]'s to say, for drawing and for mouse hits alike.
 
 use ratatui::Frame;
 use ratatui::buffer::Buffer;
@@ -17,11 +12,9 @@ use ratatui::widgets::{Block, Clear, Paragraph, Widget};
 
 use super::action::Action;
 use super::app::{App, Mode, palette_matches};
-use super::panes::{Pane, paint};
+use super::layout::panes;
+use super::panes::paint;
 use super::theme::Role;
-
-/// From this many columns the detail pane sits beside the versions and compile errors.
-pub const WIDE: u16 = 140;
 
 /// The key bar's actions, in the order they are dropped from the end on a narrow screen.
 const KEY_BAR: [Action; 11] = [
@@ -42,61 +35,11 @@ pub fn draw(app: &App, frame: &mut Frame) {
     render(app, frame.area(), frame.buffer_mut());
 }
 
-/// The screen less its title and bottom lines.
-pub fn body(area: Rect) -> Rect {
-    let [_, body, _] = Layout::vertical([Constraint::Length(1), Constraint::Min(0), Constraint::Length(1)]).areas(area);
-    body
-}
-
-/// The chat column's width on a wide screen.
-pub fn chat_width(body: u16) -> u16 {
-    (body * 2 / 5).clamp(48, 96)
-}
-
-/// Where each visible pane goes in `body`.
-pub fn panes(app: &App, body: Rect) -> Vec<(Pane, Rect)> {
-    if app.zoomed {
-        return vec![(app.pane, body)];
-    }
-    if app.chat.shown && body.width >= WIDE {
-        let [rest, chat] =
-            Layout::horizontal([Constraint::Min(0), Constraint::Length(chat_width(body.width))]).areas(body);
-        let mut out = workbench(app, rest, app.lower);
-        out.push((Pane::Chat, chat));
-        return out;
-    }
-    // Narrow: the chat has the lower pane's place while it has the keys.
-    workbench(app, body, if app.pane == Pane::Chat { Pane::Chat } else { app.lower })
-}
-
-/// The versions, the compile errors and the detail panes in `body`, `lower` below the versions
-/// when it is narrow.
-fn workbench(app: &App, body: Rect, lower: Pane) -> Vec<(Pane, Rect)> {
-    // The versions pane is as tall as its rows, up to half (narrow: a third) of its column.
-    let wanted = app.versions.len().max(1) as u16 + 3;
-    if body.width >= WIDE {
-        let [left, right] = Layout::horizontal([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(body);
-        let [top, rest] =
-            Layout::vertical([Constraint::Length(wanted.min(left.height / 2).max(3)), Constraint::Min(0)]).areas(left);
-        vec![(Pane::Versions, top), (Pane::Diagnostics, rest), (app.right, right)]
-    } else {
-        let cap = match lower {
-            Pane::Diagnostics => body.height / 2,
-            // The chat's how-to and replies need the rows more than the versions do.
-            Pane::Chat => body.height / 4,
-            _ => body.height / 3,
-        };
-        let [top, rest] =
-            Layout::vertical([Constraint::Length(wanted.min(cap).max(3)), Constraint::Min(0)]).areas(body);
-        vec![(Pane::Versions, top), (lower, rest)]
-    }
-}
-
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let [title, body, bottom] =
         Layout::vertical([Constraint::Length(1), Constraint::Min(0), Constraint::Length(1)]).areas(area);
     title_line(app).render(title, buf);
-    for (pane, area) in panes(app, body) {
+    for (pane, area) in panes(&app.arrangement(), body) {
         pane.draw(app, area, buf);
     }
     bottom_line(app, bottom.width).render(bottom, buf);

@@ -12,8 +12,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Widget, Wrap};
 use rung::asm::diff::{KernelDiff, Row, RowKind, Side};
 use rung::asm::mix;
+use rung::model::report::{Stage, StageDetail};
 use rung::parsers::KernelResources;
-use rung::report::{Stage, StageDetail};
 
 use super::{SPINNER, paint};
 use crate::tui::app::App;

@@ -10,13 +10,13 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Widget, Wrap};
 use rung::metrics::Comparison;
-use rung::report::{Stage, StageDetail, Verdict};
+use rung::model::report::{Stage, StageDetail, Verdict};
 use rung::stages::run::{CheckDetail, OutputCheck};
 use rung::watch::JobKind;
 
-use super::Pane;
 use super::{SPINNER, sizes_label};
 use crate::tui::app::{App, VersionView, verdict_role};
+use crate::tui::layout::Pane;
 use crate::tui::theme::{Role, Theme};
 
 /// Shades of the heat map, from no error to the largest.

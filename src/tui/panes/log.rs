@@ -7,8 +7,8 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Widget};
 
-use super::Pane;
 use crate::tui::app::App;
+use crate::tui::layout::Pane;
 use crate::tui::theme::Role;
 
 pub fn draw(app: &App, block: Block, area: Rect, buf: &mut Buffer) {

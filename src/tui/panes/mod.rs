@@ -19,44 +19,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType};
 
 use super::app::App;
+use super::layout::Pane;
 use super::theme::Role;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Pane {
-    Versions,
-    Diagnostics,
-    Correctness,
-    Timing,
-    Assembly,
-    Profile,
-    Log,
-    /// The chat side panel (`app.chat`): not in `ALL`, see above.
-    Chat,
-}
-
 impl Pane {
-    pub const ALL: [Pane; 7] =
-        [Pane::Versions, Pane::Diagnostics, Pane::Correctness, Pane::Timing, Pane::Assembly, Pane::Profile, Pane::Log];
-
-    pub fn title(self) -> &'static str {
-        match self {
-            Pane::Versions => "versions",
-            Pane::Diagnostics => "compile errors",
-            Pane::Correctness => "correctness",
-            Pane::Timing => "timing",
-            Pane::Assembly => "assembly",
-            Pane::Profile => "profile",
-            Pane::Log => "log",
-            Pane::Chat => "chat",
-        }
-    }
-
-    /// A detail pane of the selected version or of the whole history: on a wide screen they take
-    /// turns right of the versions and the compile errors.
-    pub fn is_detail(self) -> bool {
-        !matches!(self, Pane::Versions | Pane::Diagnostics | Pane::Chat)
-    }
-
     pub fn draw(self, app: &App, area: Rect, buf: &mut Buffer) {
         let focused = app.pane == self;
         let theme = &app.theme;

@@ -10,13 +10,14 @@ use ratatui::layout::Rect;
 use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Widget, Wrap};
+use rung::model::report::{Stage, StageDetail, StageResult};
 use rung::profile::KernelProfile;
-use rung::report::{Stage, StageDetail, StageResult};
 use rung::stages::profile::ProfileDetail;
 
-use super::{Pane, SPINNER};
+use super::SPINNER;
 use crate::tui::app::{App, VersionView, verdict_role};
 use crate::tui::asm_view::Against;
+use crate::tui::layout::Pane;
 use crate::tui::theme::Role;
 
 pub fn draw(app: &App, block: Block, area: Rect, buf: &mut Buffer) {

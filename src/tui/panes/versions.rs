@@ -6,7 +6,7 @@ use ratatui::layout::{Constraint, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Cell, Paragraph, Row, StatefulWidget, Table, TableState, Widget};
-use rung::report::{Stage, Verdict};
+use rung::model::report::{Stage, Verdict};
 use rung::store::Status;
 use rung::watch::JobKind;
 

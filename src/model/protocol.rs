@@ -453,7 +453,7 @@ pub struct Response {
     /// With `recheck`: its reason code (`memoised` when the timed buffers refilled with fresh
     /// values get a wrong answer that new buffers do not).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recheck_reason: Option<crate::report::Reason>,
+    pub recheck_reason: Option<crate::model::verdict::Reason>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -1,0 +1,47 @@
+//! The build stage's report types.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::parsers::KernelResources;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BuildDetail {
+    /// `nvcc`, `ptxas` or `triton`.
+    pub compiler: String,
+    /// The target, e.g. `sm_90a`.
+    pub arch: String,
+    /// Why this target: `GPU`, `rung.toml`, `default`, plus `+a: uses wgmma` when upgraded.
+    pub arch_reason: String,
+    /// True for Triton builds made without launching the kernel: the signature and constexprs
+    /// were inferred (see `notes`), so the kernels that really launch may differ.
+    pub ahead_of_time: bool,
+    /// True when this result was reused from an identical earlier build (no tool ran).
+    pub cached: bool,
+    pub cache_key: String,
+    /// Every command run, exactly as run (working directory: the workspace root).
+    pub commands: Vec<String>,
+    pub artefacts: Vec<Artefact>,
+    pub kernels: Vec<KernelBuild>,
+    /// Anything the build inferred or assumed.
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Artefact {
+    /// File name under `.rung/dumps/<version>/`.
+    pub name: String,
+    /// `ptx`, `cubin`, `sass`, `so`, `ttir`, `ttgir`, `llir`, ...
+    pub kind: String,
+    /// SHA-256: the object in `.rung/objects/`.
+    pub hash: String,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct KernelBuild {
+    pub resources: KernelResources,
+    /// Triton's launch parameters, for Triton kernels.
+    pub num_warps: Option<u32>,
+    pub num_stages: Option<u32>,
+}

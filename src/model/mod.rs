@@ -1,0 +1,12 @@
+//! What each stage reports: the detail types of the check report's stage results, apart from
+//! the stages that fill them, so that the report (and everything that reads it: the CLI, the
+//! TUI, the MCP server) depends on data only, never on a stage.
+
+pub mod bench;
+pub mod build;
+pub mod profile;
+pub mod protocol;
+pub mod report;
+pub mod run;
+pub mod verdict;
+pub mod version;

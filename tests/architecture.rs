@@ -1,0 +1,236 @@
+//! The module graph has no loops: every file's references to other modules of the crate
+//! (`use crate::a::b`, `crate::a::f()`, `super::x`, `rung::a` from the binary) are edges, and the
+//! graph of files must be acyclic. A loop is reported with the files in it and, for each edge,
+//! the names that make it, so the fix (moving a type down a layer) is plain.
+//!
+//! A module's own children are not edges (`mod x;` declares, it does not depend), but a
+//! `mod.rs` that uses an item of one of its children is: parent and child may not use each other.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Module path (`stages::run`, `tui::panes`) → the source file.
+fn modules(src: &Path) -> BTreeMap<String, PathBuf> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|e| e == "rs") {
+                let rel = p.strip_prefix(src).unwrap().with_extension("");
+                let mut parts: Vec<String> = rel.iter().map(|s| s.to_string_lossy().into_owned()).collect();
+                if matches!(parts.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+                    parts.pop();
+                }
+                out.insert(parts.join("::"), p);
+            }
+        }
+    }
+    out
+}
+
+/// The text without comments and string literals (a path in a doc comment is not a use).
+fn code_only(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '/' if chars.peek() == Some(&'/') => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            '"' => {
+                let mut escaped = false;
+                for c in chars.by_ref() {
+                    if escaped {
+                        escaped = false;
+                    } else if c == '\\' {
+                        escaped = true;
+                    } else if c == '"' {
+                        break;
+                    }
+                }
+                out.push_str("\"\"");
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// The longest prefix of `path` that is a module.
+fn resolve(mods: &BTreeMap<String, PathBuf>, path: &[&str]) -> Option<String> {
+    (1..=path.len()).rev().map(|k| path[..k].join("::")).find(|m| mods.contains_key(m))
+}
+
+/// Module → (module it references → the names used).
+fn edges(mods: &BTreeMap<String, PathBuf>, root: &str) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
+    let path_re =
+        regex::Regex::new(r"\b(crate|super|rung)((?:::[A-Za-z_]\w*)+)(?:::\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\})?")
+            .expect("static regex");
+    let mut out: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for (m, file) in mods {
+        let text = code_only(&std::fs::read_to_string(file).unwrap());
+        let here: Vec<&str> = if m.is_empty() { vec![] } else { m.split("::").collect() };
+        // `super` of a file module is its parent; of a mod.rs, its parent's parent.
+        let parent: Vec<&str> = here[..here.len().saturating_sub(1)].to_vec();
+        for c in path_re.captures_iter(&text) {
+            let base: Vec<&str> = match &c[1] {
+                "super" => parent.clone(),
+                "rung" if root == "rung" => continue,
+                _ => vec![],
+            };
+            let tail: Vec<&str> = c[2].split("::").filter(|s| !s.is_empty()).collect();
+            let mut targets: Vec<Vec<&str>> = vec![];
+            let joined: Vec<&str> = base.iter().copied().chain(tail.iter().copied()).collect();
+            if let Some(group) = c.get(3) {
+                for item in group.as_str().split(',') {
+                    let item = item.split(" as ").next().unwrap_or("").trim();
+                    let item = item.split('{').next().unwrap_or("").trim_end_matches("::").trim();
+                    if item.is_empty() || item == "self" {
+                        targets.push(joined.clone());
+                        continue;
+                    }
+                    let mut t = joined.clone();
+                    t.extend(item.split("::").filter(|s| !s.is_empty()));
+                    targets.push(t);
+                }
+            } else {
+                targets.push(joined);
+            }
+            for t in targets {
+                let Some(to) = resolve(mods, &t) else { continue };
+                // A child's use of its ancestor's items is an edge only when the ancestor is
+                // not merely the module that declares it: `super::x` inside x's sibling is fine.
+                if to == *m || (m.starts_with(&format!("{to}::")) && to.is_empty()) {
+                    continue;
+                }
+                let name = t.last().copied().unwrap_or("").to_string();
+                out.entry(m.clone()).or_default().entry(to).or_default().insert(name);
+            }
+        }
+    }
+    out
+}
+
+/// Strongly connected components of more than one module (Tarjan).
+fn loops(graph: &BTreeMap<String, BTreeMap<String, BTreeSet<String>>>, nodes: &[String]) -> Vec<Vec<String>> {
+    struct T<'a> {
+        g: &'a BTreeMap<String, BTreeMap<String, BTreeSet<String>>>,
+        index: BTreeMap<String, usize>,
+        low: BTreeMap<String, usize>,
+        stack: Vec<String>,
+        on: BTreeSet<String>,
+        next: usize,
+        out: Vec<Vec<String>>,
+    }
+    fn visit(t: &mut T, v: &str) {
+        t.index.insert(v.into(), t.next);
+        t.low.insert(v.into(), t.next);
+        t.next += 1;
+        t.stack.push(v.into());
+        t.on.insert(v.into());
+        let next: Vec<String> = t.g.get(v).map(|e| e.keys().cloned().collect()).unwrap_or_default();
+        for w in next {
+            if !t.index.contains_key(&w) {
+                visit(t, &w);
+                let l = t.low[v].min(t.low[&w]);
+                t.low.insert(v.into(), l);
+            } else if t.on.contains(&w) {
+                let l = t.low[v].min(t.index[&w]);
+                t.low.insert(v.into(), l);
+            }
+        }
+        if t.low[v] == t.index[v] {
+            let mut comp = vec![];
+            while let Some(w) = t.stack.pop() {
+                t.on.remove(&w);
+                let done = w == v;
+                comp.push(w);
+                if done {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                comp.sort();
+                t.out.push(comp);
+            }
+        }
+    }
+    let mut t = T {
+        g: graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: vec![],
+        on: BTreeSet::new(),
+        next: 0,
+        out: vec![],
+    };
+    for n in nodes {
+        if !t.index.contains_key(n) {
+            visit(&mut t, n);
+        }
+    }
+    t.out
+}
+
+fn describe(graph: &BTreeMap<String, BTreeMap<String, BTreeSet<String>>>, comp: &[String]) -> String {
+    let mut lines = vec![format!("a loop between {}:", comp.join(", "))];
+    for a in comp {
+        for (b, names) in graph.get(a).into_iter().flatten() {
+            if comp.contains(b) {
+                lines.push(format!("  {a} -> {b}: {}", names.iter().cloned().collect::<Vec<_>>().join(", ")));
+            }
+        }
+    }
+    lines.join("\n")
+}
+
+fn check(src: &Path, root: &str) -> Vec<String> {
+    let mods = modules(src);
+    let graph = edges(&mods, root);
+    let nodes: Vec<String> = mods.keys().cloned().collect();
+    loops(&graph, &nodes).iter().map(|c| describe(&graph, c)).collect()
+}
+
+#[test]
+fn the_module_graph_has_no_loops() {
+    let src = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"));
+    let found = check(src, "rung");
+    assert!(found.is_empty(), "{}", found.join("\n\n"));
+}
+
+#[test]
+fn a_loop_is_found_and_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path();
+    std::fs::create_dir_all(src.join("stages")).unwrap();
+    std::fs::write(src.join("lib.rs"), "pub mod report;\npub mod stages;\npub mod leaf;\n").unwrap();
+    std::fs::write(src.join("leaf.rs"), "// crate::report::Nothing in a comment is no edge\npub struct L;\n").unwrap();
+    std::fs::write(
+        src.join("report.rs"),
+        "use crate::stages::{run::RunDetail, self};\nuse crate::leaf::L;\nlet s = \"crate::stages::bench\";\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("stages/mod.rs"), "pub mod run;\npub mod bench;\n").unwrap();
+    std::fs::write(src.join("stages/run.rs"), "use super::bench::Files;\npub struct RunDetail;\n").unwrap();
+    std::fs::write(src.join("stages/bench.rs"), "pub type Files = ();\nfn f() -> crate::report::Reason { todo!() }\n")
+        .unwrap();
+    let found = check(src, "rung");
+    assert_eq!(found.len(), 1, "{found:?}");
+    let text = &found[0];
+    assert!(text.starts_with("a loop between report, stages::bench, stages::run:"), "{text}");
+    assert!(text.contains("report -> stages::run: RunDetail"), "{text}");
+    assert!(text.contains("stages::run -> stages::bench: Files"), "{text}");
+    assert!(text.contains("stages::bench -> report: Reason"), "{text}");
+    assert!(!text.contains("leaf"), "{text}");
+    // Break it: the detail type moves down a layer, and the loop is gone.
+    std::fs::write(src.join("report.rs"), "use crate::leaf::L;\n").unwrap();
+    assert!(check(src, "rung").is_empty());
+}
