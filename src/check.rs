@@ -199,7 +199,8 @@ fn check_version(
     opts: &CheckOptions,
 ) -> Result<VersionReport, StoreError> {
     let built = build_phase(ws, store, v, seed, machine, None)?.expect("not cancelled");
-    Ok(run_phase(ws, store, built, seed, machine, runners, opts, None)?.expect("not cancelled"))
+    let cx = RunCtx { ws, store, machine, runners, opts, seed, cancel: None };
+    Ok(run_phase(cx, built)?.expect("not cancelled"))
 }
 
 /// A version after its CPU rungs (prepare, build): what the GPU rungs need next.
@@ -229,6 +230,27 @@ impl Built {
             ran_on: None,
         }
     }
+}
+
+/// What the GPU rungs of one version read and write: the workspace, the history, the machine and
+/// its workers, the options, the seed, and the flag a newer save sets to cancel.
+pub struct RunCtx<'a> {
+    pub ws: &'a Workspace,
+    pub store: &'a mut Store,
+    pub machine: &'a Machine,
+    pub runners: &'a mut Option<Runners>,
+    pub opts: &'a CheckOptions,
+    pub seed: u64,
+    pub cancel: Option<&'a std::sync::Arc<std::sync::atomic::AtomicBool>>,
+}
+
+/// Why a runner (SSH, Slurm) gave no report: the reason code, the summary, how long it took and
+/// where it was to run.
+pub struct RunnerFailure {
+    pub reason: crate::model::report::Reason,
+    pub summary: String,
+    pub duration_ms: f64,
+    pub ran_on: crate::model::report::RanOn,
 }
 
 fn is_cancelled(cancel: Option<&std::sync::Arc<std::sync::atomic::AtomicBool>>) -> bool {
@@ -363,17 +385,8 @@ pub fn build_phase(
 /// The GPU rungs (run, check, bench, roofline) of a version that built, recorded. A cancelled
 /// phase (the scheduler killed the worker's child for a newer save) records nothing more and
 /// returns `None`.
-#[allow(clippy::too_many_arguments)]
-pub fn run_phase(
-    ws: &Workspace,
-    store: &mut Store,
-    built: Built,
-    seed: u64,
-    machine: &Machine,
-    runners: &mut Option<Runners>,
-    opts: &CheckOptions,
-    cancel: Option<&std::sync::Arc<std::sync::atomic::AtomicBool>>,
-) -> Result<Option<VersionReport>, StoreError> {
+pub fn run_phase(cx: RunCtx<'_>, built: Built) -> Result<Option<VersionReport>, StoreError> {
+    let RunCtx { ws, store, machine, runners, opts, seed, cancel } = cx;
     if !built.runnable {
         return Ok(Some(built.into_report()));
     }
@@ -431,7 +444,8 @@ pub fn run_phase(
         let result = stage_result(Stage::Check, (started, Instant::now()), check, BTreeMap::new());
         stages.push(record(store, v, &source_hash, seed, started, result)?);
         if checked && !opts.no_bench {
-            bench_and_roofline(ws, store, v, &source, &source_hash, seed, machine, runners, &reference, &mut stages)?;
+            let cx = RunCtx { ws, store: &mut *store, machine, runners: &mut *runners, opts, seed, cancel };
+            bench_and_roofline(cx, v, (&source, &source_hash), &reference, &mut stages)?;
         }
     }
     if is_cancelled(cancel) {
@@ -477,19 +491,14 @@ pub(crate) fn stage_result(
 
 /// The bench rung, then the roofline rung, for a version that passed its check: on a GPU, for
 /// rung.toml problems; without one, the bench says so.
-#[allow(clippy::too_many_arguments)]
 fn bench_and_roofline(
-    ws: &Workspace,
-    store: &mut Store,
+    cx: RunCtx<'_>,
     v: &VersionFile,
-    source: &str,
-    source_hash: &str,
-    seed: u64,
-    machine: &Machine,
-    runners: &mut Option<Runners>,
+    (source, source_hash): (&str, &str),
     reference: &Option<Result<(VersionFile, String), String>>,
     stages: &mut Vec<StageResult>,
 ) -> Result<(), StoreError> {
+    let RunCtx { ws, store, machine, runners, seed, .. } = cx;
     use crate::stages::bench;
     let started = SystemTime::now();
     let t0 = Instant::now();
@@ -617,7 +626,7 @@ fn bench_and_roofline(
             target: bench::Target::Native(f),
         });
     }
-    let mut out = bench::bench(ws, spec, r, gpu, v, &target, &others, seed);
+    let mut out = bench::bench(&mut bench::BenchCtx { ws, spec, runners: r, seed }, gpu, v, &target, &others);
     if let StageDetail::Bench(b) = &mut out.detail {
         b.comparison_notes.splice(0..0, notes);
     }
@@ -688,17 +697,14 @@ pub fn runners_for<'r>(
 /// its time limit): each asked version (every version when none is named) gets one `run` stage
 /// with verdict `error`, `reason` and `summary`, recorded in the history like any result so the
 /// TUI and `rung status` show it.
-#[allow(clippy::too_many_arguments)]
 pub fn runner_failed(
     ws: &Workspace,
     store: &mut Store,
     versions: &[String],
     seed: u64,
-    reason: crate::model::report::Reason,
-    summary: &str,
-    duration_ms: f64,
-    ran_on: crate::model::report::RanOn,
+    failure: RunnerFailure,
 ) -> Result<CheckReport, StoreError> {
+    let RunnerFailure { reason, summary, duration_ms, ran_on } = failure;
     let chosen: Vec<&VersionFile> = if versions.is_empty() {
         ws.versions.iter().collect()
     } else {
@@ -712,7 +718,7 @@ pub fn runner_failed(
         let stage = StageResult {
             stage: Stage::Run,
             verdict: Verdict::Error,
-            summary: summary.to_string(),
+            summary: summary.clone(),
             started_at: rfc3339(started),
             duration_ms,
             diagnostics: vec![],

@@ -530,7 +530,7 @@ pub fn check(
         Err(RemoteError::Connection(why)) => {
             let ms = clock.elapsed().as_secs_f64() * 1e3;
             let reason = if checking { Reason::ConnectionLost } else { Reason::ConnectionFailed };
-            return lost(ws, store, opts, seed, t, &why, reason, ms).map(|r| (Some(r), synced));
+            return lost(ws, store, opts, seed, t, (&why, reason, ms)).map(|r| (Some(r), synced));
         }
         Err(e) => return Err(e),
     };
@@ -572,24 +572,21 @@ pub fn check(
 
 /// The report of a check whose connection was lost: each asked version gets one `error` stage
 /// saying so, and whether a new connection works now.
-#[allow(clippy::too_many_arguments)]
 fn lost(
     ws: &Workspace,
     store: &mut Store,
     opts: &CheckOptions,
     seed: u64,
     t: &SshTarget,
-    why: &str,
-    reason: Reason,
-    ms: f64,
+    (why, reason, ms): (&str, Reason, f64),
 ) -> Result<CheckReport, RemoteError> {
     let back = match run(t, "true", None) {
         Ok(_) => "reconnected: the next check runs there again".to_string(),
         Err(e) => format!("reconnecting failed too ({e}); the next check tries again"),
     };
-    let ran = RanOn { host: t.host.clone(), gpu: None, uuid: None, device: None, runner: Some(t.url()) };
-    crate::check::runner_failed(ws, store, &opts.versions, seed, reason, &format!("{why}; {back}"), ms, ran)
-        .map_err(|e| RemoteError::Local(e.to_string()))
+    let ran_on = RanOn { host: t.host.clone(), gpu: None, uuid: None, device: None, runner: Some(t.url()) };
+    let failure = crate::check::RunnerFailure { reason, summary: format!("{why}; {back}"), duration_ms: ms, ran_on };
+    crate::check::runner_failed(ws, store, &opts.versions, seed, failure).map_err(|e| RemoteError::Local(e.to_string()))
 }
 
 #[cfg(test)]

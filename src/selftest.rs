@@ -990,10 +990,7 @@ pub fn run_auto(dir: &Path, exe: &Path) -> anyhow::Result<(Vec<AutoStepRun>, Str
         |id: &str| auto::climb_here(&demo, id, &CheckOptions::default(), &machine, &mut runners).map(|(m, _)| m);
     let why = format!("v002 ({})", start.describe());
     let end = auto::run(
-        &demo,
-        &agent,
-        &mut conv,
-        &crate::agent::NoTools,
+        auto::Session { root: &demo, agent: &agent, conv: &mut conv, tools: &crate::agent::NoTools },
         Target { speedup: Some(1.5), max_versions: Some(6), ..Target::default() },
         (Some(start), why),
         &crate::agent::Cancel::new(),

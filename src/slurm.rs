@@ -201,9 +201,8 @@ pub fn check(
         device: None,
         runner: Some(format!("slurm job {job}")),
     };
-    crate::check::runner_failed(ws, store, &opts.versions, seed, reason, &why, 0.0, ran)
-        .map(Some)
-        .map_err(|e| e.to_string())
+    let failure = crate::check::RunnerFailure { reason, summary: why, duration_ms: 0.0, ran_on: ran };
+    crate::check::runner_failed(ws, store, &opts.versions, seed, failure).map(Some).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

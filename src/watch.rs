@@ -369,17 +369,16 @@ pub fn watch(
                     {
                         r.live = live.clone();
                     }
-                    check::run_phase(
-                        &job.ws,
-                        &mut store,
-                        job.built,
-                        job.seed,
-                        &machine,
-                        &mut runners,
-                        &opts,
-                        Some(&job.cancel),
-                    )
-                    .map_err(|e| e.to_string())
+                    let cx = check::RunCtx {
+                        ws: &job.ws,
+                        store: &mut store,
+                        machine: &machine,
+                        runners: &mut runners,
+                        opts: &opts,
+                        seed: job.seed,
+                        cancel: Some(&job.cancel),
+                    };
+                    check::run_phase(cx, job.built).map_err(|e| e.to_string())
                 })();
                 let _ = tx.send(Msg::Ran(id, job.generation, out, index));
             }

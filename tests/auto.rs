@@ -79,10 +79,7 @@ fn auto_mode_rejects_the_wrong_and_the_slower_builds_on_the_faster_and_stops_at_
     let mut conv = agent.conversation(Some(&ChatStore::for_workspace(&ws))).unwrap();
     let mut log = Vec::new();
     let end = auto::run(
-        &ws,
-        &agent,
-        &mut conv,
-        &NoTools,
+        auto::Session { root: &ws, agent: &agent, conv: &mut conv, tools: &NoTools },
         Target { speedup: Some(1.5), max_versions: Some(10), ..Target::default() },
         (Some(start), "v003 as given".into()),
         &Cancel::new(),
@@ -168,10 +165,7 @@ fn auto_mode_stops_when_its_version_budget_is_spent() {
     let mut conv = agent.conversation(None).unwrap();
     let mut log = Vec::new();
     let end = auto::run(
-        &ws,
-        &agent,
-        &mut conv,
-        &NoTools,
+        auto::Session { root: &ws, agent: &agent, conv: &mut conv, tools: &NoTools },
         Target { max_versions: Some(1), ..Target::default() },
         (None, "nothing".into()),
         &Cancel::new(),

@@ -407,20 +407,26 @@ pub fn climb_here(
 /// ([`Measure::of`]), or why they could not run.
 pub type Climb<'a> = dyn FnMut(&str) -> Result<Measure, String> + 'a;
 
+/// Who auto mode talks to and where: the workspace, the agent, the conversation (the caller's,
+/// saved as it goes) and the tools the agent may call.
+pub struct Session<'a> {
+    pub root: &'a Path,
+    pub agent: &'a Agent,
+    pub conv: &'a mut Conversation,
+    pub tools: &'a dyn ToolBox,
+}
+
 /// Runs auto mode from `start` until a target, a budget, `cancel`, an agent error, or replies
-/// without code end it. The conversation is the caller's (it is saved as it goes).
-#[allow(clippy::too_many_arguments)]
+/// without code end it.
 pub fn run(
-    root: &Path,
-    agent: &Agent,
-    conv: &mut Conversation,
-    tools: &dyn ToolBox,
+    session: Session<'_>,
     target: Target,
     start: (Option<Measure>, String),
     cancel: &Cancel,
     climb: &mut Climb<'_>,
     sink: &mut dyn FnMut(AutoEvent<'_>),
 ) -> AutoEnd {
+    let Session { root, agent, conv, tools } = session;
     let mut auto = Auto::new(target, start.0);
     let mut steps: Vec<(String, Judgement)> = Vec::new();
     let log = |conv: &mut Conversation, sink: &mut dyn FnMut(AutoEvent<'_>), line: String| {

@@ -121,8 +121,13 @@ pub fn auto_cmd(dir: &Path, args: &AutoArgs) -> i32 {
         }
     };
     let mut err = std::io::stderr();
-    let end =
-        auto::run(dir, &agent, &mut conv, &tools, target, start, &Cancel::new(), &mut climb, &mut |ev| match ev {
+    let end = auto::run(
+        auto::Session { root: dir, agent: &agent, conv: &mut conv, tools: &tools },
+        target,
+        start,
+        &Cancel::new(),
+        &mut climb,
+        &mut |ev| match ev {
             AutoEvent::Asking(text) => {
                 let _ = writeln!(err, "\n> {text}");
             }
@@ -136,7 +141,8 @@ pub fn auto_cmd(dir: &Path, args: &AutoArgs) -> i32 {
                 println!("auto: wrote {} ({}), climbing its rungs", p.path.display(), p.id);
             }
             AutoEvent::Log(line) => println!("auto: {line}"),
-        });
+        },
+    );
     if let Some(p) = &conv.path {
         eprintln!("[conversation saved in {}]", p.display());
     }

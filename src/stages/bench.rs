@@ -104,19 +104,19 @@ pub fn speedup(this: &Summary, other: &Summary) -> (f64, f64, f64) {
     (s, low, high)
 }
 
+/// What a bench reads and drives: the workspace, its problem, the workers, and the seed its
+/// input sets are drawn from.
+pub struct BenchCtx<'a> {
+    pub ws: &'a Workspace,
+    pub spec: &'a Spec,
+    pub runners: &'a mut Runners,
+    pub seed: u64,
+}
+
 /// Benches one version that passed its check, then times it against each of `others`
 /// interleaved. `target` says how a call is made.
-#[allow(clippy::too_many_arguments)]
-pub fn bench(
-    ws: &Workspace,
-    spec: &Spec,
-    runners: &mut Runners,
-    gpu: &GpuInfo,
-    v: &VersionFile,
-    target: &Target,
-    others: &[Other],
-    seed: u64,
-) -> StageOutcome {
+pub fn bench(cx: &mut BenchCtx, gpu: &GpuInfo, v: &VersionFile, target: &Target, others: &[Other]) -> StageOutcome {
+    let (spec, seed) = (cx.spec, cx.seed);
     let sizes: Vec<SizeSet> = if spec.bench_sizes.is_empty() {
         spec.test_sizes.last().cloned().into_iter().collect()
     } else {
@@ -137,7 +137,7 @@ pub fn bench(
     let mut comparisons = Vec::new();
     let mut notes = Vec::new();
     let mut failure: Option<StageOutcome> = None;
-    let scratch = runners.scratch(&format!("{}-bench", v.id));
+    let scratch = cx.runners.scratch(&format!("{}-bench", v.id));
     for (si, size) in sizes.iter().enumerate() {
         let dir = scratch.join(format!("b{si}"));
         let sets = match draw_sets(spec, size, seed, &dir) {
@@ -147,7 +147,7 @@ pub fn bench(
                 break;
             }
         };
-        match bench_size(ws, spec, runners, target, reference, size, seed, &sets, &dir) {
+        match bench_size(cx, target, reference, size, &sets, &dir) {
             Ok(r) => results.push(r),
             Err(f) => {
                 failure = Some(*f);
@@ -159,14 +159,14 @@ pub fn bench(
             continue;
         }
         for (k, o) in others.iter().enumerate() {
-            match interleave(spec, runners, target, o, size, &sets, &dir.join(format!("c{k}"))) {
+            match interleave(cx, target, o, size, &sets, &dir.join(format!("c{k}"))) {
                 Ok(c) => comparisons.push(c),
                 Err(f) => notes.push(format!("against {} ({}): {}", o.label, o.role, f.summary)),
             }
         }
     }
     if python {
-        runners.end_children();
+        cx.runners.end_children();
     }
     let _ = std::fs::remove_dir_all(&scratch);
     finish(gpu, lock, before, results, comparisons, notes, failure)
@@ -560,18 +560,16 @@ pub const SMALL_KERNEL_MS: f64 = 0.05;
 pub const GRAPH_CALLS: u32 = 100;
 pub const GRAPH_REPLAYS: u32 = 20;
 
-#[allow(clippy::too_many_arguments)]
 fn bench_size(
-    ws: &Workspace,
-    spec: &Spec,
-    runners: &mut Runners,
+    cx: &mut BenchCtx,
     target: &Target,
     reference: Option<LaunchAt>,
     sizes: &SizeSet,
-    seed: u64,
     sets: &Sets,
     dir: &std::path::Path,
 ) -> Result<SizeBench, Box<StageOutcome>> {
+    let (ws, spec, seed) = (cx.ws, cx.spec, cx.seed);
+    let runners = &mut *cx.runners;
     // A request may take the whole budget plus one run's limit.
     let limit = spec.limits.bench + spec.limits.run * 2;
     let rule = StopRule { budget_seconds: spec.limits.bench.as_secs_f64(), ..StopRule::default() };
@@ -672,16 +670,16 @@ fn sample_series(
 
 /// Times `target` (series 0) and `other.target` (series 1) in alternating batches on the same
 /// input sets until both medians' intervals are under the target or the bench budget is spent.
-#[allow(clippy::too_many_arguments)]
 fn interleave(
-    spec: &Spec,
-    runners: &mut Runners,
+    cx: &mut BenchCtx,
     target: &Target,
     other: &Other,
     sizes: &SizeSet,
     sets: &Sets,
     dir: &std::path::Path,
 ) -> Result<Speedup, Box<StageOutcome>> {
+    let spec = cx.spec;
+    let runners = &mut *cx.runners;
     let io = |e: std::io::Error| Box::new(fail(Verdict::Error, None, format!("{}: {e}", dir.display())));
     let limit = spec.limits.bench + spec.limits.run * 2;
     let rule = StopRule { budget_seconds: spec.limits.bench.as_secs_f64(), ..StopRule::default() };

@@ -321,19 +321,21 @@ impl ChatSession {
             let send = |e: Event| {
                 let _ = events.send(e);
             };
-            let end =
-                auto::run(&root, &agent, &mut conv, tools.as_ref(), target, start, &cancel, &mut climb, &mut |ev| {
-                    match ev {
-                        AutoEvent::Asking(t) => send(Event::AutoAsking(t.to_string())),
-                        AutoEvent::Agent(e) => send(Event::Agent(e)),
-                        AutoEvent::Proposed(p) => send(Event::AutoProposed {
-                            id: p.id.clone(),
-                            path: p.path.clone(),
-                            parent: p.parent.clone(),
-                        }),
-                        AutoEvent::Log(l) => send(Event::AutoLog(l.to_string())),
+            let end = auto::run(
+                auto::Session { root: &root, agent: &agent, conv: &mut conv, tools: tools.as_ref() },
+                target,
+                start,
+                &cancel,
+                &mut climb,
+                &mut |ev| match ev {
+                    AutoEvent::Asking(t) => send(Event::AutoAsking(t.to_string())),
+                    AutoEvent::Agent(e) => send(Event::Agent(e)),
+                    AutoEvent::Proposed(p) => {
+                        send(Event::AutoProposed { id: p.id.clone(), path: p.path.clone(), parent: p.parent.clone() })
                     }
-                });
+                    AutoEvent::Log(l) => send(Event::AutoLog(l.to_string())),
+                },
+            );
             send(Event::AutoDone(Box::new((conv, end))));
         });
     }
