@@ -63,3 +63,26 @@ impl SeedDraw {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn problem_seeds_are_distinct_reproducible_and_in_the_files_range() {
+        let tests = vec![(BTreeMap::from([("seed".to_string(), serde_json::json!(4242))]), 2, false)];
+        assert_eq!(problem_seed_range(&tests), 65_536, "at least 2^16");
+        let big = vec![(BTreeMap::from([("seed".to_string(), serde_json::json!(93_246))]), 2, false)];
+        assert_eq!(problem_seed_range(&big), 932_460);
+        let draw = |seed| {
+            let mut d = SeedDraw::new(seed, 65_536);
+            (0..200).map(|_| d.draw()).collect::<Vec<_>>()
+        };
+        let a = draw(7);
+        assert_eq!(a, draw(7), "the check's seed reproduces its inputs");
+        assert_ne!(a, draw(8));
+        assert!(a.iter().all(|s| (1..65_536).contains(s)));
+        let unique: std::collections::BTreeSet<_> = a.iter().collect();
+        assert_eq!(unique.len(), a.len());
+    }
+}

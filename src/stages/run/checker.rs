@@ -1,0 +1,669 @@
+//! The checker of a rung.toml problem: draws the input sets, runs the version twice (decoy, then
+//! real) in the native or Python worker, and judges unwritten elements, changed inputs, guard
+//! zones, remembered results and the outputs against the reference.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::diag::{Diagnostic, Pos};
+use crate::inputs::{self, POISON};
+use crate::metrics::{self};
+use crate::model::protocol::{self, CallMode, CapturedKernel, Response, TensorFile, WorkerError};
+use crate::model::report::{Reason, StageDetail, Verdict};
+pub use crate::model::run::{CheckDetail, OutputCheck, RunDetail, SizeRun, UserRung};
+use crate::runners::{Failure, Runners};
+use crate::spec::{SizeSet, Spec};
+use crate::stages::{StageOutcome, call_args, reason_for};
+use crate::store::sha256_hex;
+use crate::toolchain::Toolchain;
+use crate::workspace::{VersionFile, VersionKind, Workspace};
+
+use super::*;
+
+pub(super) struct Checker<'a> {
+    pub(super) ws: &'a Workspace,
+    pub(super) spec: &'a Spec,
+    pub(super) toolchain: &'a Toolchain,
+    pub(super) runners: &'a mut Runners,
+    /// For CUDA versions: what to launch in the native worker.
+    pub(super) native: Option<NativePlan>,
+    /// A CUDA reference: launched in the native worker too.
+    pub(super) ref_plan: Option<NativePlan>,
+    /// Whether a Python child is needed (not for a CUDA version against a CUDA reference without
+    /// checks.py).
+    pub(super) python: bool,
+    /// How the Python child runs the version (or only the reference, for CUDA versions).
+    pub(super) mode: CallMode,
+    pub(super) seed: u64,
+    pub(super) phases: BTreeMap<String, f64>,
+    pub(super) launched: Vec<CapturedKernel>,
+    /// The GPU's compute capability: Triton's prewarm compiles for it without opening the GPU.
+    pub(super) gpu_arch: Option<u32>,
+}
+
+/// A failed request as the run stage's verdict.
+pub(super) struct RunFailure {
+    pub(super) verdict: Verdict,
+    pub(super) reason: Option<Reason>,
+    pub(super) message: String,
+    pub(super) diagnostic: Option<Box<Diagnostic>>,
+}
+
+impl<'a> Checker<'a> {
+    pub(super) fn add_phase(&mut self, name: &str, seconds: f64) {
+        *self.phases.entry(name.to_string()).or_insert(0.0) += seconds;
+    }
+
+    /// Forks the Python child for this check, after compiling in parallel when `prewarm` has
+    /// calls.
+    /// Returns whether a prewarm call ran past the limit (run() does not return).
+    pub(super) fn fork(&mut self, prewarm: Vec<protocol::Call>) -> Result<bool, String> {
+        let interpret = self.mode == CallMode::Interpret;
+        let warm = self.runners.warm(interpret);
+        let t0 = Instant::now();
+        let limit = self.spec.limits.run * 2 + Duration::from_secs(30);
+        let prewarm_seconds = (!prewarm.is_empty()).then_some(self.spec.limits.run.as_secs_f64());
+        // RUNG_PREWARM_ON_GPU=1 keeps the older prewarm (each child runs run() on the GPU), for
+        // comparing the two.
+        let prewarm_arch = self
+            .gpu_arch
+            .filter(|_| !prewarm.is_empty() && std::env::var_os("RUNG_PREWARM_ON_GPU").is_none_or(|v| v != "1"));
+        self.runners.zygote(interpret).map_err(|e| e.to_string())?;
+        if !warm {
+            self.add_phase("zygote_start", t0.elapsed().as_secs_f64());
+        }
+        let mode = self.mode;
+        let z = self.runners.zygote(interpret).map_err(|e| e.to_string())?;
+        let resp = z
+            .fork_with(protocol::Fork { mode, prewarm, prewarm_seconds, prewarm_arch, token: None }, limit)
+            .map_err(|e| format!("the Python worker could not fork: {e}"))?;
+        if !resp.ok {
+            let e = resp.error.unwrap_or_else(|| WorkerError::new("WorkerDied", "the child did not start"));
+            return Err(format!("the Python worker's child could not start: {}: {}", e.kind, e.message));
+        }
+        let killed = resp.phases.get("prewarm_killed").copied().unwrap_or(0.0);
+        for (k, s) in resp.phases {
+            self.add_phase(&k, s);
+        }
+        Ok(killed > 0.0)
+    }
+
+    /// Runs the CUDA reference at `sizes` on the version's input files, its outputs written to
+    /// `returns`' files (first filled with a NaN pattern, so an element it leaves unwritten
+    /// cannot match). Why it failed, if it did.
+    pub(super) fn native_reference(
+        &mut self,
+        sizes: &SizeSet,
+        files: &BTreeMap<String, (PathBuf, Vec<i64>)>,
+        returns: &BTreeMap<String, TensorFile>,
+    ) -> Option<String> {
+        let plan = self.ref_plan.as_ref()?;
+        let mut rfiles = files.clone();
+        for t in &self.spec.outputs {
+            let r = &returns[&t.name];
+            let len = r.shape.iter().product::<i64>() as usize * t.dtype.size_bytes();
+            if let Err(e) = std::fs::write(&r.path, vec![0xffu8; len]) {
+                return Some(format!("{}: {e}", r.path.display()));
+            }
+            rfiles.insert(t.name.clone(), (r.path.clone(), r.shape.clone()));
+        }
+        let launch = match plan.launch_at(self.spec, sizes, &rfiles) {
+            Ok(l) => l,
+            Err((_, m)) => return Some(format!("the reference cannot be launched: {m}")),
+        };
+        match self.runners.launch(launch, self.spec.limits.run) {
+            Ok(r) if r.ok && r.guards.is_empty() => None,
+            Ok(r) if r.ok => Some(format!("the reference wrote outside `{}`", r.guards[0].name)),
+            Ok(r) => {
+                let e = r.error.unwrap_or_else(|| WorkerError::new("error", "the worker gave no reason"));
+                Some(format!("the reference failed: {}: {}", e.kind, e.message))
+            }
+            Err(f) => Some(format!("the reference failed: {f}")),
+        }
+    }
+
+    pub(super) fn python(&mut self, op: protocol::Op) -> Result<Response, Failure> {
+        let limit = self.spec.limits.run;
+        let interpret = self.mode == CallMode::Interpret;
+        self.runners.zygote(interpret)?.call(op, limit)
+    }
+
+    /// One run of the version at `sizes`: the kernel through the native worker, or run() in the
+    /// Python child.
+    pub(super) fn call_run(
+        &mut self,
+        v: &VersionFile,
+        params: &[String],
+        sizes: &SizeSet,
+        files: &BTreeMap<String, (PathBuf, Vec<i64>)>,
+    ) -> Result<Response, RunFailure> {
+        let limit = self.spec.limits.run;
+        let as_failure = |f: Failure| {
+            let (verdict, reason) = failure_reason(&f);
+            RunFailure { verdict, reason, message: f.to_string(), diagnostic: None }
+        };
+        let Some(plan) = self.native.as_ref() else {
+            let args = call_args(self.spec, params, sizes, |t, _| {
+                let (path, shape) = &files[&t.name];
+                TensorFile { path: path.clone(), dtype: t.dtype, shape: shape.clone() }
+            })
+            .map_err(|m| RunFailure {
+                verdict: Verdict::Error,
+                reason: None,
+                message: m,
+                diagnostic: None,
+            })?;
+            let call = protocol::Call {
+                file: v.path.clone(),
+                function: "run".into(),
+                mode: self.mode,
+                args,
+                returns: BTreeMap::new(),
+                guard_bytes: protocol::GUARD_BYTES,
+            };
+            return self.python(protocol::Op::Call(call)).map_err(as_failure);
+        };
+        let launch = plan.launch_at(self.spec, sizes, files).map_err(|(reason, message)| RunFailure {
+            verdict: Verdict::Fail,
+            reason,
+            message,
+            diagnostic: None,
+        })?;
+        self.runners.launch(launch, limit).map_err(as_failure)
+    }
+
+    /// For a Triton version on the GPU whose source rung has not compiled yet: one call of
+    /// run() per test size, on its own copy of the inputs, for the zygote to run in parallel.
+    pub(super) fn prewarm_calls(
+        &self,
+        v: &VersionFile,
+        params: &[String],
+        marker: &Path,
+        source_hash: &str,
+    ) -> Vec<protocol::Call> {
+        if self.mode != CallMode::Cuda || v.kind != VersionKind::Triton {
+            return vec![];
+        }
+        if std::fs::read_to_string(marker).is_ok_and(|h| h.trim() == source_hash) {
+            return vec![];
+        }
+        let base = self.runners.scratch(&format!("{}-prewarm", v.id));
+        let mut calls = Vec::new();
+        for (si, sizes) in self.spec.test_sizes.iter().enumerate() {
+            let dir = base.join(format!("s{si}"));
+            let _ = std::fs::create_dir_all(&dir);
+            let mut files = BTreeMap::new();
+            for t in self.spec.inputs.iter().chain(&self.spec.outputs) {
+                let shape = self.spec.shape_at(t, sizes).unwrap_or_default();
+                let numel = shape.iter().product::<i64>() as usize;
+                // Zeros: the values do not matter to what Triton compiles, only the shapes.
+                let bytes = vec![0u8; numel * t.dtype.size_bytes()];
+                let path = dir.join(format!("{}.bin", t.name));
+                if std::fs::write(&path, &bytes).is_err() {
+                    return vec![];
+                }
+                files.insert(t.name.clone(), (path, shape));
+            }
+            let Ok(args) = call_args(self.spec, params, sizes, |t, _| {
+                let (path, shape) = &files[&t.name];
+                TensorFile { path: path.clone(), dtype: t.dtype, shape: shape.clone() }
+            }) else {
+                return vec![];
+            };
+            calls.push(protocol::Call {
+                file: v.path.clone(),
+                function: "run".into(),
+                mode: CallMode::Cuda,
+                args,
+                returns: BTreeMap::new(),
+                guard_bytes: protocol::GUARD_BYTES,
+            });
+        }
+        calls
+    }
+
+    pub(super) fn run_version(&mut self, v: &VersionFile, source: &str, reference: &Path) -> RunOutcome {
+        let params: Vec<String> = crate::stages::prepare::python_def_params(source, "run")
+            .map(|(p, _)| p.into_iter().map(|(n, _)| n).collect())
+            .unwrap_or_default();
+        let marker = self.ws.state_dir().join("cache").join("compiled").join(&v.id);
+        let source_hash = sha256_hex(source.as_bytes());
+        let t_inputs = Instant::now();
+        let prewarm = self.prewarm_calls(v, &params, &marker, &source_hash);
+        if !prewarm.is_empty() {
+            self.add_phase("inputs", t_inputs.elapsed().as_secs_f64());
+        }
+        // Every test size's inputs, both passes, drawn while the child starts (and Triton compiles).
+        let spec = self.spec;
+        let seed = self.seed;
+        let (forked, mut drawn) = std::thread::scope(|scope| {
+            let drawing = scope.spawn(move || {
+                let t = Instant::now();
+                let mut drawn = BTreeMap::new();
+                for (si, sizes) in spec.test_sizes.iter().enumerate() {
+                    for pass in 0..POISON.len() {
+                        let seed = if pass == 0 { seed.wrapping_add(DECOY) } else { seed };
+                        for (idx, t) in spec.inputs.iter().enumerate() {
+                            let numel: i64 = spec.shape_at(t, sizes).unwrap_or_default().iter().product();
+                            let bytes = inputs::generate(t.dtype, &t.init, seed, idx as u64, numel as usize);
+                            drawn.insert((si, pass, idx), bytes);
+                        }
+                    }
+                }
+                (drawn, t.elapsed().as_secs_f64())
+            });
+            let forked = if self.python { self.fork(prewarm) } else { Ok(false) };
+            (forked, drawing.join().unwrap_or_default())
+        });
+        // Drawn in parallel with the fork: reported, not on the critical path.
+        self.add_phase("inputs_drawn", drawn.1);
+        match forked {
+            Err(e) => return failed(Verdict::Error, None, e),
+            Ok(true) => {
+                let limit = self.spec.limits.run.as_secs_f64();
+                let mut out = failed(
+                    Verdict::Fail,
+                    Some(Reason::Timeout),
+                    format!(
+                        "no answer within {limit:.1} s (limits.run in rung.toml): run() did not return while its kernels compiled; the worker was killed"
+                    ),
+                );
+                out.run.detail = StageDetail::Run(RunDetail {
+                    mode: "cuda".into(),
+                    sizes: vec![],
+                    phases: std::mem::take(&mut self.phases),
+                    launched: vec![],
+                });
+                return out;
+            }
+            Ok(false) => {}
+        }
+        let ref_source = std::fs::read_to_string(self.ws.root.join(reference)).unwrap_or_default();
+        let ref_params: Vec<String> = crate::stages::prepare::python_def_params(&ref_source, "reference")
+            .map(|(p, _)| p.into_iter().map(|(n, _)| n).collect())
+            .unwrap_or_else(|| self.spec.inputs.iter().map(|t| t.name.clone()).collect());
+        let mut runs = Vec::new();
+        let mut checks = Vec::new();
+        let mut user_rungs = Vec::new();
+        let mut warnings = Vec::new();
+        let mut run_fail: Option<RunFailure> = None;
+        let mut check_fail: Option<(Verdict, Reason, String)> = None;
+        let fail = |reason: Reason, message: String| RunFailure {
+            verdict: Verdict::Fail,
+            reason: Some(reason),
+            message,
+            diagnostic: None,
+        };
+        let scratch = self.runners.scratch(&v.id);
+
+        'sizes: for (si, sizes) in self.spec.test_sizes.iter().enumerate() {
+            let label = crate::spec::size_label(sizes);
+            let size_dir = scratch.join(format!("s{si}"));
+            let _ = std::fs::create_dir_all(&size_dir);
+            let mut files: BTreeMap<String, (PathBuf, Vec<i64>)> = BTreeMap::new();
+            let mut out_bytes: BTreeMap<String, [Vec<u8>; 2]> = BTreeMap::new();
+            let mut input_hashes: [BTreeMap<String, String>; 2] = Default::default();
+            let mut seconds = 0.0;
+            let mut pending = None;
+            for (pass, poison) in POISON.into_iter().enumerate() {
+                // The first run sees a decoy input set; the second, the real one.
+                let t_inputs = Instant::now();
+                let seed = if pass == 0 { self.seed.wrapping_add(DECOY) } else { self.seed };
+                for (idx, t) in self.spec.inputs.iter().enumerate() {
+                    let shape = self.spec.shape_at(t, sizes).unwrap_or_default();
+                    let numel: i64 = shape.iter().product();
+                    let bytes = drawn
+                        .0
+                        .remove(&(si, pass, idx))
+                        .unwrap_or_else(|| inputs::generate(t.dtype, &t.init, seed, idx as u64, numel as usize));
+                    let path = size_dir.join(format!("{}.bin", t.name));
+                    if let Err(e) = std::fs::write(&path, &bytes) {
+                        return failed(Verdict::Error, None, format!("{}: {e}", path.display()));
+                    }
+                    input_hashes[pass].insert(t.name.clone(), sha256_hex(&bytes));
+                    files.insert(t.name.clone(), (path, shape));
+                }
+                for t in &self.spec.outputs {
+                    let shape = self.spec.shape_at(t, sizes).unwrap_or_default();
+                    let len = shape.iter().product::<i64>() as usize * t.dtype.size_bytes();
+                    let path = size_dir.join(format!("{}.bin", t.name));
+                    let _ = std::fs::write(&path, vec![poison; len]);
+                    files.insert(t.name.clone(), (path, shape));
+                }
+                self.add_phase("inputs", t_inputs.elapsed().as_secs_f64());
+                let t_call = Instant::now();
+                let answer = self.call_run(v, &params, sizes, &files);
+                let wall = t_call.elapsed().as_secs_f64();
+                match answer {
+                    Ok(resp) if resp.ok => {
+                        let s = resp.seconds.unwrap_or(0.0);
+                        // Staging buffers, guard checks, the round trip: all but the call itself.
+                        self.add_phase("worker_overhead", (wall - s).max(0.0));
+                        // The first run at each size includes any compile the prewarm left.
+                        self.add_phase(if pass == 0 { "first_run" } else { "run" }, s);
+                        for (k, s) in &resp.phases {
+                            self.add_phase(k, *s);
+                        }
+                        seconds = s;
+                        pending = resp.pending_ms.or(pending);
+                        for k in resp.kernels {
+                            if !self.launched.iter().any(|l| l.hash == k.hash) {
+                                self.launched.push(k);
+                            }
+                        }
+                        if let Some(g) = resp.guards.first() {
+                            let side = if g.after > 0 {
+                                format!("{} bytes past the end, up to byte {} after it", g.after, g.farthest)
+                            } else {
+                                format!("{} bytes before the start, from byte {} before it", g.before, -g.farthest)
+                            };
+                            run_fail = Some(fail(
+                                Reason::OutOfBounds,
+                                format!("the kernel wrote outside `{}`: {side} (at {label})", g.name),
+                            ));
+                            break 'sizes;
+                        }
+                    }
+                    Ok(resp) => {
+                        let e = resp.error.unwrap_or_else(|| WorkerError::new("error", "the worker gave no reason"));
+                        let msg = format!("{}: {}", e.kind, e.message);
+                        let mut d = Diagnostic::error(&v.path, Pos::new(e.lineno.unwrap_or(0), 0), msg.clone());
+                        d.tool_text = e.traceback.clone();
+                        run_fail = Some(RunFailure {
+                            verdict: Verdict::Fail,
+                            reason: Some(reason_for(&e)),
+                            message: format!("{msg} (at {label})"),
+                            diagnostic: Some(Box::new(d)),
+                        });
+                        break 'sizes;
+                    }
+                    Err(mut f) => {
+                        f.message = format!("{} (at {label})", f.message);
+                        run_fail = Some(f);
+                        break 'sizes;
+                    }
+                }
+                for t in &self.spec.outputs {
+                    let bytes = std::fs::read(&files[&t.name].0).unwrap_or_default();
+                    out_bytes.entry(t.name.clone()).or_insert_with(|| [Vec::new(), Vec::new()])[pass] = bytes;
+                }
+                for t in &self.spec.inputs {
+                    let after = std::fs::read(&files[&t.name].0).map(|b| sha256_hex(&b)).unwrap_or_default();
+                    if after != input_hashes[pass][&t.name] {
+                        run_fail = Some(fail(
+                            Reason::InputMutated,
+                            format!("the kernel changed its input `{}` (at {label})", t.name),
+                        ));
+                        break 'sizes;
+                    }
+                }
+            }
+            if let Some(ms) = pending.filter(|ms| *ms > PENDING_WARN_MS) {
+                warnings.push(Diagnostic::warning(
+                    &v.path,
+                    Pos::WHOLE_FILE,
+                    format!(
+                        "the GPU was still busy {ms:.1} ms after run() returned (work left on another stream, at {label}); rung waited for the whole device, so the outputs are complete"
+                    ),
+                ).with_help("synchronise the side stream with the caller's stream before returning"));
+            }
+            let mut unwritten = BTreeMap::new();
+            for t in &self.spec.outputs {
+                let [a, b] = &out_bytes[&t.name];
+                let missing = inputs::unwritten(a, b, t.dtype.size_bytes());
+                if !missing.is_empty() && run_fail.is_none() {
+                    let shape: Vec<usize> = files[&t.name].1.iter().map(|d| *d as usize).collect();
+                    run_fail = Some(fail(
+                        Reason::Unwritten,
+                        format!(
+                            "{} of {} elements of `{}` were never written (first at {:?}, at {label})",
+                            missing.len(),
+                            a.len() / t.dtype.size_bytes(),
+                            t.name,
+                            crate::metrics::unravel(missing[0], &shape),
+                        ),
+                    ));
+                }
+                unwritten.insert(t.name.clone(), missing.len());
+            }
+            runs.push(SizeRun { sizes: sizes.clone(), seconds, unwritten, pending_ms: pending });
+            if run_fail.is_some() {
+                break;
+            }
+            // The reference, cached by (reference source, seed, size).
+            let t_ref = Instant::now();
+            let key = sha256_hex(format!("{ref_source}\n{}\n{sizes:?}", self.seed).as_bytes());
+            let cache = self.ws.state_dir().join("cache").join("reference").join(&key[..16]);
+            let _ = std::fs::create_dir_all(&cache);
+            let mut returns = BTreeMap::new();
+            for t in &self.spec.outputs {
+                let shape = self.spec.shape_at(t, sizes).unwrap_or_default();
+                returns.insert(
+                    t.name.clone(),
+                    TensorFile { path: cache.join(format!("{}.bin", t.name)), dtype: t.dtype, shape },
+                );
+            }
+            let cached = self.spec.outputs.iter().all(|t| cache.join(format!("{}.bin", t.name)).is_file());
+            if !cached && self.ref_plan.is_some() {
+                // The CUDA reference, launched on the real input set (checked unchanged above),
+                // writing straight into the cache.
+                if let Some(why) = self.native_reference(sizes, &files, &returns) {
+                    let _ = std::fs::remove_dir_all(&cache);
+                    check_fail = Some((Verdict::Error, Reason::ReferenceFailed, why));
+                    break;
+                }
+            } else if !cached {
+                let args = match call_args(self.spec, &ref_params, sizes, |t, _| {
+                    let (path, shape) = &files[&t.name];
+                    TensorFile { path: path.clone(), dtype: t.dtype, shape: shape.clone() }
+                }) {
+                    Ok(a) => a,
+                    Err(e) => {
+                        check_fail =
+                            Some((Verdict::Error, Reason::ReferenceFailed, format!("the reference's arguments: {e}")));
+                        break;
+                    }
+                };
+                let call = protocol::Call {
+                    file: reference.to_path_buf(),
+                    function: "reference".into(),
+                    mode: CallMode::Reference,
+                    args,
+                    returns,
+                    guard_bytes: 0,
+                };
+                let why = match self.python(protocol::Op::Call(call)) {
+                    Ok(resp) if resp.ok => None,
+                    Ok(resp) => {
+                        let e = resp.error.unwrap_or_else(|| WorkerError::new("error", ""));
+                        Some(format!("the reference failed: {}: {}", e.kind, e.message))
+                    }
+                    Err(e) => Some(format!("the reference failed: {e}")),
+                };
+                if let Some(why) = why {
+                    let _ = std::fs::remove_dir_all(&cache);
+                    check_fail = Some((Verdict::Error, Reason::ReferenceFailed, why));
+                    break;
+                }
+            }
+            self.add_phase("reference", t_ref.elapsed().as_secs_f64());
+            let t_metrics = Instant::now();
+            let inputs_differ = input_hashes[0] != input_hashes[1];
+            for t in &self.spec.outputs {
+                let shape: Vec<usize> = files[&t.name].1.iter().map(|d| *d as usize).collect();
+                let reference =
+                    inputs::to_f64(t.dtype, &std::fs::read(cache.join(format!("{}.bin", t.name))).unwrap_or_default());
+                let output = inputs::to_f64(t.dtype, &out_bytes[&t.name][1]);
+                if reference.len() != output.len() {
+                    check_fail = Some((
+                        Verdict::Error,
+                        Reason::ReferenceFailed,
+                        format!("the cached reference for `{}` has the wrong size; delete .rung/cache", t.name),
+                    ));
+                    continue;
+                }
+                let comparison = metrics::compare(&output, &reference, &shape, &t.tolerance);
+                let mut reason = metrics::judge(&comparison, &t.tolerance);
+                if let (Some(r), None) = (&reason, &check_fail) {
+                    let [a, b] = &out_bytes[&t.name];
+                    let non_finite = comparison.nan_count + comparison.inf_count > 0;
+                    let (code, why) = if inputs_differ && a == b && !non_finite {
+                        let why = format!(
+                            "`{}` at {label} is the same as for the previous inputs and wrong for these: the version returns a remembered result ({r})",
+                            t.name
+                        );
+                        (Reason::Memoised, why)
+                    } else if non_finite && comparison.mismatches > 0 {
+                        (Reason::NonFinite, format!("`{}` at {label}: {r}", t.name))
+                    } else {
+                        (Reason::Mismatch, format!("`{}` at {label}: {r}", t.name))
+                    };
+                    if code == Reason::Memoised {
+                        reason = Some(why.clone());
+                    }
+                    check_fail = Some((Verdict::Fail, code, why));
+                }
+                checks.push(OutputCheck {
+                    sizes: sizes.clone(),
+                    output: t.name.clone(),
+                    pass: reason.is_none(),
+                    reason,
+                    comparison,
+                });
+            }
+            self.add_phase("metrics", t_metrics.elapsed().as_secs_f64());
+            // The user's own rungs (checks.py), on this size's inputs and the version's outputs.
+            if let Some(checks_py) = self.ws.checks.clone() {
+                let tensors = |ts: &[crate::spec::TensorSpec]| -> BTreeMap<String, TensorFile> {
+                    ts.iter()
+                        .map(|t| {
+                            let (path, shape) = &files[&t.name];
+                            (t.name.clone(), TensorFile { path: path.clone(), dtype: t.dtype, shape: shape.clone() })
+                        })
+                        .collect()
+                };
+                let req = protocol::Checks {
+                    file: checks_py.clone(),
+                    sizes: sizes.clone(),
+                    inputs: tensors(&self.spec.inputs),
+                    outputs: tensors(&self.spec.outputs),
+                };
+                match self.python(protocol::Op::Checks(req)) {
+                    Ok(resp) if resp.ok => {
+                        for r in resp.rungs {
+                            let rung = UserRung {
+                                sizes: sizes.clone(),
+                                name: r.name,
+                                pass: r.ok,
+                                error: r.error,
+                                traceback: r.traceback,
+                            };
+                            if let (Some(e), None) = (&rung.error, &check_fail) {
+                                check_fail = Some((
+                                    Verdict::Fail,
+                                    Reason::UserRung,
+                                    format!("user rung \"{}\" at {label}: {e}", rung.name),
+                                ));
+                            }
+                            user_rungs.push(rung);
+                        }
+                    }
+                    Ok(resp) => {
+                        let e = resp.error.unwrap_or_else(|| WorkerError::new("error", ""));
+                        check_fail = Some((
+                            Verdict::Fail,
+                            Reason::UserRung,
+                            format!("{} does not load: {}: {}", checks_py.display(), e.kind, e.message),
+                        ));
+                    }
+                    Err(e) => {
+                        check_fail = Some((Verdict::Fail, Reason::UserRung, format!("{}: {e}", checks_py.display())))
+                    }
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&scratch);
+        let _ = std::fs::remove_dir_all(self.runners.env.data.join(format!("{}-prewarm", v.id)));
+        if run_fail.is_none() && v.kind == VersionKind::Triton && self.mode == CallMode::Cuda {
+            // Triton's cache now holds this source's kernels: no prewarm next time.
+            let _ = std::fs::create_dir_all(marker.parent().expect("in cache/compiled"));
+            let _ = std::fs::write(&marker, &source_hash);
+        }
+        let on_gpu = self.native.is_some() || self.mode == CallMode::Cuda;
+        let mode = if on_gpu { "cuda" } else { "triton-interpreter" };
+        let launched = self.keep_launched(v);
+        let run_detail = StageDetail::Run(RunDetail {
+            mode: mode.into(),
+            sizes: runs.clone(),
+            phases: std::mem::take(&mut self.phases),
+            launched,
+        });
+        if let Some(f) = run_fail {
+            let mut diagnostics: Vec<Diagnostic> = f.diagnostic.into_iter().map(|d| *d).collect();
+            diagnostics.extend(warnings);
+            return RunOutcome {
+                run: StageOutcome {
+                    verdict: f.verdict,
+                    summary: f.message,
+                    diagnostics,
+                    detail: run_detail,
+                    reason: f.reason,
+                },
+                check: None,
+            };
+        }
+        let place = if on_gpu { "on the GPU" } else { "in Triton's interpreter on the CPU" };
+        let run_summary =
+            format!("{place}, {} test size(s): every output element written, inputs unchanged", runs.len());
+        let worst = checks.iter().map(|c| c.comparison.max_abs_err).fold(0f64, f64::max);
+        let mut names: Vec<&str> = user_rungs.iter().map(|r| r.name.as_str()).collect();
+        names.dedup();
+        let user = if names.is_empty() { String::new() } else { format!("; user rungs passed: {}", names.join(", ")) };
+        let check_detail = StageDetail::Check(CheckDetail {
+            seed: self.seed,
+            results: checks,
+            user_rungs,
+            own: vec![],
+            warnings: vec![],
+        });
+        let check = match check_fail {
+            Some((verdict, reason, why)) => {
+                StageOutcome { verdict, summary: why, diagnostics: vec![], detail: check_detail, reason: Some(reason) }
+            }
+            None => StageOutcome {
+                verdict: Verdict::Pass,
+                summary: format!(
+                    "matches the reference at every test size (max abs err {worst:.2e}, seed {}){user}",
+                    self.seed
+                ),
+                diagnostics: vec![],
+                detail: check_detail,
+                reason: None,
+            },
+        };
+        RunOutcome {
+            run: StageOutcome {
+                verdict: Verdict::Pass,
+                summary: run_summary,
+                diagnostics: warnings,
+                detail: run_detail,
+                reason: None,
+            },
+            check: Some(check),
+        }
+    }
+
+    /// Moves the captured kernels' files into the version's dumps (`launched/`), where they
+    /// outlive the check, and points the records at them.
+    pub(super) fn keep_launched(&mut self, v: &VersionFile) -> Vec<CapturedKernel> {
+        let t0 = Instant::now();
+        self.runners.reap();
+        let kept =
+            keep_launched(self.ws, self.toolchain, v, std::mem::take(&mut self.launched), &mut self.runners.background);
+        if !kept.is_empty() {
+            self.add_phase("dumps", t0.elapsed().as_secs_f64());
+        }
+        kept
+    }
+}

@@ -1,0 +1,323 @@
+//! GPU MODE problem folders and KernelBench files, run in the Python worker their own way: a
+//! compile phase, then two judged cases per test on fresh inputs.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::diag::{Diagnostic, Pos};
+use crate::model::protocol::{self, CallMode, WorkerError};
+use crate::model::report::{Reason, StageDetail, Verdict};
+pub use crate::model::run::{CheckDetail, OutputCheck, OwnCheck, RunDetail, SizeRun};
+use crate::runners::{Failure, Runners};
+use crate::spec::SizeSet;
+use crate::stages::problem::{SeedDraw, problem_seed_range, read_task_yml};
+use crate::stages::{StageOutcome, reason_for};
+use crate::toolchain::Toolchain;
+use crate::workspace::{Format, VersionFile, Workspace};
+
+use super::judge::*;
+use super::*;
+
+// ---------------------------------------------------------------------------------------------
+// GPU MODE and KernelBench
+
+/// The integer arguments of a test, as a size set for display.
+fn args_label(args: &BTreeMap<String, serde_json::Value>) -> SizeSet {
+    // The seed is rung's and stands in the check's summary; the label names the sizes.
+    args.iter().filter(|(k, _)| k.as_str() != "seed").filter_map(|(k, v)| v.as_i64().map(|i| (k.clone(), i))).collect()
+}
+
+/// Runs a version of a GPU MODE problem at each test of task.yml, and on the GPU at each of its
+/// benchmarks too (a version correct only at the test sizes fails), or a KernelBench version
+/// at its published inputs, in a forked child, the problem's own way: `generate_input(**test)`
+/// with the test's seed replaced by one drawn from rung's, `custom_kernel(data)` beside
+/// `ref_kernel(data)` and the problem's `check_implementation`; or `Model`/`ModelNew` built from
+/// `get_init_inputs()` with weights seeded identically, on `get_inputs()`.
+///
+/// The version first gets a compile phase under `limits.build`: one unjudged call, where
+/// `load_inline`, `torch.compile` and Triton compile. Each test then runs two cases on fresh
+/// inputs (the second under a further seed), their output slots poisoned with two patterns.
+/// The format's own rule decides pass or fail (GPU MODE's check_implementation, KernelBench's
+/// allclose at atol = rtol = 1e-2); rung's metrics stand beside it, and where the two disagree,
+/// or a vacuous answer would pass the rule too, the check says so in a warning with the
+/// figures. rung's own defences fail a version whatever the rule says: an input it changed,
+/// output elements it never wrote, a process it ended.
+pub fn run_problem(
+    ws: &Workspace,
+    tc: &Toolchain,
+    runners: &mut Runners,
+    v: &VersionFile,
+    seed: u64,
+    mode: CallMode,
+) -> RunOutcome {
+    let Some(problem) = ws.reference.clone() else {
+        return skipped("the problem file was not found");
+    };
+    let format = if ws.format == Format::GpuMode {
+        protocol::ProblemFormat::GpuMode
+    } else {
+        protocol::ProblemFormat::KernelBench
+    };
+    let on_gpu = mode == CallMode::Cuda;
+    // (arguments, cases, a benchmark re-checked)
+    let mut tests: Vec<(BTreeMap<String, serde_json::Value>, usize, bool)> = Vec::new();
+    if format == protocol::ProblemFormat::GpuMode {
+        match read_task_yml(&ws.root.join("task.yml")) {
+            Ok(t) if !t.tests.is_empty() => {
+                tests.extend(t.tests.into_iter().map(|a| (a, 2, false)));
+                if on_gpu {
+                    tests.extend(t.benchmarks.into_iter().map(|a| (a, 1, true)));
+                }
+            }
+            Ok(_) => return failed(Verdict::Error, None, "task.yml lists no tests"),
+            Err(d) => {
+                let mut out = failed(Verdict::Error, None, d.message.clone());
+                out.run.diagnostics.push(d);
+                return out;
+            }
+        }
+    } else {
+        tests.push((BTreeMap::new(), 2, false));
+    }
+    let limits = crate::spec::Limits::default();
+    let interpret = mode != CallMode::Cuda;
+    let mut phases = BTreeMap::new();
+    let warm = runners.warm(interpret);
+    let t0 = Instant::now();
+    let fork = runners.zygote(interpret).and_then(|z| z.fork(mode, limits.run.max(Duration::from_secs(30))));
+    if !warm {
+        phases.insert("zygote_start".to_string(), t0.elapsed().as_secs_f64());
+    }
+    match fork {
+        Ok(r) if r.ok => phases.extend(r.phases),
+        Ok(r) => {
+            let e = r.error.unwrap_or_else(|| WorkerError::new("WorkerDied", ""));
+            return failed(Verdict::Error, None, format!("the Python worker's child could not start: {}", e.message));
+        }
+        Err(e) => return failed(Verdict::Error, None, format!("the Python worker could not fork: {e}")),
+    }
+    let tolerances: BTreeMap<String, [f64; 2]> = crate::dtype::ALL
+        .iter()
+        .map(|d| {
+            let t = d.default_tolerance();
+            (d.name().to_string(), [t.atol, t.rtol])
+        })
+        .collect();
+    let mut runs = Vec::new();
+    let mut checks = Vec::new();
+    let mut own = Vec::new();
+    let mut warn_groups: Vec<(String, String, usize)> = Vec::new();
+    let mut launched = Vec::new();
+    let mut run_fail: Option<(Verdict, Option<Reason>, String, Option<Diagnostic>)> = None;
+    let mut check_fail: Option<(Reason, String)> = None;
+    let who = if format == protocol::ProblemFormat::GpuMode {
+        "the problem's check_implementation"
+    } else {
+        "KernelBench's rule"
+    };
+    // rung's seeds, not the file's, so a version cannot learn its inputs; drawn in the file's
+    // own range, since a problem may build its data from the seed's value (pmpp_v2's sort adds
+    // it to every element: at 2^31 an f32 row collapses to one value).
+    let seed_range = problem_seed_range(&tests);
+    // The version's path is relative to the workspace, wherever rung runs from.
+    let version_source = ws.read_source(v).unwrap_or_default();
+    let declares_kernels = !declared_kernels(&version_source).is_empty();
+    let declares_cuda = !declared_cuda_kernels(&version_source).is_empty();
+    let mut seeds_of = SeedDraw::new(seed, seed_range);
+    for (ti, (test, ncases, is_bench)) in tests.iter().map(|(a, n, b)| (a, *n, *b)).enumerate() {
+        let mut args = test.clone();
+        let seeds: Vec<u64> = (0..ncases).map(|_| seeds_of.draw()).collect();
+        let test_seed = seeds[0];
+        if args.contains_key("seed") {
+            args.insert("seed".into(), serde_json::json!(test_seed));
+        }
+        let label_sizes = args_label(&args);
+        let mut label =
+            if label_sizes.is_empty() { "the test".to_string() } else { crate::spec::size_label(&label_sizes) };
+        if is_bench {
+            label = format!("benchmark {label}");
+        }
+        // The compile phase's inputs come from a seed of their own (the last in the list).
+        let mut seeds = seeds;
+        if ti == 0 {
+            seeds.push(seeds_of.draw());
+        }
+        let req = |warmup: bool| protocol::Problem {
+            format,
+            problem: problem.clone(),
+            version: v.path.clone(),
+            args: args.clone(),
+            seed: test_seed,
+            seeds: if warmup { seeds.clone() } else { seeds[..ncases].to_vec() },
+            tolerances: tolerances.clone(),
+            warmup,
+            benchmark: is_bench,
+            list_kernels: warmup && declares_kernels,
+            list_gpu_kernels: warmup && declares_cuda,
+        };
+        let mut steps = vec![(false, limits.run)];
+        if ti == 0 {
+            // The compile phase: one unjudged call under the build limit.
+            steps.insert(0, (true, limits.build));
+        }
+        let mut resp = None;
+        for (warmup, limit) in steps {
+            let r = runners.zygote(interpret).and_then(|z| z.call(protocol::Op::Problem(req(warmup)), limit));
+            let stage = if warmup { "while compiling (its first call)" } else { "" };
+            match r {
+                Ok(r) if r.ok => {
+                    for (k, s) in &r.phases {
+                        *phases.entry(k.clone()).or_insert(0.0) += s;
+                    }
+                    launched.extend(r.kernels.clone());
+                    if warmup
+                        && let Some(p) = &r.problem
+                        && let Some(f) = compile_phase_verdict(p, &version_source)
+                    {
+                        run_fail = Some((Verdict::Fail, Some(f.0), format!("{} (at {label})", f.1), None));
+                        break;
+                    }
+                    resp = Some(r);
+                }
+                Ok(r) => {
+                    let e = r.error.unwrap_or_else(|| WorkerError::new("error", ""));
+                    let msg = format!("{}: {}", e.kind, e.message);
+                    let file = e.file.clone().unwrap_or_else(|| v.path.clone());
+                    let mut d = Diagnostic::error(&file, Pos::new(e.lineno.unwrap_or(0), 0), msg.clone());
+                    d.tool_text = e.traceback.clone();
+                    let at = if stage.is_empty() { format!("at {label}") } else { format!("{stage}, at {label}") };
+                    run_fail = Some((Verdict::Fail, Some(reason_for(&e)), format!("{msg} ({at})"), Some(d)));
+                    break;
+                }
+                Err(f) => {
+                    let (verdict, reason) = failure_reason(&f);
+                    let at = if stage.is_empty() { format!("at {label}") } else { format!("{stage}, at {label}") };
+                    let what = match &f {
+                        Failure::Timeout(d) if warmup => format!(
+                            "no answer within limits.build ({}s) while compiling (its first call), at {label}",
+                            d.as_secs()
+                        ),
+                        _ => format!("{f} ({at})"),
+                    };
+                    run_fail = Some((verdict, reason, what, None));
+                    break;
+                }
+            }
+        }
+        if run_fail.is_some() {
+            break;
+        }
+        let Some(outcome) = resp.and_then(|r| r.problem) else {
+            run_fail = Some((Verdict::Error, None, "the worker returned no outputs".into(), None));
+            break;
+        };
+        let t_metrics = Instant::now();
+        let judged = judge_cases(&outcome.cases, &label);
+        runs.push(SizeRun {
+            sizes: label_sizes.clone(),
+            seconds: outcome.cases.last().map_or(0.0, |c| c.seconds),
+            unwritten: judged.unwritten.clone(),
+            pending_ms: None,
+        });
+        *phases.entry("run".into()).or_insert(0.0) += outcome.cases.iter().map(|c| c.seconds).sum::<f64>();
+        if let Some(f) = judged.run_fail {
+            run_fail = Some((Verdict::Fail, Some(f.0), f.1, None));
+            break;
+        }
+        // One warning per kind and output, however many tests say it.
+        for (key, w) in judged.warnings {
+            match warn_groups.iter_mut().find(|g| g.0 == key) {
+                Some(g) => g.2 += 1,
+                None => warn_groups.push((key, w, 1)),
+            }
+        }
+        if let Some(f) = judged.check_fail {
+            check_fail.get_or_insert(f);
+        }
+        for c in judged.checks {
+            checks.push(OutputCheck { sizes: label_sizes.clone(), ..c });
+        }
+        *phases.entry("metrics".into()).or_insert(0.0) += t_metrics.elapsed().as_secs_f64();
+        if let Some(o) = judged.own {
+            if !o.pass && check_fail.is_none() {
+                let reason = if judged.shape_differs { Reason::ShapeMismatch } else { Reason::ProblemCheck };
+                let mut why = format!("{who} fails at {label}: ");
+                for n in &judged.notes {
+                    why.push_str(&format!("{n}; "));
+                }
+                why.push_str(&shorten(&one_line(&o.message), 320));
+                check_fail = Some((reason, why));
+            }
+            own.push(OwnCheck { sizes: label_sizes, verdict: o });
+        }
+    }
+    let warnings: Vec<String> = warn_groups
+        .into_iter()
+        .map(|(_, w, n)| if n > 1 { format!("{w} (and at {} more)", n - 1) } else { w })
+        .collect();
+    runners.end_children();
+    runners.reap();
+    let launched = keep_launched(ws, tc, v, launched, &mut runners.background);
+    let run_detail = StageDetail::Run(RunDetail {
+        mode: if on_gpu { "cuda" } else { "torch-cpu" }.into(),
+        sizes: runs.clone(),
+        phases,
+        launched,
+    });
+    if let Some((verdict, reason, summary, d)) = run_fail {
+        return RunOutcome {
+            run: StageOutcome { verdict, summary, diagnostics: d.into_iter().collect(), detail: run_detail, reason },
+            check: None,
+        };
+    }
+    let place = if on_gpu { "on the GPU" } else { "with torch on the CPU" };
+    let benches = tests.iter().filter(|t| t.2).count();
+    let what = if format == protocol::ProblemFormat::GpuMode {
+        if benches > 0 {
+            format!("{} task.yml test(s) and {benches} benchmark(s)", runs.len() - benches)
+        } else {
+            format!("{} task.yml test(s)", runs.len())
+        }
+    } else {
+        "KernelBench input set(s)".to_string()
+    };
+    let run = StageOutcome {
+        verdict: Verdict::Pass,
+        summary: format!("{place}, {what}, two fresh input sets each: inputs unchanged, every output written"),
+        diagnostics: vec![],
+        detail: run_detail,
+        reason: None,
+    };
+    let own_pass = own.iter().filter(|o| o.verdict.pass).count();
+    let own_note = if own.is_empty() { String::new() } else { format!("; {who}: {own_pass} of {} pass", own.len()) };
+    let warn_note = match warnings.len() {
+        0 => String::new(),
+        1 => format!("; warning: {}", warnings[0]),
+        n => format!("; {n} warnings, the first: {}", warnings[0]),
+    };
+    let worst = checks.iter().map(|c| c.comparison.max_abs_err).fold(0f64, f64::max);
+    let diagnostics =
+        warnings.iter().map(|w| Diagnostic::warning(&v.path, Pos::WHOLE_FILE, w.clone())).collect::<Vec<_>>();
+    let detail = StageDetail::Check(CheckDetail { seed, results: checks, user_rungs: vec![], own, warnings });
+    let check = match check_fail {
+        Some((reason, why)) => StageOutcome {
+            verdict: Verdict::Fail,
+            summary: format!("{why}{own_note}"),
+            diagnostics,
+            detail,
+            reason: Some(reason),
+        },
+        None => StageOutcome {
+            verdict: Verdict::Pass,
+            summary: if warn_note.is_empty() {
+                format!("matches the reference (max abs err {worst:.2e}, seed {seed}){own_note}")
+            } else {
+                format!("passes the problem's own rule (max abs err {worst:.2e}, seed {seed}){own_note}{warn_note}")
+            },
+            diagnostics,
+            detail,
+            reason: None,
+        },
+    };
+    RunOutcome { run, check: Some(check) }
+}

@@ -1,0 +1,356 @@
+//! The run and check rungs (DESIGN.md, stages 2 and 3). rung draws the inputs, poisons the
+//! outputs, hashes the inputs before and after, computes the metrics and gives the verdicts; the
+//! workers ([`crate::runners`]) only execute.
+//!
+//! For a rung.toml problem every test size is run twice: first on a decoy input set with the
+//! first poison pattern, then on the real input set with the second. An element is unwritten
+//! only if it holds the poison both times; an output that does not change when the inputs did
+//! and is wrong is a remembered (memoised) result; buffers sit inside guard zones on the GPU, so
+//! an out-of-bounds write that did not fault still shows. The second run's outputs are checked
+//! against the reference, whose outputs are cached by (reference source, seed, size).
+//!
+//! GPU MODE problem folders and KernelBench files run in the Python worker the way their own
+//! harnesses do (see [`run_problem`]); rung judges the outputs with its metrics and reports the
+//! problem's own verdict beside its own.
+
+mod checker;
+mod formats;
+mod judge;
+
+use checker::Checker;
+pub use formats::run_problem;
+pub use judge::{JudgedTest, compile_phase_verdict, declared_cuda_kernels, declared_kernels, judge_cases};
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::diag::{Diagnostic, Pos};
+use crate::model::protocol::{self, CallMode, CapturedKernel};
+use crate::model::report::{Reason, Verdict};
+pub use crate::model::run::{CheckDetail, OutputCheck, OwnCheck, RunDetail, SizeRun, UserRung};
+use crate::runners::{Failure, Runners};
+use crate::spec::{SizeSet, Spec};
+use crate::stages::StageOutcome;
+use crate::toolchain::Toolchain;
+use crate::workspace::{Format, VersionFile, VersionKind, Workspace};
+
+/// The decoy input set of the first run is drawn with this added to the seed.
+const DECOY: u64 = 0x5DEE_CE66_D1CE_F00D;
+
+/// Milliseconds of device work after run() returned above which rung says so.
+const PENDING_WARN_MS: f64 = 1.0;
+
+pub struct RunOutcome {
+    pub run: StageOutcome,
+    /// Present when the run passed.
+    pub check: Option<StageOutcome>,
+}
+
+fn skipped(why: impl Into<String>) -> RunOutcome {
+    RunOutcome { run: StageOutcome::new(Verdict::Skipped, why), check: None }
+}
+
+fn failed(verdict: Verdict, reason: Option<Reason>, why: impl Into<String>) -> RunOutcome {
+    RunOutcome { run: StageOutcome { reason, ..StageOutcome::new(verdict, why) }, check: None }
+}
+
+fn failure_reason(f: &Failure) -> (Verdict, Option<Reason>) {
+    match f {
+        Failure::Timeout(_) => (Verdict::Fail, Some(Reason::Timeout)),
+        Failure::Died(_) => (Verdict::Fail, Some(Reason::Crashed)),
+        Failure::Protocol(_) => (Verdict::Error, None),
+        Failure::Forged(_) => (Verdict::Fail, Some(Reason::ForgedReply)),
+    }
+}
+
+/// What a machine offers the run rung.
+pub struct RunEnv<'a> {
+    pub toolchain: &'a Toolchain,
+    /// The GPU's SM count, when there is a GPU.
+    pub gpu_sms: Option<u32>,
+    /// The GPU's compute capability (90 for sm_90), when there is a GPU.
+    pub gpu_arch: Option<u32>,
+    /// A CUDA reference's build ([`crate::check::reference_build`]): what it is and its source,
+    /// or why it did not build.
+    pub reference: Option<Result<(VersionFile, String), String>>,
+}
+
+/// Runs and checks one version that built.
+pub fn run_and_check(
+    ws: &Workspace,
+    env: &RunEnv,
+    runners: &mut Runners,
+    v: &VersionFile,
+    source: &str,
+    seed: u64,
+) -> RunOutcome {
+    let gpu = env.gpu_sms.is_some();
+    let packages = env.toolchain.python.as_ref().map(|p| &p.packages);
+    let has = |p: &str| packages.is_some_and(|m| m.contains_key(p));
+    if matches!(ws.format, Format::GpuMode | Format::KernelBench) {
+        if !has("torch") {
+            return skipped(format!(
+                "{} problems run with torch, which this Python lacks (install torch into rung's environment)",
+                if ws.format == Format::GpuMode { "GPU MODE" } else { "KernelBench" }
+            ));
+        }
+        let mode = if gpu { CallMode::Cuda } else { CallMode::Interpret };
+        return run_problem(ws, env.toolchain, runners, v, seed, mode);
+    }
+    let Some(spec) = ws.spec.as_ref() else {
+        return skipped("the workspace has no rung.toml");
+    };
+    let native = match v.kind {
+        VersionKind::Ptx if crate::launch::find_signatures(&crate::launch::ptx_launch_source(source)).0.is_empty() => {
+            return skipped("this PTX declares no C signature (see the prepare warning), so it is not run");
+        }
+        VersionKind::Cuda | VersionKind::CudaHost | VersionKind::Ptx => {
+            match NativePlan::new(ws, spec, v, source, env.gpu_sms) {
+                Ok(p) if gpu => Some(p),
+                Ok(_) => return skipped("no GPU: run and check skipped (build, PTX/SASS and diffs work)"),
+                Err(d) => {
+                    let why = d.message.clone();
+                    let mut out = failed(Verdict::Fail, Some(Reason::SignatureMismatch), why);
+                    out.run.diagnostics.push(d);
+                    return out;
+                }
+            }
+        }
+        VersionKind::Triton if !gpu || !has("torch") => None,
+        _ if !gpu => return skipped(format!("no GPU: {} versions run only on a GPU", v.kind)),
+        _ => None,
+    };
+    let Some(reference) = ws.reference.clone() else {
+        return skipped("the workspace has no reference");
+    };
+    // A CUDA reference runs through the native worker, like a CUDA version.
+    let ref_plan = if reference.extension().is_some_and(|e| e == "py") {
+        None
+    } else if !gpu {
+        return skipped(format!("no GPU: the CUDA reference {} runs only on a GPU", reference.display()));
+    } else {
+        match &env.reference {
+            Some(Ok((rv, rsource))) => match NativePlan::new(ws, spec, rv, rsource, env.gpu_sms) {
+                Ok(p) => Some(p),
+                Err(d) => {
+                    let why = format!("the reference cannot be launched: {}: {}", d.location(), d.message);
+                    let mut out = failed(Verdict::Error, Some(Reason::ReferenceFailed), why);
+                    out.run.diagnostics.push(d);
+                    return out;
+                }
+            },
+            Some(Err(why)) => return failed(Verdict::Error, Some(Reason::ReferenceFailed), why.clone()),
+            None => return skipped(format!("the reference {} was not built", reference.display())),
+        }
+    };
+    // Python runs the version, the Python reference or the user's checks.py; a CUDA version
+    // against a CUDA reference needs none of it.
+    let python = native.is_none() || ref_plan.is_none() || ws.checks.is_some();
+    let needs = if native.is_some() || (gpu && has("torch")) { "numpy" } else { "triton" };
+    if python && (!has(needs) || !has("numpy")) {
+        let what = if ref_plan.is_none() { "the Python reference" } else { "this version and checks.py" };
+        return skipped(format!("{needs} and numpy are needed to run {what}: run `rung setup`"));
+    }
+    let mode = if native.is_some() {
+        CallMode::Reference
+    } else if gpu && has("torch") {
+        CallMode::Cuda
+    } else {
+        CallMode::Interpret
+    };
+    let mut c = Checker {
+        ws,
+        spec,
+        toolchain: env.toolchain,
+        runners,
+        native,
+        ref_plan,
+        python,
+        mode,
+        seed,
+        phases: BTreeMap::new(),
+        launched: vec![],
+        gpu_arch: env.gpu_arch,
+    };
+    let out = c.run_version(v, source, &reference);
+    c.runners.end_children();
+    out
+}
+
+/// How to launch a CUDA version: its cubin, kernel, parameters in order and launch at each size;
+/// or, for a `rung_run` version, its shared object, whose host entry takes the same parameters.
+pub struct NativePlan {
+    /// The build's cubin (in `.rung/dumps/<id>/`), which may not exist yet.
+    pub cubin: PathBuf,
+    kernel: String,
+    params: Vec<crate::launch::Param>,
+    /// `None` for a host entry, which launches its own kernels.
+    launch: Option<crate::launch::Launch>,
+    /// A `rung_run` version's shared object (in `.rung/dumps/<id>/`).
+    library: Option<PathBuf>,
+    num_sms: i64,
+}
+
+impl NativePlan {
+    pub fn new(
+        ws: &Workspace,
+        spec: &Spec,
+        v: &VersionFile,
+        source: &str,
+        sms: Option<u32>,
+    ) -> Result<NativePlan, Diagnostic> {
+        let file = v.path.as_path();
+        // A PTX version's launch and signature are in its comments.
+        let ptx_launch;
+        let source = if v.kind == VersionKind::Ptx {
+            ptx_launch = crate::launch::ptx_launch_source(source);
+            ptx_launch.as_str()
+        } else {
+            source
+        };
+        let header = crate::launch::parse_header(source, file, spec).map_err(|mut d| d.remove(0))?;
+        let (sigs, _) = crate::launch::find_signatures(source);
+        let wanted = header.kernel.clone().or_else(|| spec.launch.kernel.clone());
+        let sig = crate::launch::choose(&sigs, wanted.as_deref(), file)?.clone();
+        let host = sig.host_entry;
+        let launch = if host { None } else { Some(crate::launch::merge(&header, spec, file)?) };
+        let dumps = ws.state_dir().join(crate::store::DUMPS_DIR).join(&v.id);
+        let cubin = dumps.join(format!("{}.cubin", v.id));
+        let library = host.then(|| dumps.join(format!("lib{}.so", v.id)));
+        // The PTX entry must take what the signature declares, or the launch would misread memory.
+        if !host && let Ok(ptx) = std::fs::read_to_string(dumps.join(format!("{}.ptx", v.id))) {
+            let n = ptx_param_count(&ptx, &sig.name);
+            if let Some(n) = n.filter(|n| *n != sig.params.len()) {
+                return Err(Diagnostic::error(
+                    file,
+                    Pos::new(sig.line, sig.column),
+                    format!(
+                        "the PTX entry `{}` takes {n} parameters but the signature rung read declares {}",
+                        sig.name,
+                        sig.params.len()
+                    ),
+                )
+                .with_help("declare the kernel's parameters on its extern \"C\" line so rung can read them"));
+            }
+        }
+        Ok(NativePlan {
+            cubin,
+            kernel: sig.name.clone(),
+            params: sig.params,
+            launch,
+            library,
+            num_sms: sms.unwrap_or(132) as i64,
+        })
+    }
+}
+
+impl NativePlan {
+    /// [`NativePlan::launch_at`] for the bench, which needs only the message on failure.
+    pub fn launcher<'a>(
+        &'a self,
+        spec: &'a Spec,
+    ) -> impl Fn(&SizeSet, &crate::stages::Files) -> Result<protocol::Launch, String> + 'a {
+        move |sizes, files| self.launch_at(spec, sizes, files).map_err(|(_, m)| m)
+    }
+
+    /// The launch at one size with the buffers in `files` (parameter name → file, shape).
+    pub fn launch_at(
+        &self,
+        spec: &Spec,
+        sizes: &SizeSet,
+        files: &BTreeMap<String, (PathBuf, Vec<i64>)>,
+    ) -> Result<protocol::Launch, (Option<Reason>, String)> {
+        let dims = match &self.launch {
+            Some(l) => l.eval(spec, sizes, self.num_sms).map_err(|m| (None, m))?,
+            None => crate::launch::LaunchDims { grid: [1, 1, 1], block: [1, 1, 1], smem_bytes: 0, cluster: None },
+        };
+        let mut params = Vec::new();
+        for p in &self.params {
+            let param = if let Some((path, _)) = files.get(&p.name).filter(|_| p.pointer) {
+                protocol::LaunchParam::Buffer { name: p.name.clone(), path: path.clone() }
+            } else {
+                let value = spec.value_of(&p.name, sizes, Some(self.num_sms)).ok().flatten().ok_or_else(|| {
+                    (Some(Reason::SignatureMismatch), format!("no value for the kernel parameter `{}`", p.name))
+                })?;
+                protocol::LaunchParam::Scalar { name: p.name.clone(), ctype: p.base.clone(), value: value.as_f64() }
+            };
+            params.push(param);
+        }
+        Ok(protocol::Launch {
+            cubin: self.cubin.clone(),
+            kernel: self.kernel.clone(),
+            grid: dims.grid,
+            block: dims.block,
+            smem: dims.smem_bytes,
+            cluster: dims.cluster,
+            params,
+            guard_bytes: protocol::GUARD_BYTES,
+            library: self.library.clone(),
+        })
+    }
+}
+
+/// The number of `.param` entries of a PTX `.entry`.
+pub fn ptx_param_count(ptx: &str, entry: &str) -> Option<usize> {
+    let start = ptx.find(&format!(".entry {entry}("))?;
+    let rest = &ptx[start..];
+    let end = rest.find(')')?;
+    Some(rest[..end].matches(".param").count())
+}
+
+/// The kernels that really launched replace the version's ahead-of-time PTX, cubin and SASS in
+/// `.rung/dumps/<version>/` (so diffs and the TUI show what ran); the records point at them.
+/// The SASS is written by nvdisasm in the background (`background` holds the processes), so the
+/// check's result does not wait for it.
+fn keep_launched(
+    ws: &Workspace,
+    tc: &Toolchain,
+    v: &VersionFile,
+    kernels: Vec<CapturedKernel>,
+    background: &mut Vec<std::process::Child>,
+) -> Vec<CapturedKernel> {
+    if kernels.is_empty() {
+        return kernels;
+    }
+    let dir = ws.state_dir().join(crate::store::DUMPS_DIR).join(&v.id);
+    let _ = std::fs::create_dir_all(&dir);
+    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        let p = entry.path();
+        if p.extension().is_some_and(|e| e == "ptx" || e == "cubin" || e == "sass") {
+            let _ = std::fs::remove_file(&p);
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    kernels
+        .into_iter()
+        .map(|mut k| {
+            let stem = if seen.insert(k.name.clone()) {
+                k.name.clone()
+            } else {
+                format!("{}-{}", k.name, &k.hash[..k.hash.len().min(12)])
+            };
+            for (f, ext) in [(&mut k.ptx, "ptx"), (&mut k.cubin, "cubin")] {
+                if let Some(src) = f.clone() {
+                    let dst = dir.join(format!("{stem}.{ext}"));
+                    *f = std::fs::copy(&src, &dst)
+                        .ok()
+                        .map(|_| dst.strip_prefix(&ws.root).unwrap_or(&dst).to_path_buf());
+                }
+            }
+            if let (Some(cubin), Some(nvdisasm)) = (&k.cubin, &tc.nvdisasm)
+                && let Ok(sass) = std::fs::File::create(dir.join(format!("{stem}.sass")))
+                && let Ok(child) = std::process::Command::new(&nvdisasm.path)
+                    .args(["-c", "-g"])
+                    .arg(cubin)
+                    .current_dir(&ws.root)
+                    .stdin(std::process::Stdio::null())
+                    .stdout(sass)
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+            {
+                background.push(child);
+            }
+            k
+        })
+        .collect()
+}
