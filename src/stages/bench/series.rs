@@ -1,0 +1,254 @@
+//! Timing one series to its stopping rule, and two interleaved: the samples, the headline basis
+//! (CUPTI, events, device-wide) and the roles of a comparison.
+
+use std::time::Duration;
+
+pub use crate::model::bench::{SizeBench, Speedup};
+use crate::model::protocol::{self};
+use crate::model::report::Verdict;
+use crate::runners::Runners;
+use crate::spec::SizeSet;
+use crate::stages::StageOutcome;
+use crate::stats::{self, Stop, StopRule};
+
+use super::*;
+
+pub(super) fn bench_size(
+    cx: &mut BenchCtx,
+    target: &Target,
+    reference: Option<LaunchAt>,
+    sizes: &SizeSet,
+    sets: &Sets,
+    dir: &std::path::Path,
+) -> Result<SizeBench, Box<StageOutcome>> {
+    let (ws, spec, seed) = (cx.ws, cx.spec, cx.seed);
+    let runners = &mut *cx.runners;
+    // A request may take the whole budget plus one run's limit.
+    let limit = spec.limits.bench + spec.limits.run * 2;
+    let rule = StopRule { budget_seconds: spec.limits.bench.as_secs_f64(), ..StopRule::default() };
+    fork_for(runners, &[target])?;
+    let first = first_request(spec, target, sizes, &sets.files, &sets.extra, 0)?;
+    let series = sample_series(runners, target, first, limit, &rule)?;
+    let mut out = SizeBench::of(sizes, &series);
+    // One more call on the real input set, its outputs written back and checked; then a small
+    // kernel is also timed by graph replay (a capture that fails is reported, not fatal).
+    send(runners, target, protocol::Bench { write_back: true, ..more(0, 0) }, limit)?;
+    if out.basis != BASIS_DEVICE && out.headline.median < SMALL_KERNEL_MS {
+        let req = protocol::Bench { graph_calls: GRAPH_CALLS, graph_replays: GRAPH_REPLAYS, ..more(0, 0) };
+        match send(runners, target, req, limit) {
+            Ok(r) if !r.graph_ms.is_empty() => out.graph = Some(stats::summarize(&r.graph_ms)),
+            Ok(_) => out.graph_error = Some("the worker returned no graph replay times".to_string()),
+            Err(f) => out.graph_error = Some(f.summary),
+        }
+    }
+    out.recheck_failure = match reference {
+        Some(launch_at) => recheck_native(spec, runners, launch_at, sizes, &sets.files, dir),
+        None => recheck(ws, spec, runners, sizes, seed, &sets.files, dir),
+    };
+    Ok(out)
+}
+
+impl SizeBench {
+    /// The statistics of one size's samples (no graph replay, no re-check yet).
+    pub(super) fn of(sizes: &SizeSet, series: &Series) -> SizeBench {
+        let Series { samples, fixed_ms, stop, timer_note, l2_persisting_bytes } = series;
+        let (fixed_ms, stop) = (*fixed_ms, *stop);
+        let (metric, basis) = headline_samples(samples, fixed_ms);
+        let summary = |f: fn(&protocol::Sample) -> f64| stats::summarize(&samples.iter().map(f).collect::<Vec<_>>());
+        SizeBench {
+            sizes: sizes.clone(),
+            headline: stats::summarize(&metric),
+            basis: basis.into(),
+            gpu: summary(|s| s.gpu_ms),
+            host: summary(|s| s.host_ms),
+            wall: summary(|s| s.wall_ms),
+            fixed_ms,
+            stop,
+            input_sets: INPUT_SETS,
+            flush_bytes: FLUSH_BYTES,
+            graph: None,
+            graph_error: None,
+            recheck_failure: None,
+            recheck_reason: None,
+            span: samples.iter().map(|s| s.span_ms).collect::<Option<Vec<f64>>>().map(|v| stats::summarize(&v)),
+            timer_note: timer_note.clone(),
+            l2_persisting_bytes: *l2_persisting_bytes,
+        }
+    }
+}
+
+/// One series' timed calls, the fixed cost of waiting, why sampling stopped, and why the
+/// samples carry no CUPTI busy time when they do not.
+pub struct Series {
+    pub samples: Vec<protocol::Sample>,
+    pub fixed_ms: f64,
+    pub stop: Stop,
+    pub timer_note: Option<String>,
+    /// The persisting-L2 carve-out the version had set before a timed call (undone), bytes.
+    pub l2_persisting_bytes: Option<u64>,
+}
+
+/// Sets up series 0 with `first`, then asks for samples in batches until the headline median's
+/// interval is under the target or the budget is spent: the samples, the fixed cost, why it
+/// stopped.
+pub(super) fn sample_series(
+    runners: &mut Runners,
+    target: &Target,
+    first: protocol::Bench,
+    limit: Duration,
+    rule: &StopRule,
+) -> Result<Series, Box<StageOutcome>> {
+    let resp = send(runners, target, first, limit)?;
+    let fixed_ms = resp.fixed_ms.unwrap_or(0.0);
+    let timer_note = resp.timer_note;
+    let mut l2_persisting_bytes = resp.l2_persisting_bytes;
+    let mut samples = resp.samples;
+    let stop = loop {
+        // The timed work so far, and the figure that decides: the call's stream, or the whole
+        // device when the call leaves work elsewhere.
+        let spent: f64 = samples.iter().map(|s| s.wall_ms).sum::<f64>() / 1e3;
+        let metric = headline_samples(&samples, fixed_ms).0;
+        if let Some(stop) = stats::should_stop(&metric, spent, rule) {
+            break stop;
+        }
+        let per = (spent / samples.len().max(1) as f64).max(1e-6);
+        let left = ((rule.budget_seconds - spent) / per).ceil().max(1.0) as usize;
+        let n = stats::next_batch(&metric, spent, rule).min(left) as u32;
+        let r = send(runners, target, more(0, n), limit)?;
+        l2_persisting_bytes = l2_persisting_bytes.max(r.l2_persisting_bytes);
+        samples.extend(r.samples);
+    };
+    Ok(Series { samples, fixed_ms, stop, timer_note, l2_persisting_bytes })
+}
+
+/// Times `target` (series 0) and `other.target` (series 1) in alternating batches on the same
+/// input sets until both medians' intervals are under the target or the bench budget is spent.
+pub(super) fn interleave(
+    cx: &mut BenchCtx,
+    target: &Target,
+    other: &Other,
+    sizes: &SizeSet,
+    sets: &Sets,
+    dir: &std::path::Path,
+) -> Result<Speedup, Box<StageOutcome>> {
+    let spec = cx.spec;
+    let runners = &mut *cx.runners;
+    let io = |e: std::io::Error| Box::new(fail(Verdict::Error, None, format!("{}: {e}", dir.display())));
+    let limit = spec.limits.bench + spec.limits.run * 2;
+    let rule = StopRule { budget_seconds: spec.limits.bench.as_secs_f64(), ..StopRule::default() };
+    // Each series writes outputs of its own; the inputs are shared.
+    let mut files = [sets.files.clone(), sets.files.clone()];
+    for (k, f) in files.iter_mut().enumerate() {
+        f.extend(poisoned_outputs(spec, sizes, &dir.join(format!("s{k}"))).map_err(io)?);
+    }
+    let targets = [target, &other.target];
+    let firsts = [
+        first_request(spec, targets[0], sizes, &files[0], &sets.extra, 0)?,
+        first_request(spec, targets[1], sizes, &files[1], &sets.extra, 1)?,
+    ];
+    alternate(runners, targets, firsts, other, sizes, limit, &rule)
+}
+
+/// The interleaved comparison itself: both series set up by `firsts`, then batches of each in
+/// turn until [`interleave_done`].
+pub(super) fn alternate(
+    runners: &mut Runners,
+    targets: [&Target; 2],
+    firsts: [protocol::Bench; 2],
+    other: &Other,
+    sizes: &SizeSet,
+    limit: Duration,
+    rule: &StopRule,
+) -> Result<Speedup, Box<StageOutcome>> {
+    let rule = *rule;
+    fork_for(runners, &targets)?;
+    let mut samples: [Vec<protocol::Sample>; 2] = [vec![], vec![]];
+    let mut fixed = [0.0; 2];
+    for (k, first) in firsts.into_iter().enumerate() {
+        let r = send(runners, targets[k], first, limit)?;
+        fixed[k] = r.fixed_ms.unwrap_or(0.0);
+        samples[k] = r.samples;
+    }
+    let mut rounds = 1;
+    loop {
+        let spent: f64 = samples.iter().flatten().map(|s| s.wall_ms).sum::<f64>() / 1e3;
+        let metric = headline_pair(&samples, fixed);
+        if interleave_done(rounds, &metric, spent, &rule) {
+            break;
+        }
+        // Batches of about 50 ms each, at least 5 calls, so the alternation is fine-grained
+        // next to any drift.
+        for k in 0..2 {
+            let per = samples[k].iter().map(|s| s.wall_ms).sum::<f64>() / 1e3 / samples[k].len().max(1) as f64;
+            let n = ((INTERLEAVE_BATCH_SECONDS / per.max(1e-6)) as u32).clamp(5, 1000);
+            let r = send(runners, targets[k], more(k as u32, n), limit)?;
+            samples[k].extend(r.samples);
+        }
+        rounds += 1;
+    }
+    let [this, theirs] = headline_pair(&samples, fixed).map(|m| stats::summarize(&m));
+    let (s, low, high) = speedup(&this, &theirs);
+    Ok(Speedup {
+        role: other.role.into(),
+        against: other.label.clone(),
+        sizes: sizes.clone(),
+        this,
+        other: theirs,
+        speedup: s,
+        speedup_low: low,
+        speedup_high: high,
+        rounds,
+        suspicious: other.role == ROLE_BEST_APPROVED && s > SUSPICIOUS_SPEEDUP,
+    })
+}
+
+/// Alternating rounds (an A batch, then a B batch) an interleaved comparison always times.
+pub const MIN_ROUNDS: usize = 4;
+/// Seconds of calls per batch of an interleaved comparison.
+pub const INTERLEAVE_BATCH_SECONDS: f64 = 0.05;
+
+/// Whether an interleaved comparison can stop after `rounds`: the budget is spent, or at least
+/// [`MIN_ROUNDS`] have run and both medians' intervals are under the target.
+pub fn interleave_done(rounds: usize, metric: &[Vec<f64>; 2], spent: f64, rule: &StopRule) -> bool {
+    let done = |m: &Vec<f64>| matches!(stats::should_stop(m, 0.0, rule), Some(Stop::Converged | Stop::MaxSamples));
+    spent >= rule.budget_seconds || (rounds >= MIN_ROUNDS && done(&metric[0]) && done(&metric[1]))
+}
+
+/// The roles a comparison can have.
+pub const ROLE_BEST_APPROVED: &str = "best approved";
+pub const ROLE_REFERENCE: &str = "reference";
+
+pub const BASIS_CUPTI: &str = "cupti";
+pub const BASIS_EVENTS: &str = "events";
+pub const BASIS_DEVICE: &str = "device-wide";
+
+/// The samples the headline comes from: the GPU's busy time for the call's work on every stream
+/// from CUPTI's records when every sample has one; else GPU time between events on the call's
+/// stream, or, when the device stays busy well past it (work left on another stream), the
+/// device-wide interval less the fixed cost of waiting.
+pub fn headline_samples(samples: &[protocol::Sample], fixed_ms: f64) -> (Vec<f64>, &'static str) {
+    if let Some(busy) = busy_times(samples) {
+        return (busy, BASIS_CUPTI);
+    }
+    events_headline(samples, fixed_ms)
+}
+
+pub(super) fn busy_times(samples: &[protocol::Sample]) -> Option<Vec<f64>> {
+    (!samples.is_empty()).then(|| samples.iter().map(|s| s.busy_ms).collect::<Option<Vec<_>>>()).flatten()
+}
+
+/// Both sides of an interleaved comparison on one basis: CUPTI's busy times only when both have them
+/// (a Triton version's worker may not trace while a CUDA one's does).
+pub(super) fn headline_pair(samples: &[Vec<protocol::Sample>; 2], fixed: [f64; 2]) -> [Vec<f64>; 2] {
+    match (busy_times(&samples[0]), busy_times(&samples[1])) {
+        (Some(a), Some(b)) => [a, b],
+        _ => [0, 1].map(|k| events_headline(&samples[k], fixed[k]).0),
+    }
+}
+
+pub(super) fn events_headline(samples: &[protocol::Sample], fixed_ms: f64) -> (Vec<f64>, &'static str) {
+    let gpu: Vec<f64> = samples.iter().map(|s| s.gpu_ms).collect();
+    let device: Vec<f64> = samples.iter().map(|s| (s.wall_ms - fixed_ms).max(0.0)).collect();
+    let (g, d) = (stats::summarize(&gpu).median, stats::summarize(&device).median);
+    if d > 1.5 * g + 0.05 { (device, BASIS_DEVICE) } else { (gpu, BASIS_EVENTS) }
+}

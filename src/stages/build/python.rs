@@ -1,0 +1,321 @@
+//! Python versions built ahead of time (Triton, CuTe DSL) by the scripts rung carries, and the
+//! kernels that really launched, captured at run time; their resources read from the cubin.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use serde::Deserialize;
+
+use crate::diag::{Diagnostic, Pos};
+pub use crate::model::build::{Artefact, BuildDetail, KernelBuild};
+use crate::model::report::Verdict;
+use crate::parsers::{KernelResources, OutputParser, PythonTraceback};
+use crate::store::Objects;
+use crate::toolchain::Toolchain;
+use crate::workspace::Workspace;
+
+use super::*;
+
+/// What triton_aot.py prints.
+#[derive(Deserialize)]
+pub(super) struct AotReport {
+    #[serde(default)]
+    kernels: Vec<AotKernel>,
+    #[serde(default)]
+    warnings: Vec<String>,
+    #[serde(default)]
+    errors: Vec<AotError>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct AotKernel {
+    name: String,
+    /// Compiled from a launch captured by calling run(), not from an inferred signature.
+    #[serde(default)]
+    captured: bool,
+    #[serde(default)]
+    files: BTreeMap<String, String>,
+    num_warps: Option<u32>,
+    num_stages: Option<u32>,
+    #[serde(default)]
+    shared: Option<u32>,
+    registers: Option<u32>,
+    spill_stores: Option<u32>,
+    spill_loads: Option<u32>,
+    stack_frame: Option<u32>,
+    barriers: Option<u32>,
+    gpu_name: Option<String>,
+    #[serde(default)]
+    notes: Vec<String>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct AotError {
+    kernel: Option<String>,
+    #[serde(rename = "type")]
+    kind: String,
+    message: String,
+    #[serde(default)]
+    traceback: Option<String>,
+    lineno: Option<u32>,
+    col: Option<u32>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum AotTool {
+    Triton,
+    Cute,
+}
+
+/// Triton or CuTe DSL kernels compiled ahead of time by the embedded Python scripts, which print
+/// one JSON report (kernels with their files and resources, or errors at the version's lines).
+pub(super) fn build_python_aot(
+    s: &mut Session,
+    tool: AotTool,
+    arch: &str,
+    detail: &mut BuildDetail,
+) -> Result<Files, ()> {
+    let tc = s.env.toolchain;
+    let python = &tc.python.as_ref().expect("checked").path;
+    let (name, text) = match tool {
+        AotTool::Triton => ("triton_aot.py", TRITON_AOT),
+        AotTool::Cute => ("cute_aot.py", CUTE_AOT),
+    };
+    let script = s.tmp.join(name);
+    std::fs::write(&script, text).map_err(|_| ())?;
+    std::fs::write(s.tmp.join("aot_common.py"), AOT_COMMON).map_err(|_| ())?;
+    let out_dir = s.tmp.join("aot");
+    // CuTe DSL compiles for the architecture-specific target (sm_90a on Hopper).
+    let target = match tool {
+        AotTool::Cute if !arch.ends_with('a') => format!("{}a", arch.trim_start_matches("sm_")),
+        _ => arch.trim_start_matches("sm_").to_string(),
+    };
+    detail.arch = format!("sm_{target}");
+    let mut cmd = Command::new(python);
+    cmd.arg(s.rel(&script))
+        .arg("--version-file")
+        .arg(&s.v.path)
+        .arg("--arch")
+        .arg(target)
+        .arg("--out")
+        .arg(s.rel(&out_dir));
+    if let Some(ptxas) = tc.ptxas.as_ref().map(|t| &t.path) {
+        cmd.env("TRITON_PTXAS_PATH", ptxas).env("TRITON_PTXAS_BLACKWELL_PATH", ptxas);
+    }
+    cmd.env("TRITON_CACHE_DIR", s.env.ws.state_dir().join("triton-cache")).env("TRITON_DEFAULT_FP_FUSION", "1");
+    if let Some(bin) = tc.nvdisasm.as_ref().or(tc.ptxas.as_ref()).and_then(|t| t.path.parent()) {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let joined = std::env::join_paths(std::iter::once(bin.to_path_buf()).chain(std::env::split_paths(&path)));
+        if let Ok(p) = joined {
+            cmd.env("PATH", p);
+        }
+    }
+    if let Some(launch) = s.launch.as_ref().filter(|_| tool == AotTool::Triton) {
+        let path = s.tmp.join("launch.json");
+        std::fs::write(&path, launch.to_string()).map_err(|_| ())?;
+        cmd.arg("--launch-json").arg(s.rel(&path));
+    }
+    // A problem folder's own modules (GPU MODE's task.py, utils.py) import from its root.
+    cmd.env("PYTHONPATH", &s.env.ws.root);
+    cmd.current_dir(&s.env.ws.root);
+    s.commands.push(quote(&cmd));
+    let out = match run_tool(cmd, s.env.timeout) {
+        Ok(o) => o,
+        Err(msg) => {
+            s.diagnostics.push(Diagnostic::error(&s.v.path, Pos::WHOLE_FILE, msg));
+            return Err(());
+        }
+    };
+    let report: AotReport = match serde_json::from_slice(&out.stdout) {
+        Ok(r) => r,
+        Err(_) => {
+            // The script itself broke: show Python's own words.
+            let text = String::from_utf8_lossy(&out.stderr).into_owned();
+            let mut ds = PythonTraceback.parse(&text, &s.ctx);
+            if ds.is_empty() {
+                let mut d = Diagnostic::error(&s.v.path, Pos::WHOLE_FILE, "the Triton compiler produced no result");
+                d.tool_text = Some(text);
+                ds.push(d);
+            }
+            s.diagnostics.extend(ds);
+            return Err(());
+        }
+    };
+    for e in &report.errors {
+        let pos = Pos::new(e.lineno.unwrap_or(0), e.col.unwrap_or(0));
+        let head = e.message.lines().last().unwrap_or(&e.message).trim();
+        let msg = match &e.kernel {
+            Some(k) => format!("{}: {head} (in {k})", e.kind),
+            None => format!("{}: {head}", e.kind),
+        };
+        let mut d = Diagnostic::error(&s.v.path, pos, msg);
+        d.tool_text = Some(match e.traceback.as_deref().filter(|t| !t.is_empty()) {
+            Some(tb) => format!("{}\n{tb}", e.message),
+            None => e.message.clone(),
+        });
+        s.diagnostics.push(d);
+    }
+    detail.notes.extend(report.warnings.iter().cloned());
+    if !report.errors.is_empty() || !out.status.success() {
+        if report.errors.is_empty() {
+            let mut d = Diagnostic::error(
+                &s.v.path,
+                Pos::WHOLE_FILE,
+                format!("the Triton compiler failed (exit {:?})", out.status.code()),
+            );
+            d.tool_text = Some(String::from_utf8_lossy(&out.stderr).into_owned());
+            s.diagnostics.push(d);
+        }
+        return Err(());
+    }
+    if report.kernels.is_empty() {
+        let (what, help) = match tool {
+            AotTool::Triton => (
+                "no @triton.jit kernel found",
+                "a Triton version defines at least one @triton.jit kernel and a run(...) that launches it",
+            ),
+            AotTool::Cute => (
+                "no @cute.jit function found",
+                "a CuTe DSL version defines a @cute.jit function that launches its @cute.kernel, and a run(...)",
+            ),
+        };
+        s.diagnostics.push(Diagnostic::error(&s.v.path, Pos::new(1, 1), what).with_help(help));
+        return Err(());
+    }
+    if let Some(launch) = s.launch.as_ref().filter(|_| report.kernels.iter().any(|k| k.captured)) {
+        detail.notes.insert(0, format!("kernels captured from run() at {}", launch["sizes"]));
+    }
+    let mut files: Files = Vec::new();
+    for k in &report.kernels {
+        for (kind, path) in &k.files {
+            if kind == "meta" || kind == "source" {
+                continue;
+            }
+            let ext = if kind == "ptxas" { "ptxas.txt".to_string() } else { kind.clone() };
+            if let Ok(bytes) = std::fs::read(s.env.ws.root.join(path)) {
+                files.push((format!("{}.{ext}", k.name), kind.clone(), bytes));
+            }
+        }
+        detail.notes.extend(k.notes.iter().map(|n| format!("{}: {n}", k.name)));
+        detail.kernels.push(KernelBuild {
+            resources: KernelResources {
+                name: k.name.clone(),
+                arch: k.gpu_name.clone().unwrap_or_else(|| arch.to_string()),
+                registers: k.registers.unwrap_or(0),
+                barriers: k.barriers.unwrap_or(0),
+                shared_bytes: k.shared.unwrap_or(0),
+                stack_frame_bytes: k.stack_frame.unwrap_or(0),
+                spill_store_bytes: k.spill_stores.unwrap_or(0),
+                spill_load_bytes: k.spill_loads.unwrap_or(0),
+                cmem0_bytes: None,
+            },
+            num_warps: k.num_warps,
+            num_stages: k.num_stages,
+        });
+    }
+    Ok(files)
+}
+
+/// The build result of a Triton version compiled at launch, made after the run rung captured
+/// the kernels that really launched (their PTX and cubin, now in `.rung/dumps/<id>/`): those are
+/// its artefacts, stored like any build's, with each kernel's resources read from its cubin by
+/// `cuobjdump --dump-resource-usage`. It replaces the placeholder recorded before the run.
+pub fn captured(
+    ws: &Workspace,
+    tc: &Toolchain,
+    arch: &str,
+    kernels: &[crate::model::protocol::CapturedKernel],
+) -> Option<(Verdict, String, BuildDetail)> {
+    if kernels.is_empty() {
+        return None;
+    }
+    let objects = Objects::new(&ws.state_dir());
+    let mut detail = BuildDetail {
+        compiler: "triton".into(),
+        arch: arch.into(),
+        arch_reason: "GPU".into(),
+        ahead_of_time: false,
+        cached: false,
+        cache_key: String::new(),
+        commands: vec![],
+        artefacts: vec![],
+        kernels: vec![],
+        notes: vec![
+            "compiled by Triton at launch on the GPU; captured by the run rung: these are the kernels that ran".into(),
+        ],
+    };
+    for k in kernels {
+        for path in [&k.ptx, &k.cubin].into_iter().flatten() {
+            let full = ws.root.join(path);
+            let Ok(bytes) = std::fs::read(&full) else { continue };
+            let Ok(hash) = objects.put(&bytes) else { continue };
+            let name = full.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+            let kind = full.extension().map(|e| e.to_string_lossy().to_string()).unwrap_or_default();
+            detail.artefacts.push(Artefact { name, kind, hash, bytes: bytes.len() as u64 });
+        }
+        let resources = k
+            .cubin
+            .as_ref()
+            .and_then(|c| cubin_resources(tc, &ws.root.join(c)))
+            .and_then(|all| all.into_iter().find(|r| r.name == k.name))
+            .unwrap_or_else(|| KernelResources { name: k.name.clone(), arch: arch.into(), ..Default::default() });
+        detail.kernels.push(KernelBuild { resources, num_warps: k.num_warps, num_stages: None });
+    }
+    let names: Vec<String> =
+        detail.kernels.iter().map(|k| format!("{} ({} regs)", k.resources.name, k.resources.registers)).collect();
+    let summary = format!("triton at launch for {arch}: {} kernel(s) captured: {}", names.len(), names.join(", "));
+    Some((Verdict::Pass, summary, detail))
+}
+
+/// Each kernel's resources in a cubin, from `cuobjdump --dump-resource-usage`
+/// (`Function k: REG:26 STACK:0 SHARED:0 LOCAL:0 ...`).
+pub fn cubin_resources(tc: &Toolchain, cubin: &Path) -> Option<Vec<KernelResources>> {
+    let tool = tc.cuobjdump.as_ref()?;
+    let out = std::process::Command::new(&tool.path).arg("--dump-resource-usage").arg(cubin).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Some(parse_resource_usage(&text))
+}
+
+/// Parses `cuobjdump --dump-resource-usage`: a `Function <name>:` line, then its fields
+/// (`REG:26 STACK:0 SHARED:0 LOCAL:0 CONSTANT[0]:576 ...`) on the next line.
+pub fn parse_resource_usage(text: &str) -> Vec<KernelResources> {
+    let mut arch = String::new();
+    let mut out = Vec::new();
+    let mut pending: Option<String> = None;
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("arch = ") {
+            arch = rest.trim().to_string();
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("Function ") {
+            let (name, fields) = rest.split_once(':').unwrap_or((rest, ""));
+            pending = Some(name.trim().to_string());
+            if fields.trim().is_empty() {
+                continue;
+            }
+        }
+        let Some(name) = pending.take() else { continue };
+        let fields = line.rsplit_once("Function ").map_or(line, |(_, r)| r.split_once(':').map_or(r, |(_, f)| f));
+        let field = |key: &str| -> Option<u32> {
+            fields
+                .split_whitespace()
+                .find_map(|f| f.strip_prefix(key).and_then(|v| v.strip_prefix(':')))
+                .and_then(|v| v.parse().ok())
+        };
+        out.push(KernelResources {
+            name,
+            arch: arch.clone(),
+            registers: field("REG").unwrap_or(0),
+            barriers: 0,
+            shared_bytes: field("SHARED").unwrap_or(0),
+            stack_frame_bytes: field("STACK").unwrap_or(0),
+            // Local memory is what spills (and local arrays) use; cuobjdump does not split it.
+            spill_store_bytes: field("LOCAL").unwrap_or(0),
+            spill_load_bytes: field("LOCAL").unwrap_or(0),
+            cmem0_bytes: field("CONSTANT[0]"),
+        });
+    }
+    out
+}
