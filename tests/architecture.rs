@@ -3,8 +3,9 @@
 //! graph of files must be acyclic. A loop is reported with the files in it and, for each edge,
 //! the names that make it, so the fix (moving a type down a layer) is plain.
 //!
-//! A module's own children are not edges (`mod x;` declares, it does not depend), but a
-//! `mod.rs` that uses an item of one of its children is: parent and child may not use each other.
+//! A folder module is one unit: its `mod.rs` declares and re-exports its files (`mod x;`,
+//! `pub use x::*`) and they use its items through `super::*`, which are not edges. Every other
+//! path is, between any two files, inside a folder or across folders.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

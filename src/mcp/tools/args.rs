@@ -8,7 +8,6 @@ use serde::{Deserialize, Serialize};
 use crate::asm::AsmKind;
 use crate::model::report::Stage;
 
-
 // ---------------------------------------------------------------------------------------------
 // Arguments. Their JSON schemas (generated from these types) are the tools' input schemas.
 
