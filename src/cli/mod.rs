@@ -4,6 +4,7 @@ mod auto;
 mod chat;
 mod commands;
 mod render;
+mod selftest_cmd;
 
 use std::path::PathBuf;
 
