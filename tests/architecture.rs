@@ -235,3 +235,47 @@ fn a_loop_is_found_and_named() {
     std::fs::write(src.join("report.rs"), "use crate::leaf::L;\n").unwrap();
     assert!(check(src, "rung").is_empty());
 }
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![];
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|e| e == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn no_source_file_is_over_800_lines_unless_it_says_why() {
+    let src = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"));
+    let long: Vec<String> = rust_files(src)
+        .into_iter()
+        .filter_map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            let lines = text.lines().count();
+            let says_why = text.lines().next().is_some_and(|l| l.contains("one file"));
+            (lines > 800 && !says_why).then(|| format!("{} ({lines} lines)", p.display()))
+        })
+        .collect();
+    assert!(long.is_empty(), "split these, or say in their first comment why each must be one file: {long:?}");
+}
+
+#[test]
+fn no_function_waives_the_argument_limit() {
+    let src = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"));
+    let waived: Vec<String> = rust_files(src)
+        .into_iter()
+        .filter(|p| std::fs::read_to_string(p).unwrap().contains(concat!("clippy::", "too_many_arguments")))
+        .map(|p| p.display().to_string())
+        .collect();
+    assert!(waived.is_empty(), "pass a context struct instead: {waived:?}");
+}

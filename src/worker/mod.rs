@@ -1,0 +1,371 @@
+//! `rung worker`: the native worker, a child process that launches CUDA kernels through the
+//! driver (cudarc, loaded at run time). It executes and never judges: buffers come from files
+//! rung wrote, go to the GPU inside guard zones, the kernel runs, and every buffer (inputs too,
+//! so rung can see a kernel that mutates them) is written back to its file, with any write into
+//! a guard zone reported. A fault (illegal address, a sticky CUDA error) ends this process only;
+//! rung starts a fresh worker for the next launch.
+//!
+//! The messages are those of [`crate::model::protocol`]: a [`Hello`] first, then a [`Response`] per
+//! [`Request`].
+
+use std::collections::BTreeMap;
+use std::ffi::{CString, c_void};
+use std::io::{BufRead, Write};
+use std::time::Instant;
+
+use cudarc::driver::{result, sys};
+
+use crate::model::protocol::{
+    self, Capability, GUARD_BYTE, Hello, Launch, LaunchParam, Op, Request, Response, WorkerError, WorkerKind,
+};
+
+/// rung's own kernels (the copy kernels behind the memory ceiling, the L2 flush), as PTX made by
+/// `nvcc -ptx -arch=compute_90 assets/kernels/copy.cu`; the driver compiles it for the GPU at hand.
+use crate::assets::COPY_PTX;
+
+/// A kernel argument's bytes for its C type.
+fn scalar_bytes(ctype: &str, v: f64) -> Result<Vec<u8>, String> {
+    Ok(match ctype {
+        "float" => (v as f32).to_le_bytes().to_vec(),
+        "double" => v.to_le_bytes().to_vec(),
+        "__half" | "half" => half::f16::from_f64(v).to_le_bytes().to_vec(),
+        "__nv_bfloat16" | "nv_bfloat16" => half::bf16::from_f64(v).to_le_bytes().to_vec(),
+        "int" | "int32_t" => (v as i32).to_le_bytes().to_vec(),
+        "unsigned" | "unsigned int" | "uint32_t" => (v as u32).to_le_bytes().to_vec(),
+        "long" | "long long" | "int64_t" => (v as i64).to_le_bytes().to_vec(),
+        "unsigned long" | "unsigned long long" | "uint64_t" | "size_t" => (v as u64).to_le_bytes().to_vec(),
+        "short" | "int16_t" => (v as i16).to_le_bytes().to_vec(),
+        other => return Err(format!("no by-value encoding for `{other}`")),
+    })
+}
+
+fn cuda_error(e: cudarc::driver::DriverError) -> WorkerError {
+    let name = e.error_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("{e:?}"));
+    let msg = e.error_string().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    WorkerError::new(name, msg)
+}
+
+fn hello(caps: Vec<Capability>, gpu: Option<String>, uuid: Option<String>, error: Option<WorkerError>) -> Hello {
+    Hello {
+        protocol: protocol::PROTOCOL,
+        worker: WorkerKind::Native,
+        pid: std::process::id(),
+        capabilities: caps,
+        gpu,
+        uuid,
+        python: None,
+        packages: Default::default(),
+        start_seconds: None,
+        error,
+    }
+}
+
+fn send(out: &mut impl Write, value: &impl serde::Serialize) {
+    let _ = writeln!(out, "{}", serde_json::to_string(value).expect("messages serialise"));
+    let _ = out.flush();
+}
+
+/// Serves requests on stdin until `exit` or end of input. Returns the process exit code.
+pub fn serve() -> i32 {
+    let mut out = std::io::stdout().lock();
+    let t0 = Instant::now();
+    let gpu = crate::gpu::probe();
+    let Some(info) = gpu.first().cloned() else {
+        let why = gpu.absent_reason.clone().unwrap_or_else(|| "no GPU".into());
+        send(&mut out, &hello(vec![], None, None, Some(WorkerError::new("NoGpu", why))));
+        return 1;
+    };
+    let ctx = match cudarc::driver::CudaContext::new(info.ordinal as usize) {
+        Ok(c) => c,
+        Err(e) => {
+            send(&mut out, &hello(vec![], None, None, Some(cuda_error(e))));
+            return 1;
+        }
+    };
+    let mut caps = vec![Capability::Launch, Capability::HostEntry];
+    if info.compute_capability >= 90 {
+        caps.push(Capability::Clusters);
+    }
+    let mut h = hello(caps, Some(info.name.clone()), Some(info.uuid.clone()), None);
+    h.start_seconds = Some(t0.elapsed().as_secs_f64());
+    send(&mut out, &h);
+    let mut bench_state: BTreeMap<u32, bench::State> = BTreeMap::new();
+    for line in std::io::stdin().lock().lines().map_while(Result::ok) {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let req: Request = match serde_json::from_str(&line) {
+            Ok(r) => r,
+            Err(e) => {
+                let resp = Response {
+                    ok: false,
+                    error: Some(WorkerError::new("BadRequest", e.to_string())),
+                    ..Default::default()
+                };
+                send(&mut out, &resp);
+                continue;
+            }
+        };
+        let launch = match req.op {
+            Op::Exit => {
+                send(&mut out, &Response { id: Some(req.id), ok: true, ..Default::default() });
+                break;
+            }
+            Op::Launch(l) => l,
+            Op::Bench(b) => {
+                let _ = ctx.bind_to_thread();
+                let mut resp = bench::serve(&mut bench_state, &b, info.sm_count);
+                resp.id = Some(req.id);
+                let sticky = resp.error.as_ref().is_some_and(|e| e.kind.starts_with("CUDA_ERROR"));
+                send(&mut out, &resp);
+                if sticky {
+                    return 2;
+                }
+                continue;
+            }
+            Op::Ceiling(c) => {
+                let _ = ctx.bind_to_thread();
+                let mut resp = match bench::ceiling(&c, info.sm_count) {
+                    Ok(r) => r,
+                    Err(e) => Response { ok: false, error: Some(e), ..Default::default() },
+                };
+                resp.id = Some(req.id);
+                send(&mut out, &resp);
+                continue;
+            }
+            other => {
+                let msg = format!("the native worker takes launch and exit, not {:?}", std::mem::discriminant(&other));
+                let resp = Response {
+                    id: Some(req.id),
+                    ok: false,
+                    error: Some(WorkerError::new("BadRequest", msg)),
+                    ..Default::default()
+                };
+                send(&mut out, &resp);
+                continue;
+            }
+        };
+        let _ = ctx.bind_to_thread();
+        let mut resp = launch_once(&launch);
+        resp.id = Some(req.id);
+        let sticky = resp.error.as_ref().is_some_and(|e| e.kind.starts_with("CUDA_ERROR"));
+        send(&mut out, &resp);
+        if sticky {
+            // The context may be unusable: rung starts a fresh worker.
+            return 2;
+        }
+    }
+    0
+}
+
+/// Launches `func` with `req`'s dimensions on the null stream; clusters through cuLaunchKernelEx.
+///
+/// # Safety
+/// `args` must point at argument bytes matching the kernel's parameters.
+unsafe fn launch_raw(
+    func: sys::CUfunction,
+    req: &Launch,
+    args: &mut [*mut c_void],
+    stream: sys::CUstream,
+) -> Result<(), WorkerError> {
+    let (g, b) = (req.grid, req.block);
+    // SAFETY: the caller's contract; every pointer handed over is live for the call.
+    unsafe {
+        match req.cluster {
+            Some(c) if c != [1, 1, 1] => {
+                let mut attr: sys::CUlaunchAttribute = std::mem::zeroed();
+                attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+                attr.value.clusterDim.x = c[0];
+                attr.value.clusterDim.y = c[1];
+                attr.value.clusterDim.z = c[2];
+                let config = sys::CUlaunchConfig {
+                    gridDimX: g[0],
+                    gridDimY: g[1],
+                    gridDimZ: g[2],
+                    blockDimX: b[0],
+                    blockDimY: b[1],
+                    blockDimZ: b[2],
+                    sharedMemBytes: req.smem,
+                    hStream: stream,
+                    attrs: &mut attr,
+                    numAttrs: 1,
+                };
+                sys::cuLaunchKernelEx(&config, func, args.as_mut_ptr(), std::ptr::null_mut())
+                    .result()
+                    .map_err(cuda_error)
+            }
+            _ => {
+                let mut v: Vec<*mut c_void> = args.to_vec();
+                result::launch_kernel(func, (g[0], g[1], g[2]), (b[0], b[1], b[2]), req.smem, stream, &mut v)
+                    .map_err(cuda_error)
+            }
+        }
+    }
+}
+
+/// Loads a launch's cubin and finds its kernel, raising the dynamic shared memory limit when the
+/// launch asks for more than 48 KB.
+fn load_kernel(req: &Launch) -> Result<(sys::CUmodule, sys::CUfunction), WorkerError> {
+    let mut image =
+        std::fs::read(&req.cubin).map_err(|e| WorkerError::new("IoError", format!("{}: {e}", req.cubin.display())))?;
+    image.push(0);
+    let name = CString::new(req.kernel.clone()).map_err(|_| WorkerError::new("BadRequest", "kernel name"))?;
+    // SAFETY: a NUL-terminated image; the caller unloads the module.
+    unsafe {
+        let module = result::module::load_data(image.as_ptr() as *const c_void).map_err(cuda_error)?;
+        let func = result::module::get_function(module, name).map_err(cuda_error)?;
+        if req.smem > 48 * 1024 {
+            result::function::set_function_attribute(
+                func,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                req.smem as i32,
+            )
+            .map_err(cuda_error)?;
+        }
+        Ok((module, func))
+    }
+}
+
+/// What a launch request runs: a cubin's kernel, or a `rung_run` version's host entry.
+pub(crate) enum Callee {
+    Kernel { module: sys::CUmodule, func: sys::CUfunction },
+    Host(crate::hostentry::HostEntry),
+}
+
+impl Callee {
+    fn load(req: &Launch) -> Result<Callee, WorkerError> {
+        match &req.library {
+            Some(lib) => crate::hostentry::HostEntry::open(lib)
+                .map(Callee::Host)
+                .map_err(|m| WorkerError::new("HostEntryLoad", m)),
+            None => load_kernel(req).map(|(module, func)| Callee::Kernel { module, func }),
+        }
+    }
+
+    /// Launches the kernel, or calls the host entry (which launches on the default stream, so
+    /// `stream` must be null for it).
+    ///
+    /// # Safety
+    /// As [`launch_raw`].
+    unsafe fn call(&self, req: &Launch, args: &mut [*mut c_void], stream: sys::CUstream) -> Result<(), WorkerError> {
+        match self {
+            // SAFETY: the caller's contract.
+            Callee::Kernel { func, .. } => unsafe { launch_raw(*func, req, args, stream) },
+            Callee::Host(_) if !stream.is_null() => Err(WorkerError::new(
+                "NotCapturable",
+                "a rung_run entry launches its kernels on the default stream, which a CUDA graph cannot capture",
+            )),
+            Callee::Host(entry) => {
+                // SAFETY: one argument pointer per parameter, bound by rung from the signature.
+                let code = unsafe { entry.call(args) };
+                if code == 0 {
+                    Ok(())
+                } else {
+                    Err(WorkerError::new("HostEntryFailed", format!("rung_run returned {code}")))
+                }
+            }
+        }
+    }
+
+    fn unload(&self) {
+        if let Callee::Kernel { module, .. } = self {
+            // SAFETY: loaded by `load`, unloaded once by the owner.
+            let _ = unsafe { result::module::unload(*module) };
+        }
+    }
+}
+
+/// A device allocation with guard zones before and after the buffer.
+struct Guarded {
+    base: sys::CUdeviceptr,
+    guard: usize,
+    len: usize,
+}
+
+fn launch_once(req: &Launch) -> Response {
+    match launch(req) {
+        Ok(r) => r,
+        Err(e) => Response { ok: false, error: Some(e), ..Default::default() },
+    }
+}
+
+fn launch(req: &Launch) -> Result<Response, WorkerError> {
+    let io =
+        |what: &std::path::Path, e: std::io::Error| WorkerError::new("IoError", format!("{}: {e}", what.display()));
+    let guard = req.guard_bytes as usize;
+    // Host copies of every buffer, their device allocations, and the argument bytes.
+    let mut host: Vec<(String, std::path::PathBuf, Vec<u8>)> = Vec::new();
+    for p in &req.params {
+        if let LaunchParam::Buffer { name, path } = p {
+            host.push((name.clone(), path.clone(), std::fs::read(path).map_err(|e| io(path, e))?));
+        }
+    }
+    // SAFETY: every pointer below comes from the driver and is freed before returning; the
+    // argument array points at locals that outlive the launch (it is synchronised).
+    unsafe {
+        let callee = Callee::load(req)?;
+        let mut bufs: Vec<Guarded> = Vec::new();
+        for (_, _, bytes) in &host {
+            let len = bytes.len();
+            let base = result::malloc_sync(len + 2 * guard).map_err(cuda_error)?;
+            if guard > 0 {
+                let fill = vec![GUARD_BYTE; guard];
+                result::memcpy_htod_sync(base, &fill).map_err(cuda_error)?;
+                result::memcpy_htod_sync(base + (guard + len) as u64, &fill).map_err(cuda_error)?;
+            }
+            if len > 0 {
+                result::memcpy_htod_sync(base + guard as u64, bytes).map_err(cuda_error)?;
+            }
+            bufs.push(Guarded { base, guard, len });
+        }
+        let mut arg_bytes: Vec<Vec<u8>> = Vec::new();
+        let mut next_buf = 0;
+        for p in &req.params {
+            match p {
+                LaunchParam::Buffer { .. } => {
+                    let g = &bufs[next_buf];
+                    arg_bytes.push((g.base + g.guard as u64).to_le_bytes().to_vec());
+                    next_buf += 1;
+                }
+                LaunchParam::Scalar { ctype, value, .. } => {
+                    arg_bytes.push(scalar_bytes(ctype, *value).map_err(|m| WorkerError::new("BadRequest", m))?)
+                }
+            }
+        }
+        let mut args: Vec<*mut c_void> = arg_bytes.iter_mut().map(|b| b.as_mut_ptr() as *mut c_void).collect();
+        let t0 = Instant::now();
+        if let Err(e) = callee.call(req, &mut args, std::ptr::null_mut()) {
+            // A host entry that returned an error leaves the worker usable: free what it had.
+            let _ = result::ctx::synchronize();
+            for gb in bufs {
+                let _ = result::free_sync(gb.base);
+            }
+            callee.unload();
+            return Err(e);
+        }
+        result::ctx::synchronize().map_err(cuda_error)?;
+        let seconds = t0.elapsed().as_secs_f64();
+        let mut guards = Vec::new();
+        for ((name, path, bytes), gb) in host.iter_mut().zip(&bufs) {
+            if gb.len > 0 {
+                result::memcpy_dtoh_sync(bytes, gb.base + gb.guard as u64).map_err(cuda_error)?;
+            }
+            std::fs::write(&*path, &*bytes).map_err(|e| io(path, e))?;
+            if gb.guard > 0 {
+                let mut head = vec![0u8; gb.guard];
+                let mut tail = vec![0u8; gb.guard];
+                result::memcpy_dtoh_sync(&mut head, gb.base).map_err(cuda_error)?;
+                result::memcpy_dtoh_sync(&mut tail, gb.base + (gb.guard + gb.len) as u64).map_err(cuda_error)?;
+                guards.extend(protocol::guard_breach(name, &head, &tail));
+            }
+        }
+        for gb in bufs {
+            let _ = result::free_sync(gb.base);
+        }
+        callee.unload();
+        Ok(Response { ok: true, seconds: Some(seconds), guards, ..Default::default() })
+    }
+}
+
+/// Timing and ceilings in the native worker.
+mod bench;
