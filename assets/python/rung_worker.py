@@ -10,7 +10,7 @@ forks a child per check ({"op": "fork"}); the child serves that check's requests
 crash or a sticky CUDA error ends only the child. When a child dies the parent says so in one
 line ({"ok": false, "error": {"type": "WorkerDied", ...}}).
 
-The messages are defined in Rust (src/protocol.rs) and described by schema/worker.schema.json;
+The messages are defined in Rust (src/model/protocol.rs) and described by schema/worker.schema.json;
 the first line out is the handshake. Lines are read a byte at a time so that no process reads
 ahead into a line meant for another (parent and child share standard input). Standard output
 carries the protocol only: anything a version prints goes to standard error.
