@@ -189,3 +189,26 @@ print(json.dumps(out))
     assert_eq!(memo[0], "memoised", "{v}");
     assert!(memo[1].as_str().unwrap().contains("refilled with fresh values"), "{v}");
 }
+
+#[test]
+fn an_input_the_problem_cannot_draw_twice_is_not_a_mutation() {
+    let Some(_) = python_with_torch() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("drifting");
+    copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gpu-mode/outslot")), &ws);
+    // generate_input draws A the same way twice in the compile phase, then never again (as a
+    // draw through a nondeterministic GPU reduction might): drawing it again after the call
+    // cannot stand for a copy, and an honest version must still pass.
+    let reference = std::fs::read_to_string(ws.join("reference.py")).unwrap();
+    let drifting = reference.replacen(
+        "    return A, B, C",
+        "    _draws.append(1)\n    if len(_draws) > 2:\n        A = A + 1e-3 * len(_draws)\n    return A, B, C",
+        1,
+    ) + "\n\n_draws = []\n";
+    assert_ne!(drifting, reference);
+    std::fs::write(ws.join("reference.py"), drifting).unwrap();
+    let got = check(&ws, &["v001", "v003"]);
+    assert_eq!(got["v001"].0, "pass", "{:?}", got["v001"]);
+    // A real mutation is still one.
+    assert_eq!((got["v003"].0.as_str(), got["v003"].1.as_str()), ("fail", "input-mutated"), "{:?}", got["v003"]);
+}
