@@ -28,17 +28,10 @@ pub struct CheckOptions {
     pub no_bench: bool,
 }
 
-/// `rung check --stream`: each rung's result goes to standard output as one JSON line the moment
-/// it is recorded, after a first line saying where the rungs run; the report follows on one line.
-/// The SSH runner reads these lines to bring results home rung by rung.
-static STREAM: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Turns the stream of [`Streamed`] lines on, for this process.
-pub fn stream_results() {
-    STREAM.store(true, std::sync::atomic::Ordering::SeqCst);
-}
-
-/// One line of `rung check --stream`.
+/// One line of `rung check --stream`: each rung's result goes to standard output as one JSON line
+/// the moment it is recorded, after a first line saying where the rungs run; the report follows
+/// on one line. The SSH runner reads these lines to bring results home rung by rung. Whether a
+/// check streams is its store's to say ([`Store::stream_results`]).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Streamed {
@@ -48,8 +41,8 @@ pub enum Streamed {
     Stage { version: String, source_hash: String, result: Box<StageResult> },
 }
 
-fn emit(line: &Streamed) {
-    if STREAM.load(std::sync::atomic::Ordering::SeqCst) {
+fn emit(store: &Store, line: &Streamed) {
+    if store.streams() {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{}", serde_json::to_string(line).expect("stream lines serialise"));
@@ -162,7 +155,7 @@ pub fn check_with(
     let mut versions = Vec::new();
     let here =
         crate::model::report::RanOn { device: machine.device, ..crate::model::report::RanOn::here(&machine.gpu) };
-    emit(&Streamed::Machine(here.clone()));
+    emit(store, &Streamed::Machine(here.clone()));
     for v in chosen {
         let mut r = check_version(ws, store, v, seed, machine, runners, opts)?;
         r.ran_on.get_or_insert_with(|| here.clone());
@@ -777,10 +770,13 @@ pub(crate) fn record(
         finished_at_ms: started_ms + result.duration_ms as i64,
     })?;
     result.result_id = Some(id);
-    emit(&Streamed::Stage {
-        version: v.id.clone(),
-        source_hash: source_hash.to_string(),
-        result: Box::new(result.clone()),
-    });
+    emit(
+        store,
+        &Streamed::Stage {
+            version: v.id.clone(),
+            source_hash: source_hash.to_string(),
+            result: Box::new(result.clone()),
+        },
+    );
     Ok(result)
 }

@@ -181,6 +181,9 @@ pub struct ResultRow {
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// `rung check --stream`: each stage result is also printed as it is recorded
+    /// (`check::Streamed`).
+    stream: bool,
 }
 
 pub fn now_ms() -> i64 {
@@ -188,6 +191,17 @@ pub fn now_ms() -> i64 {
 }
 
 impl Store {
+    /// From now on every stage result this handle records is also printed on standard output
+    /// as one JSON line (`rung check --stream`; the SSH runner reads them to bring results home
+    /// rung by rung).
+    pub fn stream_results(&mut self) {
+        self.stream = true;
+    }
+
+    pub fn streams(&self) -> bool {
+        self.stream
+    }
+
     /// Opens (creating if needed) `state_dir/history.db` and brings its schema up to date.
     pub fn open(state_dir: &Path) -> Result<Store, StoreError> {
         std::fs::create_dir_all(state_dir)
@@ -209,7 +223,7 @@ impl Store {
             }
         }
         conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;").map_err(sql)?;
-        let mut store = Store { conn, path };
+        let mut store = Store { conn, path, stream: false };
         store.migrate()?;
         Ok(store)
     }

@@ -114,9 +114,6 @@ fn new(dir: &Path, template: &str) -> Result<i32> {
 fn check_cmd(dir: &Path, args: &CheckArgs) -> Result<i32> {
     use rung::remote::RunOn;
     let opts = CheckOptions { versions: args.versions.clone(), seed: args.seed, no_bench: args.no_bench };
-    if args.stream {
-        check::stream_results();
-    }
     let ws = match Workspace::open(dir) {
         Ok(ws) => ws,
         Err(e) if args.json => {
@@ -147,6 +144,9 @@ fn check_cmd(dir: &Path, args: &CheckArgs) -> Result<i32> {
         }
     };
     let mut store = open_store(&ws)?;
+    if args.stream {
+        store.stream_results();
+    }
     let target = match rung::remote::RunOn::of(&ws, args.runner.as_deref()) {
         Ok(t) => t,
         Err(e) => {
