@@ -278,6 +278,7 @@ pub fn reference_build(
         gpu_arch: machine.gpu.first().map(|g| g.arch()),
         timeout: ws.spec.as_ref().map_or(crate::spec::Limits::default().build, |s| s.limits.build),
         triton_at_launch: false,
+        cancel: None,
     };
     Some(match build::build(&env, store, &v, &source) {
         Ok(b) if b.verdict == Verdict::Pass => Ok((v, source)),
@@ -354,10 +355,11 @@ pub fn build_phase(
             gpu_arch: machine.gpu.first().map(|g| g.arch()),
             timeout: ws.spec.as_ref().map_or(crate::spec::Limits::default().build, |s| s.limits.build),
             triton_at_launch: machine.gpu.first().is_some() && machine.toolchain.has_python_package("torch"),
+            cancel: cancel.cloned(),
         };
         let started = SystemTime::now();
         let t0 = Instant::now();
-        let b = build::with_cancel(cancel, || build::build(&env, store, v, &source))?;
+        let b = build::build(&env, store, v, &source)?;
         if is_cancelled(cancel) {
             return Ok(None);
         }

@@ -241,7 +241,7 @@ fn command(program: &Path, args: &[String], root: &Path) -> Command {
 fn run(program: &Path, args: &[String], root: &Path) -> Result<(String, std::process::Output, String), String> {
     let cmd = command(program, args, root);
     let line = build::quote(&cmd);
-    let ran = build::run_limited(cmd, TOOL_LIMIT, "rung profile's limit")?;
+    let ran = build::run_limited(cmd, TOOL_LIMIT, "rung profile's limit", None)?;
     let text = format!("{}{}", String::from_utf8_lossy(&ran.stdout), String::from_utf8_lossy(&ran.stderr));
     Ok((line, ran, text))
 }
@@ -308,7 +308,7 @@ fn ncu(ws: &Workspace, ncu: &Path, child: &[String], dir: &Path) -> StageOutcome
     let export = |page: &[&str]| -> Result<String, String> {
         let mut args = vec!["--import".to_string(), rep.display().to_string(), "--csv".into()];
         args.extend(page.iter().map(|s| s.to_string()));
-        let o = build::run_limited(command(ncu, &args, &ws.root), TOOL_LIMIT, "rung profile's limit")?;
+        let o = build::run_limited(command(ncu, &args, &ws.root), TOOL_LIMIT, "rung profile's limit", None)?;
         if !o.status.success() {
             return Err(format!("ncu --import failed: {}", tail(&String::from_utf8_lossy(&o.stderr), 6)));
         }

@@ -55,6 +55,9 @@ pub struct BuildEnv<'a> {
     /// Triton versions are compiled by their launch on the GPU (the run rung captures what
     /// launched), not ahead of time: set when there is a GPU and torch to launch with.
     pub triton_at_launch: bool,
+    /// The scheduler's flag for a newer save: once set, the running tool is killed (with its
+    /// children) and the build stops.
+    pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// Instructions that only exist on the `a` (architecture-specific) targets.
@@ -118,32 +121,19 @@ pub(crate) fn quote(cmd: &Command) -> String {
         .join(" ")
 }
 
-thread_local! {
-    /// The scheduler's cancel flag for the build running on this thread (see [`with_cancel`]).
-    static CANCEL: std::cell::RefCell<Option<std::sync::Arc<std::sync::atomic::AtomicBool>>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// Runs `f` (a build) with `cancel` watched by every tool it starts: once set, the running tool
-/// is killed and the build stops. The flag is per thread, so builds on other threads go on.
-pub fn with_cancel<T>(cancel: Option<&std::sync::Arc<std::sync::atomic::AtomicBool>>, f: impl FnOnce() -> T) -> T {
-    CANCEL.with(|c| *c.borrow_mut() = cancel.cloned());
-    let out = f();
-    CANCEL.with(|c| *c.borrow_mut() = None);
-    out
-}
-
-fn cancelled() -> bool {
-    CANCEL.with(|c| c.borrow().as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst)))
-}
-
-/// Runs a tool with a time limit; a tool that cannot start, overruns or is cancelled is an `Err`.
-fn run_tool(cmd: Command, timeout: Duration) -> Result<Output, String> {
-    run_limited(cmd, timeout, "limits.build in rung.toml")
+/// Runs a tool with the build's time limit, killed (with its children) when the build's cancel
+/// flag is set; a tool that cannot start, overruns or is cancelled is an `Err`.
+fn run_tool(cmd: Command, env: &BuildEnv) -> Result<Output, String> {
+    run_limited(cmd, env.timeout, "limits.build in rung.toml", env.cancel.as_ref())
 }
 
 /// [`run_tool`] with the name of the limit that `timeout` comes from, for the message.
-pub(crate) fn run_limited(mut cmd: Command, timeout: Duration, limit: &str) -> Result<Output, String> {
+pub(crate) fn run_limited(
+    mut cmd: Command,
+    timeout: Duration,
+    limit: &str,
+    cancel: Option<&std::sync::Arc<std::sync::atomic::AtomicBool>>,
+) -> Result<Output, String> {
     use std::io::Read;
     use std::os::unix::process::CommandExt;
     // Its own process group, so a time-out or a cancel stops the tool's children too (a Python
@@ -181,7 +171,7 @@ pub(crate) fn run_limited(mut cmd: Command, timeout: Duration, limit: &str) -> R
         if let Some(s) = child.try_wait().map_err(|e| e.to_string())? {
             break s;
         }
-        if cancelled() {
+        if cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst)) {
             kill_group(&mut child);
             return Err("cancelled: a newer save of this version arrived".into());
         }
@@ -231,7 +221,7 @@ impl Session<'_> {
     ) -> Result<Output, ()> {
         cmd.current_dir(&self.env.ws.root);
         self.commands.push(quote(&cmd));
-        let out = match run_tool(cmd, self.env.timeout) {
+        let out = match run_tool(cmd, self.env) {
             Ok(o) => o,
             Err(msg) => {
                 self.diagnostics.push(Diagnostic::error(&self.v.path, Pos::WHOLE_FILE, msg));

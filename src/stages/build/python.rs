@@ -120,7 +120,7 @@ pub(super) fn build_python_aot(
     cmd.env("PYTHONPATH", &s.env.ws.root);
     cmd.current_dir(&s.env.ws.root);
     s.commands.push(quote(&cmd));
-    let out = match run_tool(cmd, s.env.timeout) {
+    let out = match run_tool(cmd, s.env) {
         Ok(o) => o,
         Err(msg) => {
             s.diagnostics.push(Diagnostic::error(&s.v.path, Pos::WHOLE_FILE, msg));
