@@ -101,7 +101,24 @@ struct Api {
     result_string: unsafe extern "C" fn(Result32, *mut *const c_char) -> Result32,
 }
 
-static API: OnceLock<Result<Api, String>> = OnceLock::new();
+static API: OnceLock<Result<Api, CuptiError>> = OnceLock::new();
+
+/// Why CUPTI does not trace: the reason is shown with the bench (`timer_note`), which then times
+/// by events.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CuptiError {
+    /// `RUNG_CUPTI=off`.
+    #[error("RUNG_CUPTI=off")]
+    Off,
+    #[error("no libcupti found beside the CUDA roots (`rung doctor`; RUNG_CUPTI names one)")]
+    NotFound,
+    /// The library or one of its symbols did not load.
+    #[error("{path}: {message}")]
+    Load { path: std::path::PathBuf, message: String },
+    /// A CUPTI call returned an error: the call and CUPTI's description.
+    #[error("{call}: {result}")]
+    Call { call: String, result: String },
+}
 /// Records delivered by CUPTI since the last drain.
 static DELIVERED: Mutex<Vec<Work>> = Mutex::new(Vec::new());
 /// Buffers handed back, kept for the next request (addresses of BUFFER_BYTES allocations).
@@ -167,14 +184,15 @@ fn describe(api: &Api, rc: Result32) -> String {
     format!("CUPTI error {rc}")
 }
 
-fn load(path: &Path) -> Result<Api, String> {
+fn load(path: &Path) -> Result<Api, CuptiError> {
+    let failed = |e: libloading::Error| CuptiError::Load { path: path.to_path_buf(), message: e.to_string() };
     // SAFETY: loading libcupti runs its initialisers, which only register with the driver.
-    let lib = unsafe { libloading::Library::new(path) }.map_err(|e| format!("{}: {e}", path.display()))?;
+    let lib = unsafe { libloading::Library::new(path) }.map_err(failed)?;
     // SAFETY: the symbols' types are those of cupti_activity.h and cupti_result.h.
     unsafe {
         macro_rules! sym {
             ($name:literal) => {
-                *lib.get($name).map_err(|e| format!("{}: {e}", path.display()))?
+                *lib.get($name).map_err(failed)?
             };
         }
         let api = Api {
@@ -204,19 +222,21 @@ impl std::fmt::Debug for Tracer {
 impl Tracer {
     /// Loads libcupti from `path` and starts tracing (once per process; later calls return the
     /// first outcome). A CUDA context must be current. Err says why, for the bench's note.
-    pub fn start(path: &Path) -> Result<Tracer, String> {
+    pub fn start(path: &Path) -> Result<Tracer, CuptiError> {
         let api = API.get_or_init(|| {
             let api = load(path)?;
             // SAFETY: plain C calls with the callbacks above, which live for the process.
             unsafe {
                 let rc = (api.register)(buffer_requested, buffer_completed);
                 if rc != 0 {
-                    return Err(format!("cuptiActivityRegisterCallbacks: {}", describe(&api, rc)));
+                    let call = "cuptiActivityRegisterCallbacks".to_string();
+                    return Err(CuptiError::Call { call, result: describe(&api, rc) });
                 }
                 for kind in [KIND_CONCURRENT_KERNEL, KIND_MEMCPY, KIND_MEMSET] {
                     let rc = (api.enable)(kind);
                     if rc != 0 {
-                        return Err(format!("cuptiActivityEnable({kind}): {}", describe(&api, rc)));
+                        let call = format!("cuptiActivityEnable({kind})");
+                        return Err(CuptiError::Call { call, result: describe(&api, rc) });
                     }
                 }
             }
@@ -230,11 +250,12 @@ impl Tracer {
 
     /// Everything CUPTI has finished recording since the last call (the device must be idle
     /// for the newest work to be complete).
-    pub fn take(&self) -> Result<Vec<Work>, String> {
+    pub fn take(&self) -> Result<Vec<Work>, CuptiError> {
         // SAFETY: a plain C call; the callbacks it runs lock DELIVERED themselves.
         let rc = unsafe { (self.api.flush_all)(0) };
         if rc != 0 {
-            return Err(format!("cuptiActivityFlushAll: {}", describe(self.api, rc)));
+            let call = "cuptiActivityFlushAll".to_string();
+            return Err(CuptiError::Call { call, result: describe(self.api, rc) });
         }
         Ok(std::mem::take(&mut *DELIVERED.lock().unwrap_or_else(|e| e.into_inner())))
     }
@@ -242,16 +263,20 @@ impl Tracer {
 
 /// Starts tracing with the libcupti `RUNG_CUPTI` names, else the toolchain's
 /// ([`crate::toolchain::find_cupti`]); `RUNG_CUPTI=off` does not trace. Err: why not, for the
-/// bench's `timer_note`.
-pub fn start() -> Result<Tracer, String> {
+/// bench's `timer_note` ([`timer_note`]).
+pub fn start() -> Result<Tracer, CuptiError> {
     let named = std::env::var_os("RUNG_CUPTI").filter(|p| !p.is_empty());
     let found = match named {
-        Some(p) if p == "off" => Err("RUNG_CUPTI=off".to_string()),
+        Some(p) if p == "off" => Err(CuptiError::Off),
         Some(p) => Ok(std::path::PathBuf::from(p)),
-        None => crate::toolchain::find_cupti()
-            .ok_or_else(|| "no libcupti found beside the CUDA roots (`rung doctor`; RUNG_CUPTI names one)".to_string()),
+        None => crate::toolchain::find_cupti().ok_or(CuptiError::NotFound),
     };
-    found.and_then(|p| Tracer::start(&p)).map_err(|e| format!("{e}; timed by events"))
+    found.and_then(|p| Tracer::start(&p))
+}
+
+/// The bench's note for samples timed without CUPTI.
+pub fn timer_note(e: &CuptiError) -> String {
+    format!("{e}; timed by events")
 }
 
 #[cfg(test)]
@@ -291,7 +316,12 @@ mod tests {
     #[test]
     fn a_library_that_is_not_there_is_a_reason_naming_the_file() {
         let e = load(Path::new("/nonexistent/libcupti.so.13")).err().expect("no such file");
-        assert!(e.starts_with("/nonexistent/libcupti.so.13: "), "{e}");
+        assert!(
+            matches!(&e, CuptiError::Load { path, .. } if path == Path::new("/nonexistent/libcupti.so.13")),
+            "{e:?}"
+        );
+        assert!(e.to_string().starts_with("/nonexistent/libcupti.so.13: "), "{e}");
+        assert_eq!(timer_note(&CuptiError::Off), "RUNG_CUPTI=off; timed by events");
     }
 
     #[test]

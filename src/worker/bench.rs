@@ -225,7 +225,7 @@ fn traced(state: &mut State) -> Option<Vec<crate::cupti::Work>> {
 fn start_tracer(state: &mut State) {
     match crate::cupti::start() {
         Ok(t) => state.tracer = Some(t),
-        Err(e) => state.timer_note = Some(e),
+        Err(e) => state.timer_note = Some(crate::cupti::timer_note(&e)),
     }
 }
 
@@ -492,6 +492,11 @@ pub fn ceiling(req: &Ceiling, sms: u32) -> Result<Response, WorkerError> {
         let _ = result::event::destroy(end);
         let _ = result::free_sync(src);
         let _ = result::free_sync(dst);
-        Ok(Response { ok: true, ceilings, timer_note: traced.err(), ..Default::default() })
+        Ok(Response {
+            ok: true,
+            ceilings,
+            timer_note: traced.err().map(|e| crate::cupti::timer_note(&e)),
+            ..Default::default()
+        })
     }
 }
