@@ -71,17 +71,27 @@ pub fn parse_line(line: &str) -> Option<DeviceState> {
     })
 }
 
+/// Why the device's state could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum DevStateError {
+    #[error("nvidia-smi: {0}")]
+    Spawn(#[from] std::io::Error),
+    #[error("nvidia-smi: {0}")]
+    Failed(String),
+    #[error("nvidia-smi printed nothing readable: {0}")]
+    Unreadable(String),
+}
+
 /// The state of the GPU with `uuid` now, or why it cannot be read.
-pub fn query(uuid: &str) -> Result<DeviceState, String> {
+pub fn query(uuid: &str) -> Result<DeviceState, DevStateError> {
     let out = std::process::Command::new("nvidia-smi")
         .args(["-i", uuid, &format!("--query-gpu={FIELDS}"), "--format=csv,noheader,nounits"])
-        .output()
-        .map_err(|e| format!("nvidia-smi: {e}"))?;
+        .output()?;
     if !out.status.success() {
-        return Err(format!("nvidia-smi: {}", String::from_utf8_lossy(&out.stderr).trim()));
+        return Err(DevStateError::Failed(String::from_utf8_lossy(&out.stderr).trim().to_string()));
     }
     let text = String::from_utf8_lossy(&out.stdout);
-    text.lines().find_map(parse_line).ok_or_else(|| format!("nvidia-smi printed nothing readable: {text}"))
+    text.lines().find_map(parse_line).ok_or_else(|| DevStateError::Unreadable(text.to_string()))
 }
 
 #[cfg(test)]

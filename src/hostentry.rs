@@ -8,7 +8,7 @@
 //! a kernel: a device pointer per buffer and the scalar's bytes for its C type.
 
 use std::ffi::{CStr, CString, c_void};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The name the generated shim exports.
 pub const PACKED_SYMBOL: &str = "rung_run_packed";
@@ -56,26 +56,36 @@ pub struct HostEntry {
     packed: Packed,
 }
 
+/// Why a host entry's library could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum HostEntryError {
+    #[error("{path}: {source}")]
+    Missing { path: PathBuf, source: std::io::Error },
+    #[error("a NUL in the library path")]
+    NulInPath,
+    #[error("cannot load {path}: {why}")]
+    Load { path: PathBuf, why: String },
+    #[error("{path} has no `{PACKED_SYMBOL}`: it was not built by rung's build rung ({why})")]
+    NoEntry { path: PathBuf, why: String },
+}
+
 impl HostEntry {
     /// Loads `library` (symbolic links resolved to the object they name) and finds its packed
     /// entry.
-    pub fn open(library: &Path) -> Result<HostEntry, String> {
-        let real = std::fs::canonicalize(library).map_err(|e| format!("{}: {e}", library.display()))?;
-        let c = CString::new(real.to_string_lossy().as_bytes()).map_err(|_| "a NUL in the library path".to_string())?;
+    pub fn open(library: &Path) -> Result<HostEntry, HostEntryError> {
+        let real = std::fs::canonicalize(library)
+            .map_err(|source| HostEntryError::Missing { path: library.to_path_buf(), source })?;
+        let c = CString::new(real.to_string_lossy().as_bytes()).map_err(|_| HostEntryError::NulInPath)?;
         // SAFETY: a NUL-terminated path; the handle is never closed (see the type's comment).
         let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
         if handle.is_null() {
-            return Err(format!("cannot load {}: {}", real.display(), dl_error()));
+            return Err(HostEntryError::Load { path: real, why: dl_error() });
         }
         let sym = CString::new(PACKED_SYMBOL).expect("no NUL");
         // SAFETY: a live handle and a NUL-terminated name.
         let f = unsafe { libc::dlsym(handle, sym.as_ptr()) };
         if f.is_null() {
-            return Err(format!(
-                "{} has no `{PACKED_SYMBOL}`: it was not built by rung's build rung ({})",
-                real.display(),
-                dl_error()
-            ));
+            return Err(HostEntryError::NoEntry { path: real, why: dl_error() });
         }
         // SAFETY: the shim defines this symbol with exactly this type.
         let packed = unsafe { std::mem::transmute::<*mut c_void, Packed>(f) };

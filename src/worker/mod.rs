@@ -237,7 +237,7 @@ impl Callee {
         match &req.library {
             Some(lib) => crate::hostentry::HostEntry::open(lib)
                 .map(Callee::Host)
-                .map_err(|m| WorkerError::new("HostEntryLoad", m)),
+                .map_err(|e| WorkerError::new("HostEntryLoad", e.to_string())),
             None => load_kernel(req).map(|(module, func)| Callee::Kernel { module, func }),
         }
     }
