@@ -45,26 +45,36 @@ pub struct SshTarget {
     pub path: String,
 }
 
+/// A runner that cannot be used as given (an ssh:// URL, `--runner`, rung.toml's `[runner]`): the
+/// message names what is wrong and how to write it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct RunnerError(pub String);
+
 impl SshTarget {
     /// Parses `ssh://[user@]host[:port]/path`. `ssh://host/srv/ws` is `/srv/ws`;
     /// `ssh://host/~/ws` is `~/ws` in the remote home.
-    pub fn parse(url: &str) -> Result<SshTarget, String> {
+    pub fn parse(url: &str) -> Result<SshTarget, RunnerError> {
         let help = "write it as ssh://user@host[:port]/path, e.g. ssh://me@gpu-box/home/me/rmsnorm";
-        let rest = url.strip_prefix("ssh://").ok_or_else(|| format!("`{url}` is not an ssh:// URL: {help}"))?;
-        let (authority, path) = rest.split_once('/').ok_or_else(|| format!("`{url}` has no path: {help}"))?;
+        let rest =
+            url.strip_prefix("ssh://").ok_or_else(|| RunnerError(format!("`{url}` is not an ssh:// URL: {help}")))?;
+        let (authority, path) =
+            rest.split_once('/').ok_or_else(|| RunnerError(format!("`{url}` has no path: {help}")))?;
         let path = if let Some(home) = path.strip_prefix('~') { format!("~{home}") } else { format!("/{path}") };
         if path == "/" || path == "~" || path == "~/" {
-            return Err(format!("`{url}` names no folder: {help}"));
+            return Err(RunnerError(format!("`{url}` names no folder: {help}")));
         }
         let (host, port) = match authority.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p.parse::<u16>().map_err(|_| format!("`{p}` in `{url}` is not a port: {help}"))?)),
+            Some((h, p)) => {
+                (h, Some(p.parse::<u16>().map_err(|_| RunnerError(format!("`{p}` in `{url}` is not a port: {help}")))?))
+            }
             None => (authority, None),
         };
         if host.is_empty() || host.trim_start_matches(|c: char| c != '@').len() == 1 {
-            return Err(format!("`{url}` names no host: {help}"));
+            return Err(RunnerError(format!("`{url}` names no host: {help}")));
         }
         if host.starts_with('-') || path.contains('\'') || host.contains(char::is_whitespace) {
-            return Err(format!("`{url}` has a host or path rung will not pass to ssh: {help}"));
+            return Err(RunnerError(format!("`{url}` has a host or path rung will not pass to ssh: {help}")));
         }
         Ok(SshTarget { host: host.to_string(), port, path })
     }
@@ -111,20 +121,22 @@ pub enum RunOn {
 
 impl RunOn {
     /// `flag` (`rung check --runner`: `local`, `slurm` or an ssh:// URL), else rung.toml's runner.
-    pub fn of(ws: &Workspace, flag: Option<&str>) -> Result<RunOn, String> {
+    pub fn of(ws: &Workspace, flag: Option<&str>) -> Result<RunOn, RunnerError> {
         use crate::spec::RunnerKind;
         let r = ws.spec.as_ref().map(|s| s.runner.clone()).unwrap_or_default();
         match flag {
             Some("local") => return Ok(RunOn::Here),
             Some("slurm") => return Ok(RunOn::Slurm(r)),
-            Some(url) => return SshTarget::parse(url).map(RunOn::Ssh).map_err(|e| format!("--runner: {e}")),
+            Some(url) => {
+                return SshTarget::parse(url).map(RunOn::Ssh).map_err(|e| RunnerError(format!("--runner: {e}")));
+            }
             None => {}
         }
         match r.kind {
             RunnerKind::Local => Ok(RunOn::Here),
             RunnerKind::Slurm => Ok(RunOn::Slurm(r)),
             RunnerKind::Ssh => {
-                let host = r.host.clone().ok_or("rung.toml: an ssh runner needs a host")?;
+                let host = r.host.clone().ok_or_else(|| RunnerError("rung.toml: an ssh runner needs a host".into()))?;
                 let name = ws.root.file_name().map_or("workspace".into(), |n| n.to_string_lossy().to_string());
                 let path = r.workdir.clone().unwrap_or_else(|| format!("~/rung-workspaces/{name}"));
                 Ok(RunOn::Ssh(SshTarget { host, port: r.port, path }))
@@ -612,6 +624,6 @@ mod tests {
         ] {
             assert!(SshTarget::parse(bad).is_err(), "{bad} should be refused");
         }
-        assert!(SshTarget::parse("ssh://box/it's").unwrap_err().contains("will not pass"));
+        assert!(SshTarget::parse("ssh://box/it's").unwrap_err().0.contains("will not pass"));
     }
 }

@@ -338,7 +338,7 @@ pub fn watch(
                     let mut store = Store::open(&job.ws.state_dir()).map_err(|e| e.to_string())?;
                     let opts = CheckOptions { no_bench, ..Default::default() };
                     let one = CheckOptions { versions: vec![id.clone()], seed: Some(job.seed), ..opts.clone() };
-                    match crate::remote::RunOn::of(&job.ws, None)? {
+                    match crate::remote::RunOn::of(&job.ws, None).map_err(|e| e.to_string())? {
                         crate::remote::RunOn::Here => {}
                         // A Slurm job: its state goes out as it changes; a newer save cancels it.
                         crate::remote::RunOn::Slurm(r) => {

@@ -446,7 +446,7 @@ pub(super) fn validate(raw: RawSpec, text: &str, file: &Path) -> Result<Spec, Ve
                 ..RunnerSpec::default()
             },
             Err(e) => {
-                c.err(&[key("runner")], None, e, "e.g. runner = \"ssh://me@gpu-box/home/me/rmsnorm\"");
+                c.err(&[key("runner")], None, e.0, "e.g. runner = \"ssh://me@gpu-box/home/me/rmsnorm\"");
                 RunnerSpec::default()
             }
         },
