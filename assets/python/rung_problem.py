@@ -328,6 +328,27 @@ def _judge_outputs(outs, refs, tolerances, dtype_names, rule, case):
         case["outputs"].append(entry)
 
 
+def drawn_alike(first, second, name):
+    """The tensors of two draws under one seed that are the same bit for bit: those the problem
+    draws the same way twice, which need no copy kept while the version runs."""
+    twice = dict(flatten(second, name, []))
+    return {n for n, x in flatten(first, name, []) if n in twice and changed(x, twice[n]) == 0}
+
+
+def _keep(tensors, again):
+    """Copies of the tensors a second draw cannot stand for."""
+    return {n: x.detach().clone() for n, x in tensors if n not in again}
+
+
+def _draw_again(draw, kept, name):
+    """The inputs as they were before the call: drawn again, with the kept copies put back."""
+    pristine = draw()
+    for n, x in flatten(pristine, name, []):
+        if n in kept:
+            x.copy_(kept[n])
+    return pristine
+
+
 def refill(into, fresh, name):
     """Copies each tensor of `fresh` into the tensor at the same place in `into` (a bench's timed
     buffers): the same pointers, new contents."""
@@ -354,16 +375,20 @@ def gpu_mode_case(prob, version, args, seed, byte, state, device, tolerances, dt
     a = dict(args)
     if "seed" in a:
         a["seed"] = seed
-    torch.manual_seed(seed)
+
+    def draw():
+        torch.manual_seed(seed)
+        return prob.generate_input(**a)
+
     t = time.perf_counter()
-    data = prob.generate_input(**a)
+    data = draw()
     if into is not None:
         data = refill(into, data, "data")
     slots = flatten(data, "data", [])
     # No copy of an input that generate_input draws the same way twice is kept while the version
     # runs (a version can find every tensor of its process): they are drawn again after the call.
     again = state.get("regenerable", set())
-    kept = {n: x.detach().clone() for n, x in slots if n not in again}
+    kept = _keep(slots, again)
     sync()
     phases = {"inputs": time.perf_counter() - t}
     # The slots ref_kernel writes were learnt in the compile phase (ref_slots): the reference
@@ -382,11 +407,7 @@ def gpu_mode_case(prob, version, args, seed, byte, state, device, tolerances, dt
     patched = patched_timers()
     harness = patched_harness()
     t = time.perf_counter()
-    torch.manual_seed(seed)
-    pristine = prob.generate_input(**a)
-    for n, x in flatten(pristine, "data", []):
-        if n in kept:
-            x.copy_(kept[n])
+    pristine = _draw_again(draw, kept, "data")
     del kept
     pr = dict(flatten(pristine, "data", []))
     sync()
@@ -420,7 +441,7 @@ def gpu_mode_case(prob, version, args, seed, byte, state, device, tolerances, dt
         if n in out_slots:
             continue
         case["inputs"].append({"name": n, "changed": changed(x, pr[n])})
-    redo = _irreproducible(case["inputs"], again, pr, lambda: (torch.manual_seed(seed), prob.generate_input(**a))[1], "data")
+    redo = _irreproducible(case["inputs"], again, pr, draw, "data")
     if redo:
         # Copied from now on, and this case judged again with the copies.
         again.difference_update(redo)
@@ -513,7 +534,7 @@ def kernelbench_case(prob, make_model, model_new, seed, device, tolerances, dtyp
     inputs = kernelbench_inputs(prob, seed, device)
     if into is not None:
         inputs = refill(into, inputs, "inputs")
-    kept = {n: x.detach().clone() for n, x in flatten(inputs, "inputs", []) if n not in again}
+    kept = _keep(flatten(inputs, "inputs", []), again)
     sync()
     phases = {"inputs": time.perf_counter() - t}
     t0 = time.perf_counter()
@@ -523,10 +544,7 @@ def kernelbench_case(prob, make_model, model_new, seed, device, tolerances, dtyp
     patched = patched_timers()
     harness = patched_harness()
     t = time.perf_counter()
-    pristine = kernelbench_inputs(prob, seed, device)
-    for n, x in flatten(pristine, "inputs", []):
-        if n in kept:
-            x.copy_(kept[n])
+    pristine = _draw_again(lambda: kernelbench_inputs(prob, seed, device), kept, "inputs")
     del kept
     sync()
     phases["inputs"] += time.perf_counter() - t
@@ -773,6 +791,4 @@ def learn_ref_slots(prob, data, state, device, draw=None):
     state["ref_slots"] = _ref_written(pristine, ref_in, expected)
     del ref_in, expected
     if draw is not None:
-        twice = dict(flatten(draw(), "data", []))
-        state["regenerable"] = {n for n, x in flatten(pristine, "data", [])
-                                if n in twice and changed(x, twice[n]) == 0}
+        state["regenerable"] = drawn_alike(pristine, draw(), "data")

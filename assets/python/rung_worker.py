@@ -643,10 +643,8 @@ def _problem_bench_setup(req):
                 # Inputs are drawn again after the call only where get_inputs draws them the
                 # same way twice.
                 learn = _fresh_seed()
-                once = rp.flatten(rp.kernelbench_inputs(prob, learn, device), "inputs", [])
-                twice = dict(rp.flatten(rp.kernelbench_inputs(prob, learn, device), "inputs", []))
-                again = {n for n, x in once if n in twice and rp.changed(x, twice[n]) == 0}
-                del once, twice
+                again = rp.drawn_alike(rp.kernelbench_inputs(prob, learn, device),
+                                       rp.kernelbench_inputs(prob, learn, device), "inputs")
                 return rp.kernelbench_case(prob, lambda: _seeded_model(prob.Model, init, seed, device), model,
                                            _fresh_seed(), device, {}, RUNG_DTYPES, again=again, into=into)
 
@@ -738,6 +736,7 @@ class _Flusher:
         self.read_params = (ctypes.c_void_p * 3)(*[ctypes.addressof(a) for a in self.read_args])
         self.discard_params = (ctypes.c_void_p * 2)(*[ctypes.addressof(a) for a in self.discard_args])
         self.torch = torch
+        self.persisting = 0  # the largest persisting-L2 carve-out undone, bytes
 
     def _check(self, rc, what):
         if rc != 0:
@@ -762,9 +761,7 @@ class _Flusher:
 
     def __call__(self):
         c = self.c
-        got = self.undo_persisting()
-        if got:
-            self.persisting = max(getattr(self, "persisting", 0), got)
+        self.persisting = max(self.persisting, self.undo_persisting())
         stream = c.c_void_p(self.torch.cuda.current_stream().cuda_stream)
         for f, params in ((self.read, self.read_params), (self.discard, self.discard_params)):
             self._check(self.cu.cuLaunchKernel(f, self.grid, 1, 1, 512, 1, 1, 0, stream, params, None), "cuLaunchKernel")
@@ -1035,7 +1032,7 @@ def _bench_req(req, state):
     resp["samples"] = samples
     if b.get("timer_note"):
         resp["timer_note"] = b["timer_note"]
-    if b["flush"] is not None and getattr(b["flush"], "persisting", 0):
+    if b["flush"] is not None and b["flush"].persisting:
         resp["l2_persisting_bytes"] = b["flush"].persisting
     return resp
 
@@ -1174,10 +1171,7 @@ def _problem(req, state):
                 del data
             else:
                 inputs = rp.kernelbench_inputs(prob, seeds[-1], device)
-                twice = dict(rp.flatten(rp.kernelbench_inputs(prob, seeds[-1], device), "inputs", []))
-                state["regenerable"] = {n for n, x in rp.flatten(inputs, "inputs", [])
-                                        if n in twice and rp.changed(x, twice[n]) == 0}
-                del twice
+                state["regenerable"] = rp.drawn_alike(inputs, rp.kernelbench_inputs(prob, seeds[-1], device), "inputs")
                 mark("inputs")
                 model_new(*inputs)
                 mark("call")
