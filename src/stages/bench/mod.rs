@@ -6,9 +6,11 @@
 //! against the reference at the benchmark size. One bench at a time per GPU (a lock per UUID);
 //! the device's clocks and throttle reasons are recorded before and after.
 //!
-//! The headline time is the GPU time between events on the call's stream, unless the call left
-//! work on another stream: then it is the device-wide interval as the host saw it, less the
-//! measured fixed cost of waiting for the device.
+//! The headline time is the GPU's busy time for the call's work from CUPTI's activity records
+//! (the Python worker takes it from a traced call beside each untraced one). Without CUPTI it is
+//! the GPU time between events on the call's stream, unless the call left work on another stream:
+//! then it is the device-wide interval as the host saw it, less the measured fixed cost of waiting
+//! for the device.
 
 mod compare;
 mod recheck;
