@@ -148,3 +148,55 @@ print(json.dumps({{"n": len(first), "times": w._Tracer.call_ms(first), "again": 
         "{why}"
     );
 }
+
+/// The Python worker's persisting-L2 guard, against a fake driver: a context that starts with a
+/// set-aside (an environment's default) is not the version's doing; a limit raised above it is,
+/// and is put back; every persisting line is reset before each timed call either way.
+#[test]
+fn the_persisting_l2_guard_flags_only_what_the_version_raised_above_the_contexts_baseline() {
+    let Some(python) = common::python_with_numpy() else { return };
+    let script = format!(
+        r#"
+import ctypes, json, sys
+sys.path.insert(0, {worker:?})
+import rung_worker as w
+
+class Cu:
+    def __init__(self, limit):
+        self.limit, self.resets, self.sets = limit, 0, []
+    def cuCtxGetLimit(self, ref, which):
+        assert which == 0x06
+        ref._obj.value = self.limit
+        return 0
+    def cuCtxSetLimit(self, which, size):
+        self.sets.append(size.value)
+        self.limit = size.value
+        return 0
+    def cuCtxResetPersistingL2Cache(self):
+        self.resets += 1
+        return 0
+
+def guard(base, limit):
+    w._L2_BASELINE = base
+    f = w._Flusher.__new__(w._Flusher)
+    f.c, f.cu = ctypes, Cu(limit)
+    got = f.undo_persisting()
+    return [got, f.cu.limit, f.cu.resets, f.cu.sets]
+
+mb = 1 << 20
+print(json.dumps({{"env_default": guard(12 * mb, 12 * mb), "none": guard(0, 0), "raised": guard(12 * mb, 20 * mb),
+                  "from_zero": guard(0, 16 * mb), "lowered": guard(12 * mb, 4 * mb)}}))
+"#,
+        worker = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python"),
+    );
+    let out = Command::new(&python).args(["-c", &script]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mb = 1u64 << 20;
+    // [bytes flagged, the limit after, persisting-line resets, limits set]
+    assert_eq!(v["env_default"], serde_json::json!([0, 12 * mb, 1, []]), "{v}");
+    assert_eq!(v["none"], serde_json::json!([0, 0, 1, []]), "{v}");
+    assert_eq!(v["raised"], serde_json::json!([20 * mb, 12 * mb, 1, [12 * mb]]), "{v}");
+    assert_eq!(v["from_zero"], serde_json::json!([16 * mb, 0, 1, [0]]), "{v}");
+    assert_eq!(v["lowered"], serde_json::json!([0, 12 * mb, 1, [12 * mb]]), "{v}");
+}

@@ -706,6 +706,26 @@ def _bench_setup(req):
     return _bench[series]
 
 
+# CU_LIMIT_PERSISTING_L2_CACHE_SIZE: the L2 a context sets aside for accesses its streams'
+# access policy windows mark persisting.
+PERSISTING_L2 = 0x06
+# The context's persisting-L2 set-aside as the child found it, before any version ran: an
+# environment may start every context with one (MPS, or
+# CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT), and that is not the version's doing.
+_L2_BASELINE = None
+
+
+def _note_l2_baseline():
+    global _L2_BASELINE
+    import ctypes
+    try:
+        size = ctypes.c_size_t(0)
+        rc = ctypes.CDLL("libcuda.so.1").cuCtxGetLimit(ctypes.byref(size), PERSISTING_L2)
+        _L2_BASELINE = int(size.value) if rc == 0 else 0
+    except OSError:
+        _L2_BASELINE = 0
+
+
 class _Flusher:
     """rung's L2 flush, the same kernels the native worker runs (PTX from rung): read a buffer
     larger than L2 (evicting everything, writing back what was dirty), read it again evict-first,
@@ -742,22 +762,21 @@ class _Flusher:
         if rc != 0:
             raise RuntimeError("L2 flush: %s failed with CUDA error %d" % (what, rc))
 
-    # CU_LIMIT_PERSISTING_L2_CACHE_SIZE: the L2 a context sets aside for accesses its streams'
-    # access policy windows mark persisting.
-    PERSISTING_L2 = 0x06
-
     def undo_persisting(self):
         """A carve-out of persisting L2 (cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize) and
-        an access policy window) keeps a version's data through the flush: its size, in bytes,
-        when the version set one, after setting it to zero and resetting every persisting line
-        to normal."""
+        an access policy window) keeps a version's data through the flush. Every persisting
+        line is turned back to normal before each timed call, so the flush evicts it; a limit
+        raised above the context's baseline (_L2_BASELINE) is put back, and its size in bytes
+        returned (0 when the version left it alone)."""
         c = self.c
-        size = c.c_size_t(0)
-        if self.cu.cuCtxGetLimit(c.byref(size), self.PERSISTING_L2) != 0 or not size.value:
-            return 0
-        self.cu.cuCtxSetLimit(self.PERSISTING_L2, c.c_size_t(0))
         self.cu.cuCtxResetPersistingL2Cache()
-        return int(size.value)
+        size = c.c_size_t(0)
+        base = _L2_BASELINE or 0
+        if self.cu.cuCtxGetLimit(c.byref(size), PERSISTING_L2) != 0 or size.value == base:
+            return 0
+        self.cu.cuCtxSetLimit(PERSISTING_L2, c.c_size_t(base))
+        # A lowered limit is put back too, but it is no cache-state game.
+        return int(size.value) if size.value > base else 0
 
     def __call__(self):
         c = self.c
@@ -1250,6 +1269,7 @@ def _serve_child(fork_req, t_fork, gate):
             _send({"id": fork_req.get("id"), "ok": False, "error": _error(exc, None)})
             os._exit(3)
         phases["cuda_init"] = time.perf_counter() - t
+        _note_l2_baseline()
         _hook_triton()
     if gate is not None:
         # The prewarm's time and how many of its children were killed, when it is done.

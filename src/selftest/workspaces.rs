@@ -149,8 +149,12 @@ pub fn run_workspaces(dir: &Path) -> anyhow::Result<Vec<VersionRun>> {
         let opts = CheckOptions { no_bench: true, ..Default::default() };
         let report = check_with(&ws, &mut store, &opts, &machine, &mut runners)?;
         out.extend(version_runs(&label, &report));
-        // A Triton version's build result, after the run: the kernels that launched.
-        for v in report.versions.iter().filter(|v| v.kind == crate::workspace::VersionKind::Triton) {
+        // A Triton version's build result, after the run: the kernels that launched. A version
+        // whose run failed (one that launches none of its kernels, say) has none to list.
+        let ran = |v: &&crate::model::report::VersionReport| {
+            v.stages.iter().any(|s| s.stage == Stage::Run && s.verdict == Verdict::Pass)
+        };
+        for v in report.versions.iter().filter(|v| v.kind == crate::workspace::VersionKind::Triton).filter(ran) {
             let Some(build) = v.stages.iter().find(|s| s.stage == Stage::Build) else { continue };
             let listed = match &build.detail {
                 crate::model::report::StageDetail::Build(d) => {

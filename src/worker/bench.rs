@@ -188,22 +188,38 @@ fn timed(state: &mut State) -> Result<Sample, WorkerError> {
     }
 }
 
+/// The context's persisting-L2 set-aside as the worker found it, before any version ran: an
+/// environment may start every context with one (MPS, or
+/// `CUDA_DEVICE_DEFAULT_PERSISTING_L2_CACHE_PERCENTAGE_LIMIT`), and that is not the version's doing.
+static L2_BASELINE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+/// Reads the baseline: called once the worker's context is current, before any version loads.
+pub fn note_l2_baseline() {
+    let mut size = 0usize;
+    // SAFETY: a plain driver query on the current context.
+    let ok = unsafe { sys::cuCtxGetLimit(&mut size, sys::CUlimit::CU_LIMIT_PERSISTING_L2_CACHE_SIZE).result().is_ok() };
+    let _ = L2_BASELINE.set(if ok { size } else { 0 });
+}
+
 /// A carve-out of persisting L2 (`cudaLimitPersistingL2CacheSize`, which a `rung_run` host
 /// entry can set, with an access policy window on its stream) keeps a call's data in L2
-/// through the flush. Its size in bytes when one is set, after setting it to zero and turning
-/// every persisting line back to normal; 0 when none was.
+/// through the flush. Every persisting line is turned back to normal before each timed call, so
+/// the flush evicts it; a limit raised above the context's baseline is put back, and its size in
+/// bytes returned (0 when the version left it alone).
 fn undo_persisting_l2() -> u64 {
     let mut size = 0usize;
     let limit = sys::CUlimit::CU_LIMIT_PERSISTING_L2_CACHE_SIZE;
+    let base = L2_BASELINE.get().copied().unwrap_or(0);
     // SAFETY: plain driver calls on the current context, which `setup` made current.
     unsafe {
-        if sys::cuCtxGetLimit(&mut size, limit).result().is_err() || size == 0 {
+        let _ = sys::cuCtxResetPersistingL2Cache().result();
+        if sys::cuCtxGetLimit(&mut size, limit).result().is_err() || size == base {
             return 0;
         }
-        let _ = sys::cuCtxSetLimit(limit, 0).result();
-        let _ = sys::cuCtxResetPersistingL2Cache().result();
+        let _ = sys::cuCtxSetLimit(limit, base).result();
     }
-    size as u64
+    // A lowered limit is put back too, but it is no cache-state game.
+    if size > base { size as u64 } else { 0 }
 }
 
 /// The work records CUPTI finished since the last call, or None when not tracing. A CUPTI

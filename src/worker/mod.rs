@@ -82,6 +82,8 @@ pub fn serve() -> i32 {
             return 1;
         }
     };
+    let _ = ctx.bind_to_thread();
+    bench::note_l2_baseline();
     let mut caps = vec![Capability::Launch, Capability::HostEntry];
     if info.compute_capability >= 90 {
         caps.push(Capability::Clusters);
