@@ -362,6 +362,33 @@ pub struct WorkerEnv {
     /// libcupti for the workers' bench timing (`RUNG_CUPTI`), when rung found one and the
     /// environment names none.
     pub cupti: Option<PathBuf>,
+    /// Modules the zygote imports before it forks (`RUNG_PREIMPORT`), from [`preimports`].
+    pub preimport: Vec<&'static str>,
+}
+
+/// What the workspace's Python at its root or in `versions/` will import on first use, in
+/// every child, unless the zygote imports it once before it forks: `torch._inductor.config`
+/// for GPU MODE's DeterministicContext (`torch.use_deterministic_algorithms`, in nearly every
+/// pmpp_v2 reference) and `torch.compile` (900 modules, 4-6 s on the H200's Python). Only
+/// modules whose import leaves CUDA alone belong here: `torch.utils.cpp_extension` (for
+/// `load_inline`) initialises CUDA when imported, and every forked child then fails with
+/// "Cannot re-initialize CUDA in forked subprocess" (seen on the H200).
+pub fn preimports(root: &Path) -> Vec<&'static str> {
+    let names = |dir: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "py")).collect())
+            .unwrap_or_default()
+    };
+    let text: String = names(root)
+        .into_iter()
+        .chain(names(&root.join("versions")))
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .collect();
+    let mut out = Vec::new();
+    if text.contains("use_deterministic_algorithms") || text.contains("torch.compile") {
+        out.push("torch._inductor.config");
+    }
+    out
 }
 
 impl WorkerEnv {
@@ -379,6 +406,9 @@ impl WorkerEnv {
             .env("RUNG_WORKER_DIR", &self.data);
         if let Some(p) = &self.cupti {
             cmd.env("RUNG_CUPTI", p);
+        }
+        if !self.preimport.is_empty() {
+            cmd.env("RUNG_PREIMPORT", self.preimport.join(","));
         }
     }
 }
@@ -442,6 +472,7 @@ impl Runners {
                 data,
                 visible_device: None,
                 cupti: if std::env::var_os("RUNG_CUPTI").is_some() { None } else { crate::toolchain::find_cupti() },
+                preimport: preimports(root),
             },
             script,
             python,
@@ -549,5 +580,30 @@ impl Drop for Runners {
         self.zygotes.clear();
         self.native = None;
         let _ = std::fs::remove_dir_all(&self.env.data);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::preimports;
+
+    #[test]
+    fn the_zygote_preimports_what_the_problem_and_versions_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        std::fs::create_dir(root.join("versions")).unwrap();
+        std::fs::write(root.join("reference.py"), "def ref_kernel(data):\n    return data\n").unwrap();
+        assert!(preimports(root).is_empty());
+        // GPU MODE's utils.py: DeterministicContext.
+        std::fs::write(root.join("utils.py"), "torch.use_deterministic_algorithms(True)\n").unwrap();
+        assert_eq!(preimports(root), ["torch._inductor.config"]);
+        std::fs::write(root.join("versions").join("v001.py"), "from torch.utils.cpp_extension import load_inline\n")
+            .unwrap();
+        // Not cpp_extension: its import initialises CUDA, which a forked child cannot use.
+        assert_eq!(preimports(root), ["torch._inductor.config"]);
+        std::fs::remove_file(root.join("utils.py")).unwrap();
+        assert!(preimports(root).is_empty());
+        std::fs::write(root.join("versions").join("v002.py"), "custom_kernel = torch.compile(f)\n").unwrap();
+        assert_eq!(preimports(root), ["torch._inductor.config"]);
     }
 }

@@ -212,3 +212,30 @@ fn an_input_the_problem_cannot_draw_twice_is_not_a_mutation() {
     // A real mutation is still one.
     assert_eq!((got["v003"].0.as_str(), got["v003"].1.as_str()), ("fail", "input-mutated"), "{:?}", got["v003"]);
 }
+
+#[test]
+fn a_problem_that_uses_deterministic_algorithms_finds_inductor_imported_in_its_child() {
+    let Some(_) = python_with_torch() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("deterministic");
+    copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gpu-mode/outslot")), &ws);
+    // A reference that runs under GPU MODE's DeterministicContext, as nearly every pmpp_v2 one
+    // does: torch.use_deterministic_algorithms imports torch._inductor.config on first use.
+    let reference = std::fs::read_to_string(ws.join("reference.py")).unwrap();
+    let wrapped = reference.replacen(
+        "    A, B, output = data\n",
+        "    torch.use_deterministic_algorithms(True)\n    torch.use_deterministic_algorithms(False)\n    A, B, output = data\n",
+        1,
+    );
+    assert_ne!(wrapped, reference);
+    std::fs::write(ws.join("reference.py"), wrapped).unwrap();
+    // The version fails unless its child found the module already imported (by the zygote).
+    let v001 = std::fs::read_to_string(ws.join("versions").join("v001-fills-output.py")).unwrap();
+    std::fs::write(
+        ws.join("versions").join("v001-fills-output.py"),
+        format!("import sys\nassert 'torch._inductor.config' in sys.modules, 'not preimported'\n{v001}"),
+    )
+    .unwrap();
+    let got = check(&ws, &["v001"]);
+    assert_eq!(got["v001"].0, "pass", "{:?}", got["v001"]);
+}

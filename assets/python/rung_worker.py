@@ -1396,6 +1396,23 @@ def _death(status):
             "(the version, or something it called, ended it)" % os.WEXITSTATUS(status))
 
 
+def _preimport():
+    """Modules that torch imports on first use, imported here once so every forked child finds
+    them (RUNG_PREIMPORT, comma-separated): torch.use_deterministic_algorithms and torch.compile
+    import torch._inductor.config, 900 modules and 4-6 s, in every process that calls them.
+    Before the harness's torch entries are remembered, so the children see the same torch."""
+    import importlib
+    for name in filter(None, os.environ.get("RUNG_PREIMPORT", "").split(",")):
+        try:
+            importlib.import_module(name)
+        except Exception as exc:
+            sys.stderr.write("rung: preimport %s: %s: %s\n" % (name, type(exc).__name__, exc))
+        # A module that opened CUDA here would leave every forked child unable to use it.
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():
+            sys.stderr.write("rung: preimport %s initialised CUDA in the zygote: forked children cannot use it\n" % name)
+
+
 def main():
     global _proto
     t_start = time.perf_counter()
@@ -1415,6 +1432,7 @@ def main():
         except Exception:
             pass
     if "torch" in packages:
+        _preimport()
         rp.save_timers()
         rp.watch_torch()
     caps = ["call", "checks", "fork"]
