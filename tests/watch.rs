@@ -332,6 +332,33 @@ fn the_latency_from_a_write_to_its_build_starting() {
 }
 
 #[test]
+fn with_file_events_off_the_scan_alone_starts_each_save_once() {
+    if real_nvcc().is_none() {
+        return;
+    }
+    let (_tmp, ws) = workspace();
+    let mut w = Watch::start_with(&ws, &[], &["--poll"]);
+    let file = cu_file(&ws);
+    let text = std::fs::read_to_string(&file).unwrap();
+    for i in 1..=3u64 {
+        let t = Instant::now();
+        std::fs::write(&file, format!("{text}\n// save {i}\n")).unwrap();
+        w.wait(|e| job(e, "v001", "build", "running") && e["generation"] == i, 10);
+        // Two scans 200 ms apart, and the time to start the job.
+        let took = t.elapsed();
+        assert!(took < Duration::from_millis(2000), "save {i} took {took:?} to start its build");
+        // Nothing more for this save: a later scan finds it as it was.
+        let later = w.drain(800);
+        assert!(
+            !later
+                .iter()
+                .any(|e| e["event"] == "changed" || (job(e, "v001", "build", "queued") && e["generation"] != i)),
+            "save {i} started more than once: {later:#?}"
+        );
+    }
+}
+
+#[test]
 fn a_save_during_a_run_kills_only_that_versions_worker_child() {
     if real_nvcc().is_none() {
         return;

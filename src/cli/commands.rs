@@ -556,6 +556,7 @@ fn watch_cmd(dir: &Path, args: &WatchArgs) -> Result<i32> {
         no_bench: args.no_bench,
         build_threads: args.jobs,
         focus: rung::watch::Focus::new(focus),
+        poll: args.poll,
     };
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let json = args.json;

@@ -294,6 +294,11 @@ pub struct WatchArgs {
     /// Build threads (default: the CPU count, at most 8).
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
+    /// Find changes by scanning the workspace every 200 ms, without file events (for network
+    /// mounts and other file systems that send none). The scan also runs beside the events, to
+    /// catch one they lose.
+    #[arg(long)]
+    pub poll: bool,
 }
 
 #[derive(Debug, clap::Args)]

@@ -26,6 +26,9 @@ use crate::runners::Runners;
 use crate::store::Store;
 use crate::workspace::{VersionFile, Workspace};
 
+mod poll;
+pub use poll::POLL;
+
 /// Bumped on any incompatible change to the events.
 pub const WATCH_SCHEMA: u32 = 1;
 
@@ -103,6 +106,9 @@ pub struct WatchOptions {
     pub build_threads: Option<usize>,
     /// The version the user is looking at: its jobs go to the front of both queues.
     pub focus: Focus,
+    /// No file events: the scan every [`POLL`] alone (for file systems that send none). It runs
+    /// beside the events either way, to catch one they lose.
+    pub poll: bool,
 }
 
 /// The version the user is looking at, which may change while the watch runs (the TUI's
@@ -248,12 +254,30 @@ pub fn watch(
         b.add(root.join(".gitignore"));
         b.build().unwrap_or_else(|_| ignore::gitignore::Gitignore::empty())
     };
+    let keep: poll::Keep = {
+        let (root, gitignore) = (root.clone(), gitignore.clone());
+        Arc::new(move |p: &Path| relevant(&root, p, &gitignore))
+    };
     let (ftx, frx) = channel();
-    let mut debouncer = notify_debouncer_full::new_debouncer(DEBOUNCE, Some(Duration::from_millis(5)), ftx)?;
-    debouncer.watch(&root, notify::RecursiveMode::Recursive)?;
+    let events = || -> notify::Result<_> {
+        let mut d = notify_debouncer_full::new_debouncer(DEBOUNCE, Some(Duration::from_millis(5)), ftx)?;
+        d.watch(&root, notify::RecursiveMode::Recursive)?;
+        Ok(d)
+    };
+    // Kept alive for the watch's life; without it, the scan alone finds the changes.
+    let debouncer = match opts.poll {
+        true => None,
+        false => events()
+            .map_err(|e| eprintln!("rung: no file events ({e}); scanning the workspace every {} ms", POLL.as_millis()))
+            .ok(),
+    };
     {
         let tx = tx.clone();
-        let root = root.clone();
+        poll::spawn(root.clone(), keep.clone(), stop.clone(), move |paths| tx.send(Msg::Files(paths)).is_ok());
+    }
+    {
+        let tx = tx.clone();
+        let keep = keep.clone();
         std::thread::spawn(move || {
             let collect = |result: notify_debouncer_full::DebounceEventResult, paths: &mut BTreeSet<PathBuf>| {
                 let Ok(events) = result else { return };
@@ -262,7 +286,7 @@ pub fn watch(
                         continue;
                     }
                     for p in &e.paths {
-                        if let Some(rel) = relevant(&root, p, &gitignore) {
+                        if let Some(rel) = keep(p) {
                             paths.insert(rel);
                         }
                     }
@@ -390,6 +414,9 @@ pub fn watch(
     let mut states: BTreeMap<String, VersionState> = BTreeMap::new();
     // Versions seen so far: a file that is none of them is a new version.
     let mut known: BTreeSet<String> = ws.versions.iter().map(|v| v.id.clone()).collect();
+    // What each file held when it last started jobs: a change that both the file events and
+    // the scan report starts them once.
+    let mut seen = poll::Seen::of(&root, poll::scan(&root, &*keep).into_keys());
     emit(&WatchEvent {
         unix_ms: now(),
         kind: EventKind::Started {
@@ -451,6 +478,10 @@ pub fn watch(
         };
         match msg {
             Msg::Files(paths) => {
+                let paths = seen.fresh(&root, paths);
+                if paths.is_empty() {
+                    continue;
+                }
                 let fresh = match Workspace::open(&root) {
                     Ok(w) => Arc::new(w),
                     Err(e) => {
