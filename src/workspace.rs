@@ -212,6 +212,14 @@ pub fn is_ignored_name(name: &str) -> bool {
             .any(|ext| name.ends_with(ext))
 }
 
+/// Whether a file name is a C/C++/CUDA header a version may include (never a version itself;
+/// a save of one rebuilds the versions that include it).
+pub fn is_header_name(name: &str) -> bool {
+    !name.starts_with('.')
+        && !name.starts_with('#')
+        && [".h", ".cuh", ".hpp", ".inc"].iter().any(|ext| name.ends_with(ext))
+}
+
 /// The id of a version file: its `vNNN` prefix, else its stem.
 pub fn version_id(file_name: &str) -> (String, bool) {
     let stem = file_name.split('.').next().unwrap_or(file_name);

@@ -427,6 +427,43 @@ fn ignored_paths_start_nothing() {
 }
 
 #[test]
+fn a_saved_header_rebuilds_only_the_versions_that_include_it() {
+    let (_tmp, ws) = workspace();
+    let versions = ws.join("versions");
+    std::fs::create_dir_all(ws.join("include")).unwrap();
+    std::fs::write(
+        ws.join("include").join("add.cuh"),
+        "__device__ inline float add(float a, float b) { return a + b; }\n",
+    )
+    .unwrap();
+    // v001 includes common.cuh, which includes ../include/add.cuh; v002 includes neither.
+    std::fs::write(versions.join("common.cuh"), "#include \"../include/add.cuh\"\n").unwrap();
+    let v001 = cu_file(&ws);
+    let text = std::fs::read_to_string(&v001).unwrap();
+    std::fs::write(&v001, format!("#include \"common.cuh\"\n{text}")).unwrap();
+    let mut w = Watch::start(&ws, &[]);
+    // A header a version includes, through another header and a `..`.
+    std::fs::write(
+        ws.join("include").join("add.cuh"),
+        "__device__ inline float add(float a, float b) { return b + a; }\n",
+    )
+    .unwrap();
+    let changed = w.wait(|e| e["event"] == "changed", 10);
+    assert_eq!(changed["paths"], serde_json::json!(["include/add.cuh"]), "{changed}");
+    assert_eq!(changed["versions"], serde_json::json!(["v001"]), "{changed}");
+    assert_eq!(changed["all"], false, "{changed}");
+    w.wait(|e| job(e, "v001", "build", "queued") && e["generation"] == 1, 10);
+    // A header no version includes starts nothing; it is no version either.
+    std::fs::write(versions.join("unused.cuh"), "// nothing includes this\n").unwrap();
+    let later = w.drain(1000);
+    assert!(
+        !later.iter().any(|e| e["event"] == "changed" && e["versions"] != serde_json::json!([]))
+            && !later.iter().any(|e| e["event"] == "job" && e["version"] != "v001"),
+        "{later:#?}"
+    );
+}
+
+#[test]
 fn stopping_the_watch_cancels_a_running_check_and_kills_its_child() {
     if real_nvcc().is_none() {
         return;

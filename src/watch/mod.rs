@@ -219,6 +219,22 @@ fn is_problem_file(ws: &Workspace, rel: &Path) -> bool {
         || (at_root && rel.extension().is_some_and(|e| e == "py") && !ws.versions.iter().any(|v| v.path == rel))
 }
 
+/// The path with `.` and `..` taken out as written (`versions/../include/x.cuh` is
+/// `include/x.cuh`), for comparing an include as found with a path an event names.
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Whether a changed path matters to the pipeline.
 fn relevant(root: &Path, path: &Path, ignore: &ignore::gitignore::Gitignore) -> Option<PathBuf> {
     let rel = path.strip_prefix(root).ok()?.to_path_buf();
@@ -227,7 +243,7 @@ fn relevant(root: &Path, path: &Path, ignore: &ignore::gitignore::Gitignore) -> 
         return None;
     }
     let name = rel.file_name()?.to_string_lossy().into_owned();
-    if crate::workspace::is_ignored_name(&name) {
+    if crate::workspace::is_ignored_name(&name) && !crate::workspace::is_header_name(&name) {
         return None;
     }
     if ignore.matched_path_or_any_parents(&rel, false).is_ignore() {
@@ -498,10 +514,24 @@ pub fn watch(
                 }
                 ws = fresh;
                 let all = paths.iter().any(|p| is_problem_file(&ws, p));
+                // A saved header rebuilds the versions that include it.
+                let headers: Vec<PathBuf> = paths
+                    .iter()
+                    .filter(|p| p.file_name().is_some_and(|n| crate::workspace::is_header_name(&n.to_string_lossy())))
+                    .map(|p| lexical(&root.join(p)))
+                    .collect();
+                let includes_one = |v: &VersionFile| {
+                    !headers.is_empty()
+                        && ws.read_source(v).is_ok_and(|src| {
+                            crate::stages::build::local_headers(&root, v, &src)
+                                .iter()
+                                .any(|h| headers.contains(&lexical(h)))
+                        })
+                };
                 let touched: Vec<VersionFile> = ws
                     .versions
                     .iter()
-                    .filter(|v| all || paths.iter().any(|p| p == &v.path) || !known.contains(&v.id))
+                    .filter(|v| all || paths.iter().any(|p| p == &v.path) || !known.contains(&v.id) || includes_one(v))
                     .cloned()
                     .collect();
                 known.extend(ws.versions.iter().map(|v| v.id.clone()));

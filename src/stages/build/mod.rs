@@ -105,6 +105,15 @@ fn local_includes(dir: &Path, source: &str, seen: &mut BTreeMap<PathBuf, String>
     }
 }
 
+/// The local headers (quoted `#include`s found next to it, recursively) that the version's
+/// source at `root`/`v.path` includes: a save of one of them rebuilds the version.
+pub fn local_headers(root: &Path, v: &VersionFile, source: &str) -> Vec<PathBuf> {
+    let mut seen = BTreeMap::new();
+    let dir = root.join(&v.path).parent().map(Path::to_path_buf).unwrap_or_default();
+    local_includes(&dir, source, &mut seen);
+    seen.into_keys().collect()
+}
+
 /// The command as a shell would take it, for the record.
 pub(crate) fn quote(cmd: &Command) -> String {
     std::iter::once(cmd.get_program())
