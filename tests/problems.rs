@@ -69,13 +69,13 @@ fn pmpp_v2_outputs_in_data_and_every_cheat_family_its_reason() {
     let ws = tmp.path().join("outslot");
     copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gpu-mode/outslot")), &ws);
     // A version after the forger: the channel it wrote into must not answer for this one.
-    std::fs::copy(ws.join("versions/v001-fills-output.py"), ws.join("versions/v020-after-the-forger.py")).unwrap();
+    std::fs::copy(ws.join("versions/v001-fills-output.py"), ws.join("versions/v099-after-the-forger.py")).unwrap();
     let t = Instant::now();
     let got = check(
         &ws,
         &[
             "v001", "v002", "v003", "v004", "v005", "v006", "v008", "v009", "v011", "v012", "v013", "v014", "v015",
-            "v016", "v019", "v020",
+            "v016", "v019", "v020", "v099",
         ],
     );
     for (id, verdict, reason) in [
@@ -95,7 +95,9 @@ fn pmpp_v2_outputs_in_data_and_every_cheat_family_its_reason() {
         ("v016", "fail", "problem-check"),
         // Remembers answers only once a buffer has been seen 16 times: no check repeats so.
         ("v019", "pass", ""),
-        ("v020", "pass", ""),
+        // torch.abs = torch.zeros_like: a swap between two of torch's own functions.
+        ("v020", "fail", "harness-patched"),
+        ("v099", "pass", ""),
     ] {
         let (v, r, summary) = &got[id];
         assert_eq!((v.as_str(), r.as_str()), (verdict, reason), "{id}: {summary}");

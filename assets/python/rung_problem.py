@@ -27,6 +27,8 @@ _TIMERS = {}
 # The judge's own functions (the problem's modules, rung's, the torch operations it reads), as
 # they were before the version was imported: name -> (namespace, key, parts, strict).
 _HARNESS = {}
+# torch's classes as watch_torch found them: (label, class, the names it had).
+_CLASSES = []
 
 # Elements per chunk of the on-device passes: 32 Mi elements is 256 MB of f64 per operand.
 CHUNK = 1 << 25
@@ -729,6 +731,10 @@ def watch_torch():
                           ("torch._C.TensorBase", vars(torch._C.TensorBase)),
                           ("torch.nn.functional", vars(F)), ("torch.testing", vars(torch.testing))):
             _watch(label, ns, False)
+        # A method set on the class that it inherited before (Tensor.__eq__ is TensorBase's):
+        # nothing was replaced, yet every comparison now calls the version's.
+        for label, cls in (("torch.Tensor", torch.Tensor), ("torch._C.TensorBase", torch._C.TensorBase)):
+            _CLASSES.append((label, cls, frozenset(vars(cls))))
     except Exception:
         pass
     me = sys.modules.get(__name__)
@@ -757,15 +763,50 @@ def patched_harness():
     """The judge's functions (see watch_problem and watch_torch) that are no longer what they
     were: replaced in their module or class, or changed in their code, defaults or closure."""
     out = []
+    originals = {id(before[0]) for (_, _, before, _) in _HARNESS.values()}
     for name, (ns, k, before, strict) in _HARNESS.items():
         now = ns.get(k)  # a module's dict or a class's mappingproxy, both live
         parts = _parts(now)
         if len(parts) == len(before) and all(_same_part(a, b) for a, b in zip(parts, before)):
             continue
-        if not strict and now is not None and _origin(now).split(".")[0] in ("torch", "triton"):
+        if not strict and now is not None and _torch_made(now, originals):
             continue
         out.append(name)
+    for label, cls, keys in _CLASSES:
+        for k, v in list(vars(cls).items()):
+            if k in keys or not callable(v):
+                continue
+            inherited = next((vars(b)[k] for b in cls.__mro__[1:] if k in vars(b)), None)
+            if v is not inherited and not _torch_made(v, originals):
+                out.append("%s.%s" % (label, k))
     return sorted(out)
+
+
+def _package_dirs():
+    dirs = []
+    for name in ("torch", "triton"):
+        m = sys.modules.get(name)
+        f = getattr(m, "__file__", None)
+        if f:
+            dirs.append(os.path.dirname(os.path.abspath(f)) + os.sep)
+    return tuple(dirs)
+
+
+def _torch_made(v, originals):
+    """Whether a replaced torch entry is torch's own doing (as its parts load, torch rebinds some
+    of its entries, torch.compile wraps torch.manual_seed): a function whose code lives in torch's
+    or Triton's package, or an object of their types. Not when it is another watched entry's
+    original (torch.allclose = torch.is_tensor), a functools.partial (torch.allclose with
+    atol=1e9), or a function written elsewhere under the original's name (functools.wraps copies
+    __module__, not the code's file)."""
+    import functools
+    if id(v) in originals or isinstance(v, functools.partial):
+        return False
+    v = getattr(v, "__func__", v)  # a bound method: its function
+    code = getattr(v, "__code__", None)
+    if code is not None:
+        return os.path.abspath(code.co_filename).startswith(_package_dirs())
+    return (type(v).__module__ or "").split(".")[0] in ("torch", "triton")
 
 
 def _ref_written(pristine, ref_in, expected):
