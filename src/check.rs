@@ -153,8 +153,7 @@ pub fn check_with(
     }
 
     let mut versions = Vec::new();
-    let here =
-        crate::model::report::RanOn { device: machine.device, ..crate::model::report::RanOn::here(&machine.gpu) };
+    let here = crate::model::report::RanOn { device: machine.device, ..crate::gpu::ran_on_here(&machine.gpu) };
     emit(store, &Streamed::Machine(here.clone()));
     for v in chosen {
         let mut r = check_version(ws, store, v, seed, machine, runners, opts)?;
@@ -455,10 +454,7 @@ pub fn run_phase(cx: RunCtx<'_>, built: Built) -> Result<Option<VersionReport>, 
         source_hash,
         verdict,
         stages,
-        ran_on: Some(crate::model::report::RanOn {
-            device: machine.device,
-            ..crate::model::report::RanOn::here(&machine.gpu)
-        }),
+        ran_on: Some(crate::model::report::RanOn { device: machine.device, ..crate::gpu::ran_on_here(&machine.gpu) }),
     }))
 }
 
@@ -747,10 +743,10 @@ pub(crate) fn record(
     mut result: StageResult,
 ) -> Result<StageResult, StoreError> {
     if result.ran_on.is_none()
-        && let Some(job) = crate::model::report::slurm_job()
+        && let Some(job) = crate::gpu::slurm_job()
     {
         result.ran_on = Some(crate::model::report::RanOn {
-            host: crate::model::report::host_name(),
+            host: crate::gpu::host_name(),
             gpu: None,
             uuid: None,
             device: None,

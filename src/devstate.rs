@@ -2,25 +2,7 @@
 //! clock-event (throttle) reasons, from `nvidia-smi`. A run is flagged throttled when any reason
 //! other than "GPU idle" or "applications clocks setting" is active.
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct DeviceState {
-    pub uuid: String,
-    pub name: String,
-    pub driver: String,
-    pub sm_clock_mhz: Option<u32>,
-    pub mem_clock_mhz: Option<u32>,
-    pub max_sm_clock_mhz: Option<u32>,
-    pub temperature_c: Option<u32>,
-    pub power_w: Option<f64>,
-    /// The active clock-event reasons as nvidia-smi reports them (a bit mask, e.g. `0x0000000000000004`).
-    pub throttle_mask: Option<String>,
-    /// The reasons in words.
-    pub throttle_reasons: Vec<String>,
-    pub throttled: bool,
-}
+pub use crate::model::bench::DeviceState;
 
 const FIELDS: &str = "uuid,name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw,clocks_event_reasons.active";
 

@@ -95,6 +95,33 @@ fn format_uuid(b: &[u8; 16]) -> String {
     )
 }
 
+/// This machine's name.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// `slurm job 12` inside a Slurm job (its results say so in the history).
+pub fn slurm_job() -> Option<String> {
+    std::env::var("SLURM_JOB_ID").ok().filter(|j| !j.is_empty()).map(|j| format!("slurm job {j}"))
+}
+
+/// Where a check runs when it runs here: this machine, and its first GPU.
+pub fn ran_on_here(gpu: &GpuProbe) -> crate::model::report::RanOn {
+    let first = gpu.first();
+    crate::model::report::RanOn {
+        host: host_name(),
+        gpu: first.map(|g| g.name.clone()),
+        uuid: first.map(|g| g.uuid.clone()),
+        device: None,
+        runner: slurm_job(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

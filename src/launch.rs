@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::diag::{Diagnostic, Pos};
 use crate::dtype::DType;
 use crate::expr::{Expr, split_top_level};
+pub use crate::model::report::{Binding, LaunchDims};
 use crate::spec::{BUILTIN_VARS, LaunchDefaults, SizeSet, Spec, TensorRole};
 
 pub const HEADER_KEYS: &[&str] = &["grid", "block", "smem", "cluster", "kernel"];
@@ -26,15 +27,6 @@ pub struct Launch {
     pub smem: Expr,
     pub cluster: Option<Vec<Expr>>,
     pub kernel: Option<String>,
-}
-
-/// Concrete launch dimensions at one size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct LaunchDims {
-    pub grid: [u32; 3],
-    pub block: [u32; 3],
-    pub smem_bytes: u32,
-    pub cluster: Option<[u32; 3]>,
 }
 
 /// Reads every `// rung:` line of a source file. Returns the keys found (as a partial launch
@@ -487,16 +479,6 @@ fn parse_params(source: &str, text: &str, start: usize, end: usize) -> Vec<Param
 
 // ---------------------------------------------------------------------------------------------
 // Binding
-
-/// What a kernel parameter is bound to.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Binding {
-    Input { param: String, tensor: String, dtype: DType },
-    Output { param: String, tensor: String, dtype: DType },
-    Scalar { param: String, scalar: String, dtype: DType },
-    Size { param: String, var: String },
-}
 
 const INT_TYPES: &[&str] = &[
     "int",

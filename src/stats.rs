@@ -2,24 +2,7 @@
 //! and the stopping rule (repeat until the median's 95% confidence interval is narrower than a
 //! target, or the budget is spent).
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Summary {
-    pub n: usize,
-    pub median: f64,
-    pub mean: f64,
-    /// Sample standard deviation (n − 1).
-    pub std: f64,
-    pub min: f64,
-    pub max: f64,
-    /// The median's 95% confidence interval, by order statistics.
-    pub ci_low: f64,
-    pub ci_high: f64,
-    /// (ci_high − ci_low) / median.
-    pub ci_rel: f64,
-}
+pub use crate::model::bench::{Stop, Summary};
 
 /// The ranks (0-based, inclusive) bounding the median's 95% confidence interval in a sorted
 /// sample of `n`: n/2 ∓ 1.96·√n/2 (the normal approximation to the binomial), widened to the
@@ -83,18 +66,6 @@ impl Default for StopRule {
     fn default() -> Self {
         StopRule { target_ci_rel: 0.01, min_samples: 20, max_samples: 20_000, budget_seconds: 10.0 }
     }
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Stop {
-    /// The median's CI is under the target.
-    #[default]
-    Converged,
-    /// The time budget ran out first (the CI is wider than the target; see `ci_rel`).
-    Budget,
-    /// The sample cap was reached first.
-    MaxSamples,
 }
 
 /// Whether to stop after `samples` taking `elapsed_seconds`, and why.

@@ -18,6 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub use crate::model::version::Status;
 use crate::model::version::VersionFile;
 
 pub const DB_FILE: &str = "history.db";
@@ -97,39 +98,6 @@ pub enum StoreError {
     TooNew { path: PathBuf, found: i64 },
     #[error("no version `{0}` in the history")]
     UnknownVersion(String),
-}
-
-/// A version's review status (DESIGN.md, "Results and history").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    /// Written by a person.
-    Draft,
-    /// Written by an agent, awaiting review.
-    Proposed,
-    Approved,
-    /// With a reason that goes back to the agent.
-    Rejected,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Draft => "draft",
-            Status::Proposed => "proposed",
-            Status::Approved => "approved",
-            Status::Rejected => "rejected",
-        }
-    }
-
-    fn parse(s: &str) -> Status {
-        match s {
-            "proposed" => Status::Proposed,
-            "approved" => Status::Approved,
-            "rejected" => Status::Rejected,
-            _ => Status::Draft,
-        }
-    }
 }
 
 /// A version as the history knows it.

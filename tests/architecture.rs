@@ -65,9 +65,29 @@ fn code_only(text: &str) -> String {
     out
 }
 
-/// The longest prefix of `path` that is a module.
+/// The longest prefix of `path` that is a module; a module the crate root re-exports under
+/// another name (`pub use model::diag;` in lib.rs) is that module.
 fn resolve(mods: &BTreeMap<String, PathBuf>, path: &[&str]) -> Option<String> {
+    let aliased: Vec<String>;
+    let path = match path.first().and_then(|first| aliases(mods).remove(*first)) {
+        Some(full) => {
+            aliased = full.split("::").map(str::to_string).chain(path[1..].iter().map(|s| s.to_string())).collect();
+            aliased.iter().map(String::as_str).collect::<Vec<_>>()
+        }
+        None => path.to_vec(),
+    };
     (1..=path.len()).rev().map(|k| path[..k].join("::")).find(|m| mods.contains_key(m))
+}
+
+/// Modules the crate root re-exports: `pub use model::diag;` makes `diag` name `model::diag`.
+fn aliases(mods: &BTreeMap<String, PathBuf>) -> BTreeMap<String, String> {
+    let re = regex::Regex::new(r"(?m)^pub use ((?:[A-Za-z_]\w*::)*([A-Za-z_]\w*));").expect("static regex");
+    let Some(root) = mods.get("") else { return BTreeMap::new() };
+    let text = std::fs::read_to_string(root).unwrap_or_default();
+    re.captures_iter(&text)
+        .filter(|c| mods.contains_key(&c[1].to_string()))
+        .map(|c| (c[2].to_string(), c[1].to_string()))
+        .collect()
 }
 
 /// Module → (module it references → the names used).
@@ -278,4 +298,32 @@ fn no_function_waives_the_argument_limit() {
         .map(|p| p.display().to_string())
         .collect();
     assert!(waived.is_empty(), "pass a context struct instead: {waived:?}");
+}
+
+/// The model (every type the parts share: verdicts, stage details, the report, the worker
+/// protocol) depends on nothing else in the crate and does no I/O, so it can be its own crate
+/// under everything: shells → core → model, never back.
+#[test]
+fn the_model_depends_on_nothing_outside_it_and_does_no_io() {
+    let src = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"));
+    let path_re = regex::Regex::new(r"\b(crate|rung)::([A-Za-z_]\w*)").expect("static regex");
+    let mut bad = Vec::new();
+    for f in rust_files(&src.join("model")) {
+        let text = code_only(&std::fs::read_to_string(&f).unwrap());
+        let name = f.strip_prefix(src).unwrap().display().to_string();
+        for c in path_re.captures_iter(&text) {
+            if &c[2] != "model" {
+                bad.push(format!("{name}: {}::{}", &c[1], &c[2]));
+            }
+        }
+        if f.ends_with("model/mod.rs") && text.contains("super::") {
+            bad.push(format!("{name}: super:: above the model"));
+        }
+        for io in ["std::fs", "std::process", "std::env", "std::net", "Command::new"] {
+            if text.contains(io) {
+                bad.push(format!("{name}: {io}"));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "the model reaches outside itself:\n{}", bad.join("\n"));
 }

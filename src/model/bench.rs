@@ -5,10 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
-use crate::devstate::DeviceState;
+use crate::model::sizes::SizeSet;
 use crate::model::verdict::Reason;
-use crate::spec::SizeSet;
-use crate::stats::{Stop, Summary};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct BenchDetail {
@@ -153,4 +151,49 @@ pub struct Comparison {
     /// (every bench keeps its event times), so a change of timer is not read as a change of speed.
     #[serde(default)]
     pub basis: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Summary {
+    pub n: usize,
+    pub median: f64,
+    pub mean: f64,
+    /// Sample standard deviation (n − 1).
+    pub std: f64,
+    pub min: f64,
+    pub max: f64,
+    /// The median's 95% confidence interval, by order statistics.
+    pub ci_low: f64,
+    pub ci_high: f64,
+    /// (ci_high − ci_low) / median.
+    pub ci_rel: f64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stop {
+    /// The median's CI is under the target.
+    #[default]
+    Converged,
+    /// The time budget ran out first (the CI is wider than the target; see `ci_rel`).
+    Budget,
+    /// The sample cap was reached first.
+    MaxSamples,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DeviceState {
+    pub uuid: String,
+    pub name: String,
+    pub driver: String,
+    pub sm_clock_mhz: Option<u32>,
+    pub mem_clock_mhz: Option<u32>,
+    pub max_sm_clock_mhz: Option<u32>,
+    pub temperature_c: Option<u32>,
+    pub power_w: Option<f64>,
+    /// The active clock-event reasons as nvidia-smi reports them (a bit mask, e.g. `0x0000000000000004`).
+    pub throttle_mask: Option<String>,
+    /// The reasons in words.
+    pub throttle_reasons: Vec<String>,
+    pub throttled: bool,
 }

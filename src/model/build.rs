@@ -3,8 +3,6 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::parsers::KernelResources;
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct BuildDetail {
     /// `nvcc`, `ptxas` or `triton`.
@@ -44,4 +42,21 @@ pub struct KernelBuild {
     /// Triton's launch parameters, for Triton kernels.
     pub num_warps: Option<u32>,
     pub num_stages: Option<u32>,
+}
+
+/// The `-v` report for one kernel.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct KernelResources {
+    /// The mangled entry name, as in PTX and SASS.
+    pub name: String,
+    pub arch: String,
+    pub registers: u32,
+    pub barriers: u32,
+    /// Static shared memory, bytes.
+    pub shared_bytes: u32,
+    pub stack_frame_bytes: u32,
+    pub spill_store_bytes: u32,
+    pub spill_load_bytes: u32,
+    /// Constant bank 0 bytes (kernel parameters and constants), when reported.
+    pub cmem0_bytes: Option<u32>,
 }

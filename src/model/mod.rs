@@ -4,9 +4,13 @@
 
 pub mod bench;
 pub mod build;
+pub mod diag;
+pub mod dtype;
+pub mod metrics;
 pub mod profile;
 pub mod protocol;
 pub mod report;
 pub mod run;
+pub mod sizes;
 pub mod verdict;
 pub mod version;

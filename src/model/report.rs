@@ -9,11 +9,11 @@ use std::time::{Duration, SystemTime};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::diag::Diagnostic;
-use crate::launch::{Binding, LaunchDims};
+use crate::model::diag::Diagnostic;
+use crate::model::dtype::DType;
+use crate::model::sizes::SizeSet;
+use crate::model::version::Status;
 use crate::model::version::{Format, VersionKind};
-use crate::spec::SizeSet;
-use crate::store::Status;
 
 pub use super::verdict::{Reason, Stage, Verdict};
 
@@ -64,21 +64,6 @@ pub struct VersionReport {
     pub ran_on: Option<RanOn>,
 }
 
-/// This machine's name.
-pub fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".into())
-}
-
-/// `slurm job 12` inside a Slurm job (its results say so in the history).
-pub fn slurm_job() -> Option<String> {
-    std::env::var("SLURM_JOB_ID").ok().filter(|j| !j.is_empty()).map(|j| format!("slurm job {j}"))
-}
-
 /// Where a version's rungs ran.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -101,18 +86,6 @@ pub struct RanOn {
 }
 
 impl RanOn {
-    /// This machine, and its first GPU.
-    pub fn here(gpu: &crate::gpu::GpuProbe) -> RanOn {
-        let first = gpu.first();
-        RanOn {
-            host: host_name(),
-            gpu: first.map(|g| g.name.clone()),
-            uuid: first.map(|g| g.uuid.clone()),
-            device: None,
-            runner: slurm_job(),
-        }
-    }
-
     /// `gpu-box (NVIDIA H200, GPU-7ab4…)`, `gpu-box (device 1: NVIDIA H200, GPU-…)` or
     /// `gpu-box (no GPU)`.
     pub fn describe(&self) -> String {
@@ -206,4 +179,23 @@ impl VersionReport {
     pub fn stage(&self, stage: Stage) -> Option<&StageResult> {
         self.stages.iter().find(|s| s.stage == stage)
     }
+}
+
+/// Concrete launch dimensions at one size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct LaunchDims {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub smem_bytes: u32,
+    pub cluster: Option<[u32; 3]>,
+}
+
+/// What a kernel parameter is bound to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Binding {
+    Input { param: String, tensor: String, dtype: DType },
+    Output { param: String, tensor: String, dtype: DType },
+    Scalar { param: String, scalar: String, dtype: DType },
+    Size { param: String, var: String },
 }

@@ -5,9 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
-use crate::metrics::Comparison;
+use crate::model::metrics::Comparison;
 use crate::model::protocol::{CapturedKernel, OwnVerdict};
-use crate::spec::SizeSet;
+use crate::model::sizes::SizeSet;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunDetail {

@@ -74,3 +74,36 @@ pub struct VersionFile {
     pub path: PathBuf,
     pub kind: VersionKind,
 }
+
+/// A version's review status (DESIGN.md, "Results and history").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Written by a person.
+    Draft,
+    /// Written by an agent, awaiting review.
+    Proposed,
+    Approved,
+    /// With a reason that goes back to the agent.
+    Rejected,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Draft => "draft",
+            Status::Proposed => "proposed",
+            Status::Approved => "approved",
+            Status::Rejected => "rejected",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> Status {
+        match s {
+            "proposed" => Status::Proposed,
+            "approved" => Status::Approved,
+            "rejected" => Status::Rejected,
+            _ => Status::Draft,
+        }
+    }
+}

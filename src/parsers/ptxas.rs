@@ -4,11 +4,10 @@
 use std::sync::LazyLock;
 
 use regex::Regex;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
 use super::{OutputParser, ParseContext};
 use crate::diag::{Diagnostic, Pos, Severity};
+pub use crate::model::build::KernelResources;
 
 static LOCATED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^ptxas (?P<file>.+?), line (?P<line>\d+); (?P<sev>error|warning|info)\s*: (?P<msg>.*)$")
@@ -103,23 +102,6 @@ fn hint(d: &mut Diagnostic, msg: &str) {
     } else if msg.contains("spill") {
         d.help = Some("registers spill to local memory: reduce live values, or raise the limit (__launch_bounds__, -maxrregcount)".into());
     }
-}
-
-/// The `-v` report for one kernel.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct KernelResources {
-    /// The mangled entry name, as in PTX and SASS.
-    pub name: String,
-    pub arch: String,
-    pub registers: u32,
-    pub barriers: u32,
-    /// Static shared memory, bytes.
-    pub shared_bytes: u32,
-    pub stack_frame_bytes: u32,
-    pub spill_store_bytes: u32,
-    pub spill_load_bytes: u32,
-    /// Constant bank 0 bytes (kernel parameters and constants), when reported.
-    pub cmem0_bytes: Option<u32>,
 }
 
 static ENTRY: LazyLock<Regex> = LazyLock::new(|| {

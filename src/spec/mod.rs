@@ -10,7 +10,6 @@
 mod raw;
 mod validate;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -21,12 +20,10 @@ use crate::diag::{Diagnostic, Pos};
 use crate::dtype::{DType, Tolerance};
 use crate::expr::Expr;
 
+pub use crate::model::sizes::SizeSet;
 pub use raw::{CompilerChoice, Init, RunnerKind};
 
 pub const FILE_NAME: &str = "rung.toml";
-
-/// A size set: one value for every size variable, e.g. `{ rows = 4096, cols = 4096 }`.
-pub type SizeSet = BTreeMap<String, i64>;
 
 /// `rows=7, cols=8193`: a size set as people read it.
 pub fn size_label(sizes: &SizeSet) -> String {

@@ -360,7 +360,7 @@ impl<'de> Deserialize<'de> for Seconds {
 
 /// Reads rung.toml into the raw types, or one diagnostic with file:line:col and the key path.
 pub(super) fn deserialize(text: &str, path: &Path) -> Result<RawSpec, Box<Diagnostic>> {
-    crate::diag::deserialize_toml(
+    crate::tomlfile::deserialize_toml(
         text,
         path,
         "see the TOML syntax at toml.io; `rung new` writes a commented example",

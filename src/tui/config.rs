@@ -182,7 +182,7 @@ fn apply(mut config: Config, file: &File, text: &str, path: &Path) -> Result<Con
 
 /// Parses TOML into `T`, or one diagnostic with the file, line, column and key path.
 pub fn deserialize<T: DeserializeOwned>(text: &str, path: &Path) -> Result<T, Box<Diagnostic>> {
-    rung::diag::deserialize_toml(text, path, "see the TOML syntax at toml.io", |_| None)
+    rung::tomlfile::deserialize_toml(text, path, "see the TOML syntax at toml.io", |_| None)
 }
 
 /// `a`, `?`, `Ctrl-z`, `Alt-x`, `Shift-Tab`, `Enter`, `F5`...

@@ -116,7 +116,7 @@ impl Theme {
 
     /// A UI theme's TOML; every role must have a colour.
     pub fn parse(text: &str, path: &Path) -> Result<Theme, Box<Diagnostic>> {
-        let file: ThemeFile = rung::diag::deserialize_toml(text, path, "see the TOML syntax at toml.io", |_| None)?;
+        let file: ThemeFile = rung::tomlfile::deserialize_toml(text, path, "see the TOML syntax at toml.io", |_| None)?;
         let at = |what: &str| {
             let offset = text.find(&format!("\"{what}\"")).unwrap_or(0);
             Pos::of_offset(text, offset)
