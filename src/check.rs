@@ -7,14 +7,13 @@ use std::time::{Instant, SystemTime};
 use crate::diag::{Diagnostic, Pos};
 use crate::exit;
 use crate::gpu::GpuProbe;
-use crate::model::report::{
-    CheckReport, SCHEMA, Stage, StageDetail, StageResult, Verdict, VersionReport, millis, rfc3339,
-};
+use crate::model::report::{CheckReport, SCHEMA, Stage, StageDetail, StageResult, Verdict, VersionReport};
 use crate::runners::Runners;
 use crate::stages::StageOutcome;
 use crate::stages::build::{self, BuildEnv};
 use crate::stages::{prepare, run};
 use crate::store::{NewResult, Status, Store, StoreError, sha256_hex};
+use crate::store::{millis, rfc3339};
 use crate::toolchain::Toolchain;
 use crate::workspace::{VersionFile, Workspace};
 
@@ -266,7 +265,7 @@ pub fn reference_build(
         Ok(s) => s,
         Err(e) => return Some(Err(format!("cannot read {}: {e}", path.display()))),
     };
-    let kind = match crate::workspace::VersionKind::detect(path, &source) {
+    let kind = match crate::workspace::detect_kind(path, &source) {
         Ok(k) => k,
         Err(e) => return Some(Err(format!("{}: {e}", path.display()))),
     };

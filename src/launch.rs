@@ -168,13 +168,6 @@ fn header_items(s: &str) -> Vec<Result<HeaderItem<'_>, (usize, String)>> {
     out
 }
 
-impl Pos {
-    fn with_line(mut self, line: u32) -> Pos {
-        self.line = line;
-        self
-    }
-}
-
 /// Lays a version's header over rung.toml's defaults. `block` defaults to 256 and `smem` to 0;
 /// a missing grid is an error that says where to add it.
 pub fn merge(header: &LaunchDefaults, spec: &Spec, file: &Path) -> Result<Launch, Diagnostic> {

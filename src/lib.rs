@@ -20,7 +20,7 @@ pub mod inputs;
 pub mod launch;
 pub mod mcp;
 pub mod metrics;
-pub mod model;
+pub use rung_model as model;
 pub mod nvrtc;
 pub mod parsers;
 pub mod profile;

@@ -510,6 +510,15 @@ impl Objects {
     }
 }
 
+/// Formats a wall-clock time as RFC 3339 with milliseconds, UTC.
+pub fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+pub fn millis(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

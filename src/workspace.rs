@@ -18,33 +18,31 @@ pub const VERSIONS_DIR: &str = "versions";
 pub const CONTEXT_DIR: &str = "context";
 pub const STATE_DIR: &str = ".rung";
 
-impl VersionKind {
-    /// Tells a version's kind from its extension and, for Python, its imports.
-    pub fn detect(path: &Path, source: &str) -> Result<VersionKind, String> {
-        match path.extension().and_then(|e| e.to_str()) {
-            Some("cu") => Ok(if defines_host_entry(source) { VersionKind::CudaHost } else { VersionKind::Cuda }),
-            Some("ptx") => Ok(VersionKind::Ptx),
-            Some("py") => {
-                let imports = |m: &str| {
-                    source.lines().any(|l| {
-                        let l = l.trim_start();
-                        l.starts_with(&format!("import {m}")) || l.starts_with(&format!("from {m}"))
-                    })
-                };
-                if imports("cutlass") {
-                    Ok(VersionKind::CuteDsl)
-                } else if imports("tilelang") {
-                    Ok(VersionKind::TileLang)
-                } else if imports("triton") {
-                    Ok(VersionKind::Triton)
-                } else if imports("torch") {
-                    Ok(VersionKind::PyTorch)
-                } else {
-                    Err("a Python version must import triton, cutlass (CuTe DSL), tilelang or torch".into())
-                }
+/// Tells a version's kind from its extension and, for Python, its imports.
+pub fn detect_kind(path: &Path, source: &str) -> Result<VersionKind, String> {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("cu") => Ok(if defines_host_entry(source) { VersionKind::CudaHost } else { VersionKind::Cuda }),
+        Some("ptx") => Ok(VersionKind::Ptx),
+        Some("py") => {
+            let imports = |m: &str| {
+                source.lines().any(|l| {
+                    let l = l.trim_start();
+                    l.starts_with(&format!("import {m}")) || l.starts_with(&format!("from {m}"))
+                })
+            };
+            if imports("cutlass") {
+                Ok(VersionKind::CuteDsl)
+            } else if imports("tilelang") {
+                Ok(VersionKind::TileLang)
+            } else if imports("triton") {
+                Ok(VersionKind::Triton)
+            } else if imports("torch") {
+                Ok(VersionKind::PyTorch)
+            } else {
+                Err("a Python version must import triton, cutlass (CuTe DSL), tilelang or torch".into())
             }
-            _ => Err("versions are .cu, .ptx or .py files".into()),
         }
+        _ => Err("versions are .cu, .ptx or .py files".into()),
     }
 }
 
@@ -264,7 +262,7 @@ fn discover_versions(root: &Path, format: Format, diags: &mut Vec<Diagnostic>) -
                 continue;
             }
         };
-        let kind = match VersionKind::detect(&rel, &source) {
+        let kind = match detect_kind(&rel, &source) {
             Ok(k) => k,
             // A GPU MODE submission or KernelBench version may import only the problem's own
             // modules: it is plain PyTorch to rung.

@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
-use crate::model::sizes::SizeSet;
-use crate::model::verdict::Reason;
+use crate::sizes::SizeSet;
+use crate::verdict::Reason;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct BenchDetail {

@@ -117,6 +117,12 @@ pub struct Pos {
 }
 
 impl Pos {
+    /// The same column on another line.
+    pub fn with_line(mut self, line: u32) -> Pos {
+        self.line = line;
+        self
+    }
+
     pub const WHOLE_FILE: Pos = Pos { line: 0, column: 0 };
 
     pub fn new(line: u32, column: u32) -> Self {

@@ -19,8 +19,8 @@ use std::path::PathBuf;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::model::dtype::DType;
-use crate::model::sizes::SizeSet;
+use crate::dtype::DType;
+use crate::sizes::SizeSet;
 
 /// Bumped on any incompatible change; the handshake must match.
 pub const PROTOCOL: u32 = 2;
@@ -453,7 +453,7 @@ pub struct Response {
     /// With `recheck`: its reason code (`memoised` when the timed buffers refilled with fresh
     /// values get a wrong answer that new buffers do not).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recheck_reason: Option<crate::model::verdict::Reason>,
+    pub recheck_reason: Option<crate::verdict::Reason>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -595,7 +595,7 @@ pub struct ProblemTensor {
     pub output: TensorMeta,
     pub reference: TensorMeta,
     /// rung's metrics at rung's tolerance for the dtypes; `null` when the element counts differ.
-    pub comparison: Option<crate::model::metrics::Comparison>,
+    pub comparison: Option<crate::metrics::Comparison>,
     /// The tolerance `comparison` counted mismatches at: `[atol, rtol]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tolerance: Option<[f64; 2]>,

@@ -4,16 +4,15 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::model::diag::Diagnostic;
-use crate::model::dtype::DType;
-use crate::model::sizes::SizeSet;
-use crate::model::version::Status;
-use crate::model::version::{Format, VersionKind};
+use crate::diag::Diagnostic;
+use crate::dtype::DType;
+use crate::sizes::SizeSet;
+use crate::version::Status;
+use crate::version::{Format, VersionKind};
 
 pub use super::verdict::{Reason, Stage, Verdict};
 
@@ -39,7 +38,7 @@ pub struct CheckReport {
     pub versions: Vec<VersionReport>,
     /// With `--baseline`: each version's latest bench against the baseline's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub comparisons: Vec<crate::model::bench::Comparison>,
+    pub comparisons: Vec<crate::bench::Comparison>,
     /// The process exit code this report maps to (see README, "Exit codes").
     pub exit_code: i32,
 }
@@ -131,13 +130,13 @@ pub struct StageResult {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum StageDetail {
     Prepare(PrepareDetail),
-    Build(crate::model::build::BuildDetail),
-    Run(crate::model::run::RunDetail),
-    Check(crate::model::run::CheckDetail),
-    Bench(crate::model::bench::BenchDetail),
-    Roofline(crate::model::bench::RooflineDetail),
-    Profile(crate::model::profile::ProfileDetail),
-    Sanitizer(crate::model::profile::SanitizerDetail),
+    Build(crate::build::BuildDetail),
+    Run(crate::run::RunDetail),
+    Check(crate::run::CheckDetail),
+    Bench(crate::bench::BenchDetail),
+    Roofline(crate::bench::RooflineDetail),
+    Profile(crate::profile::ProfileDetail),
+    Sanitizer(crate::profile::SanitizerDetail),
     /// Nothing beyond the summary (a stage that failed before producing anything).
     None,
 }
@@ -159,15 +158,6 @@ pub struct PrepareDetail {
 pub struct SizedLaunch {
     pub sizes: SizeSet,
     pub launch: LaunchDims,
-}
-
-/// Formats a wall-clock time as RFC 3339 with milliseconds, UTC.
-pub fn rfc3339(t: SystemTime) -> String {
-    humantime::format_rfc3339_millis(t).to_string()
-}
-
-pub fn millis(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 /// The JSON schema of [`CheckReport`], as committed in `schema/check.schema.json`.

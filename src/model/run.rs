@@ -5,9 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
-use crate::model::metrics::Comparison;
-use crate::model::protocol::{CapturedKernel, OwnVerdict};
-use crate::model::sizes::SizeSet;
+use crate::metrics::Comparison;
+use crate::protocol::{CapturedKernel, OwnVerdict};
+use crate::sizes::SizeSet;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunDetail {

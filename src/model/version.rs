@@ -98,7 +98,7 @@ impl Status {
         }
     }
 
-    pub(crate) fn parse(s: &str) -> Status {
+    pub fn parse(s: &str) -> Status {
         match s {
             "proposed" => Status::Proposed,
             "approved" => Status::Approved,

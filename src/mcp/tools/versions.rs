@@ -246,7 +246,7 @@ pub fn submit_version(ctx: &Context, args: &SubmitArgs) -> Result<Reply, ToolErr
     };
     // The kind, as discovery will see the file.
     let probe = PathBuf::from(format!("source.{}", ext.as_str()));
-    let kind = match VersionKind::detect(&probe, &args.source) {
+    let kind = match crate::workspace::detect_kind(&probe, &args.source) {
         Ok(k) => k,
         Err(_) if ws.format != Format::Rung && ext == Extension::Py => VersionKind::PyTorch,
         Err(why) => {

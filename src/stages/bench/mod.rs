@@ -350,7 +350,7 @@ pub fn bench_problem(ws: &Workspace, runners: &mut Runners, gpu: &GpuInfo, v: &V
                 break;
             }
         };
-        let mut size = SizeBench::of(&sizes, &series);
+        let mut size = series::size_bench(&sizes, &series);
         (size.recheck_failure, size.recheck_reason) =
             match send(runners, &target, protocol::Bench { write_back: true, ..more(0, 0) }, limit) {
                 Ok(r) => (r.recheck, r.recheck_reason),

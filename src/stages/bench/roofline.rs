@@ -63,7 +63,7 @@ pub fn ceilings(runners: &mut Runners, gpu: &GpuInfo, torch: bool) -> Result<Cei
         gemm_bf16_tflops: gemm,
         datasheet_gbs: ds_gbs,
         datasheet_bf16_tflops: ds_tflops,
-        measured_at: crate::model::report::rfc3339(std::time::SystemTime::now()),
+        measured_at: crate::store::rfc3339(std::time::SystemTime::now()),
         timer: timer.into(),
     };
     if let Some(dir) = path.parent() {

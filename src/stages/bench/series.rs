@@ -29,7 +29,7 @@ pub(super) fn bench_size(
     fork_for(runners, &[target])?;
     let first = first_request(spec, target, sizes, &sets.files, &sets.extra, 0)?;
     let series = sample_series(runners, target, first, limit, &rule)?;
-    let mut out = SizeBench::of(sizes, &series);
+    let mut out = size_bench(sizes, &series);
     // One more call on the real input set, its outputs written back and checked; then a small
     // kernel is also timed by graph replay (a capture that fails is reported, not fatal).
     send(runners, target, protocol::Bench { write_back: true, ..more(0, 0) }, limit)?;
@@ -48,32 +48,30 @@ pub(super) fn bench_size(
     Ok(out)
 }
 
-impl SizeBench {
-    /// The statistics of one size's samples (no graph replay, no re-check yet).
-    pub(super) fn of(sizes: &SizeSet, series: &Series) -> SizeBench {
-        let Series { samples, fixed_ms, stop, timer_note, l2_persisting_bytes } = series;
-        let (fixed_ms, stop) = (*fixed_ms, *stop);
-        let (metric, basis) = headline_samples(samples, fixed_ms);
-        let summary = |f: fn(&protocol::Sample) -> f64| stats::summarize(&samples.iter().map(f).collect::<Vec<_>>());
-        SizeBench {
-            sizes: sizes.clone(),
-            headline: stats::summarize(&metric),
-            basis: basis.into(),
-            gpu: summary(|s| s.gpu_ms),
-            host: summary(|s| s.host_ms),
-            wall: summary(|s| s.wall_ms),
-            fixed_ms,
-            stop,
-            input_sets: INPUT_SETS,
-            flush_bytes: FLUSH_BYTES,
-            graph: None,
-            graph_error: None,
-            recheck_failure: None,
-            recheck_reason: None,
-            span: samples.iter().map(|s| s.span_ms).collect::<Option<Vec<f64>>>().map(|v| stats::summarize(&v)),
-            timer_note: timer_note.clone(),
-            l2_persisting_bytes: *l2_persisting_bytes,
-        }
+/// The statistics of one size's samples (no graph replay, no re-check yet).
+pub(super) fn size_bench(sizes: &SizeSet, series: &Series) -> SizeBench {
+    let Series { samples, fixed_ms, stop, timer_note, l2_persisting_bytes } = series;
+    let (fixed_ms, stop) = (*fixed_ms, *stop);
+    let (metric, basis) = headline_samples(samples, fixed_ms);
+    let summary = |f: fn(&protocol::Sample) -> f64| stats::summarize(&samples.iter().map(f).collect::<Vec<_>>());
+    SizeBench {
+        sizes: sizes.clone(),
+        headline: stats::summarize(&metric),
+        basis: basis.into(),
+        gpu: summary(|s| s.gpu_ms),
+        host: summary(|s| s.host_ms),
+        wall: summary(|s| s.wall_ms),
+        fixed_ms,
+        stop,
+        input_sets: INPUT_SETS,
+        flush_bytes: FLUSH_BYTES,
+        graph: None,
+        graph_error: None,
+        recheck_failure: None,
+        recheck_reason: None,
+        span: samples.iter().map(|s| s.span_ms).collect::<Option<Vec<f64>>>().map(|v| stats::summarize(&v)),
+        timer_note: timer_note.clone(),
+        l2_persisting_bytes: *l2_persisting_bytes,
     }
 }
 
