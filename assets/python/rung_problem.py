@@ -795,7 +795,7 @@ def _package_dirs():
 def _torch_made(v, originals):
     """Whether a replaced torch entry is torch's own doing (as its parts load, torch rebinds some
     of its entries, torch.compile wraps torch.manual_seed): a function whose code lives in torch's
-    or Triton's package, or an object of their types. Not when it is another watched entry's
+    or Triton's package, or a builtin that names them as its module. Not when it is another watched entry's
     original (torch.allclose = torch.is_tensor), a functools.partial (torch.allclose with
     atol=1e9), or a function written elsewhere under the original's name (functools.wraps copies
     __module__, not the code's file)."""
@@ -806,7 +806,10 @@ def _torch_made(v, originals):
     code = getattr(v, "__code__", None)
     if code is not None:
         return os.path.abspath(code.co_filename).startswith(_package_dirs())
-    return (type(v).__module__ or "").split(".")[0] in ("torch", "triton")
+    # A builtin (torch's C functions, a slot wrapper) by the module it names, else its type's.
+    mod = getattr(v, "__module__", None)
+    mod = mod if isinstance(mod, str) else type(v).__module__ or ""
+    return mod.split(".")[0] in ("torch", "triton")
 
 
 def _ref_written(pristine, ref_in, expected):
