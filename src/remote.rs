@@ -119,7 +119,51 @@ pub enum RunOn {
     Slurm(crate::spec::RunnerSpec),
 }
 
+/// A check on a runner elsewhere that gave no report, by runner.
+#[derive(Debug, thiserror::Error)]
+pub enum AwayError {
+    #[error("the ssh runner failed: {0}")]
+    Ssh(#[from] RemoteError),
+    #[error("the slurm runner failed: {0}")]
+    Slurm(String),
+    #[error("this machine is no runner elsewhere: check here")]
+    Here,
+}
+
 impl RunOn {
+    /// Checks what `opts` names on the runner elsewhere (an SSH host or a Slurm job), every
+    /// result recorded here as it comes home: the one place the CLI and the watcher send a check
+    /// away. `note` hears its progress in words: an SSH host's lines and what the sync sent, a
+    /// Slurm job's state. None when `cancel` stopped it or the runner gave no report.
+    pub fn check_away(
+        &self,
+        ws: &Workspace,
+        store: &mut Store,
+        opts: &CheckOptions,
+        cancel: Option<&std::sync::Arc<std::sync::atomic::AtomicBool>>,
+        note: &mut dyn FnMut(&str),
+    ) -> Result<Option<CheckReport>, AwayError> {
+        match self {
+            RunOn::Here => Err(AwayError::Here),
+            RunOn::Slurm(r) => {
+                let mut status = |s: &crate::slurm::JobStatus| note(&s.describe());
+                crate::slurm::check(ws, store, opts, r, cancel.map(|c| &**c), &mut status).map_err(AwayError::Slurm)
+            }
+            RunOn::Ssh(t) => {
+                let (report, synced) = check(ws, store, opts, t, cancel, &mut *note)?;
+                if let Some(s) = synced {
+                    let rung = if s.shipped_binary {
+                        format!("shipped rung to {}", s.rung)
+                    } else {
+                        format!("using {}", s.rung)
+                    };
+                    note(&format!("sent {} file(s), removed {}, {rung}", s.sent.len(), s.removed.len()));
+                }
+                Ok(report)
+            }
+        }
+    }
+
     /// `flag` (`rung check --runner`: `local`, `slurm` or an ssh:// URL), else rung.toml's runner.
     pub fn of(ws: &Workspace, flag: Option<&str>) -> Result<RunOn, RunnerError> {
         use crate::spec::RunnerKind;
@@ -163,6 +207,8 @@ impl std::fmt::Display for RemoteError {
         }
     }
 }
+
+impl std::error::Error for RemoteError {}
 
 /// The last non-empty line of ssh's standard error: its own reason (`Connection refused`,
 /// `Host key verification failed.`).

@@ -156,44 +156,22 @@ fn check_cmd(dir: &Path, args: &CheckArgs) -> Result<i32> {
     };
     let mut report = match &target {
         RunOn::Here => check::check(&ws, &mut store, &opts)?,
-        RunOn::Slurm(r) => {
-            let shown = |s: &rung::slurm::JobStatus| eprintln!("rung check: {}", s.describe());
-            match rung::slurm::check(&ws, &mut store, &opts, r, None, &mut { shown }) {
+        away => {
+            // An SSH host's lines say which host; a Slurm job's state says which job.
+            let host = match away {
+                RunOn::Ssh(t) => format!("{}: ", t.url()),
+                _ => String::new(),
+            };
+            match away.check_away(&ws, &mut store, &opts, None, &mut |line: &str| eprintln!("rung check: {host}{line}"))
+            {
                 Ok(Some(r)) => r,
                 Ok(None) => return Ok(exit::INTERNAL),
                 Err(e) => {
-                    eprintln!("rung check: the slurm runner failed: {e}");
+                    eprintln!("rung check: {e}");
                     return Ok(exit::INTERNAL);
                 }
             }
         }
-        RunOn::Ssh(t) => match rung::remote::check(&ws, &mut store, &opts, t, None, &mut |line: &str| {
-            eprintln!("rung check: {}: {line}", t.url())
-        }) {
-            Ok((r, synced)) => {
-                if let Some(s) = synced {
-                    eprintln!(
-                        "rung check: {}: sent {} file(s), removed {}, {}",
-                        t.url(),
-                        s.sent.len(),
-                        s.removed.len(),
-                        if s.shipped_binary {
-                            format!("shipped rung to {}", s.rung)
-                        } else {
-                            format!("using {}", s.rung)
-                        }
-                    );
-                }
-                match r {
-                    Some(r) => r,
-                    None => return Ok(exit::INTERNAL),
-                }
-            }
-            Err(e) => {
-                eprintln!("rung check: the ssh runner failed: {e}");
-                return Ok(exit::INTERNAL);
-            }
-        },
     };
     let mut notes = Vec::new();
     if let (Some(base), Some(pct)) = (&args.baseline, args.max_regression) {

@@ -380,26 +380,17 @@ pub fn watch(
                     let one = CheckOptions { versions: vec![id.clone()], seed: Some(job.seed), ..opts.clone() };
                     match crate::remote::RunOn::of(&job.ws, None).map_err(|e| e.to_string())? {
                         crate::remote::RunOn::Here => {}
-                        // A Slurm job: its state goes out as it changes; a newer save cancels it.
-                        crate::remote::RunOn::Slurm(r) => {
-                            let (tx, generation) = (tx.clone(), job.generation);
-                            let mut note = |s: &crate::slurm::JobStatus| {
-                                let _ = tx.send(Msg::Note(id.clone(), generation, s.describe()));
-                            };
-                            let report =
-                                crate::slurm::check(&job.ws, &mut store, &one, &r, Some(&job.cancel), &mut note)?;
-                            return Ok(report.and_then(|r| r.versions.into_iter().next()));
-                        }
-                        // The SSH host climbs the rungs (its build too); each result is recorded
-                        // here and announced as it comes home; a newer save stops the remote check.
-                        crate::remote::RunOn::Ssh(t) => {
+                        // An SSH host climbs the rungs (its build too), a Slurm job likewise;
+                        // each result is recorded here and announced as it comes home, and a
+                        // newer save stops the check.
+                        away => {
                             let (tx, generation) = (tx.clone(), job.generation);
                             let mut note = |line: &str| {
                                 let _ = tx.send(Msg::Note(id.clone(), generation, line.to_string()));
                             };
-                            let (report, _) =
-                                crate::remote::check(&job.ws, &mut store, &one, &t, Some(&job.cancel), &mut note)
-                                    .map_err(|e| e.to_string())?;
+                            let report = away
+                                .check_away(&job.ws, &mut store, &one, Some(&job.cancel), &mut note)
+                                .map_err(|e| e.to_string())?;
                             return Ok(report.and_then(|r| r.versions.into_iter().next()));
                         }
                     }
