@@ -125,7 +125,7 @@ pub enum AwayError {
     #[error("the ssh runner failed: {0}")]
     Ssh(#[from] RemoteError),
     #[error("the slurm runner failed: {0}")]
-    Slurm(String),
+    Slurm(#[from] crate::slurm::SlurmError),
     #[error("this machine is no runner elsewhere: check here")]
     Here,
 }
@@ -147,7 +147,7 @@ impl RunOn {
             RunOn::Here => Err(AwayError::Here),
             RunOn::Slurm(r) => {
                 let mut status = |s: &crate::slurm::JobStatus| note(&s.describe());
-                crate::slurm::check(ws, store, opts, r, cancel.map(|c| &**c), &mut status).map_err(AwayError::Slurm)
+                Ok(crate::slurm::check(ws, store, opts, r, cancel.map(|c| &**c), &mut status)?)
             }
             RunOn::Ssh(t) => {
                 let (report, synced) = check(ws, store, opts, t, cancel, &mut *note)?;

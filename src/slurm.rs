@@ -90,6 +90,19 @@ fn squeue(name: &str) -> Option<JobStatus> {
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// Why a Slurm check gave no report.
+#[derive(Debug, thiserror::Error)]
+pub enum SlurmError {
+    #[error("cannot find rung itself: {0}")]
+    NoRung(std::io::Error),
+    #[error("cannot start srun (is Slurm's client installed?): {0}")]
+    Srun(std::io::Error),
+    #[error("srun: {0}")]
+    Wait(std::io::Error),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
 /// `rung check` as a Slurm job. `status` hears every change of the job's state; `cancel`
 /// (a newer save) cancels the job: `Ok(None)`.
 pub fn check(
@@ -99,14 +112,14 @@ pub fn check(
     r: &RunnerSpec,
     cancel: Option<&AtomicBool>,
     status: &mut dyn FnMut(&JobStatus),
-) -> Result<Option<CheckReport>, String> {
+) -> Result<Option<CheckReport>, SlurmError> {
     let seed = match opts.seed {
         Some(s) => s,
-        None => store.next_seed(crate::check::draw_seed).map_err(|e| e.to_string())?,
+        None => store.next_seed(crate::check::draw_seed)?,
     };
     let exe = match r.rung.as_deref().filter(|p| !p.is_empty()) {
         Some(p) => PathBuf::from(p),
-        None => std::env::current_exe().map_err(|e| format!("cannot find rung itself: {e}"))?,
+        None => std::env::current_exe().map_err(SlurmError::NoRung)?,
     };
     let n = COUNTER.fetch_add(1, Ordering::SeqCst);
     let name = format!("rung-{}-{n}", std::process::id());
@@ -118,7 +131,7 @@ pub fn check(
     }
     cmd.args(&opts.versions);
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| format!("cannot start srun (is Slurm's client installed?): {e}"))?;
+    let mut child = cmd.spawn().map_err(SlurmError::Srun)?;
     let mut out_pipe = child.stdout.take().expect("piped");
     let mut err_pipe = child.stderr.take().expect("piped");
     let out_thread = std::thread::spawn(move || {
@@ -134,7 +147,7 @@ pub fn check(
     let mut last: Option<JobStatus> = None;
     let mut cancelled = false;
     let exit = loop {
-        if let Some(code) = child.try_wait().map_err(|e| format!("srun: {e}"))? {
+        if let Some(code) = child.try_wait().map_err(SlurmError::Wait)? {
             break code;
         }
         if let Some(s) = squeue(&name)
@@ -202,7 +215,7 @@ pub fn check(
         runner: Some(format!("slurm job {job}")),
     };
     let failure = crate::check::RunnerFailure { reason, summary: why, duration_ms: 0.0, ran_on: ran };
-    crate::check::runner_failed(ws, store, &opts.versions, seed, failure).map(Some).map_err(|e| e.to_string())
+    Ok(crate::check::runner_failed(ws, store, &opts.versions, seed, failure).map(Some)?)
 }
 
 #[cfg(test)]
