@@ -362,33 +362,28 @@ pub struct WorkerEnv {
     /// libcupti for the workers' bench timing (`RUNG_CUPTI`), when rung found one and the
     /// environment names none.
     pub cupti: Option<PathBuf>,
-    /// Modules the zygote imports before it forks (`RUNG_PREIMPORT`), from [`preimports`].
-    pub preimport: Vec<&'static str>,
+    /// The zygote imports `torch._inductor.config` before it forks (`RUNG_PREIMPORT`): see
+    /// [`uses_inductor`]. Decided when a zygote starts.
+    pub preimport_inductor: bool,
 }
 
-/// What the workspace's Python at its root or in `versions/` will import on first use, in
-/// every child, unless the zygote imports it once before it forks: `torch._inductor.config`
-/// for GPU MODE's DeterministicContext (`torch.use_deterministic_algorithms`, in nearly every
-/// pmpp_v2 reference) and `torch.compile` (900 modules, 4-6 s on the H200's Python). Only
-/// modules whose import leaves CUDA alone belong here: `torch.utils.cpp_extension` (for
+/// Whether the workspace's Python at its root or in `versions/` calls what imports
+/// `torch._inductor.config` on first use, in every forked child unless the zygote imports it
+/// once: GPU MODE's DeterministicContext (`torch.use_deterministic_algorithms`, in nearly every
+/// pmpp_v2 reference) or `torch.compile` (900 modules, 4-6 s on the H200's Python). Only
+/// modules whose import leaves CUDA alone may be preimported: `torch.utils.cpp_extension` (for
 /// `load_inline`) initialises CUDA when imported, and every forked child then fails with
 /// "Cannot re-initialize CUDA in forked subprocess" (seen on the H200).
-pub fn preimports(root: &Path) -> Vec<&'static str> {
-    let names = |dir: &Path| -> Vec<PathBuf> {
+pub fn uses_inductor(root: &Path) -> bool {
+    let py = |dir: &Path| -> Vec<PathBuf> {
         std::fs::read_dir(dir)
             .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "py")).collect())
             .unwrap_or_default()
     };
-    let text: String = names(root)
-        .into_iter()
-        .chain(names(&root.join("versions")))
-        .filter_map(|p| std::fs::read_to_string(p).ok())
-        .collect();
-    let mut out = Vec::new();
-    if text.contains("use_deterministic_algorithms") || text.contains("torch.compile") {
-        out.push("torch._inductor.config");
-    }
-    out
+    py(root).into_iter().chain(py(&root.join(crate::workspace::VERSIONS_DIR))).any(|p| {
+        std::fs::read_to_string(p)
+            .is_ok_and(|t| t.contains("use_deterministic_algorithms") || t.contains("torch.compile"))
+    })
 }
 
 impl WorkerEnv {
@@ -407,8 +402,8 @@ impl WorkerEnv {
         if let Some(p) = &self.cupti {
             cmd.env("RUNG_CUPTI", p);
         }
-        if !self.preimport.is_empty() {
-            cmd.env("RUNG_PREIMPORT", self.preimport.join(","));
+        if self.preimport_inductor {
+            cmd.env("RUNG_PREIMPORT", "torch._inductor.config");
         }
     }
 }
@@ -472,7 +467,7 @@ impl Runners {
                 data,
                 visible_device: None,
                 cupti: if std::env::var_os("RUNG_CUPTI").is_some() { None } else { crate::toolchain::find_cupti() },
-                preimport: preimports(root),
+                preimport_inductor: false,
             },
             script,
             python,
@@ -504,6 +499,8 @@ impl Runners {
                 Failure::Protocol("no Python with numpy for the worker: run `rung setup`".to_string())
             })?;
             let t0 = Instant::now();
+            // Read when a zygote starts (a watch's restarted zygote sees versions added since).
+            self.env.preimport_inductor = uses_inductor(&self.env.cwd);
             let z = Zygote::start(&python, &self.script, interpret, &self.env, self.live.clone())?;
             self.zygote_starts.push(t0.elapsed().as_secs_f64());
             self.zygotes.push(z);
@@ -585,25 +582,24 @@ impl Drop for Runners {
 
 #[cfg(test)]
 mod tests {
-    use super::preimports;
+    use super::uses_inductor;
 
     #[test]
-    fn the_zygote_preimports_what_the_problem_and_versions_name() {
+    fn the_zygote_preimports_inductor_when_the_problem_or_a_version_calls_for_it() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path();
         std::fs::create_dir(root.join("versions")).unwrap();
         std::fs::write(root.join("reference.py"), "def ref_kernel(data):\n    return data\n").unwrap();
-        assert!(preimports(root).is_empty());
+        assert!(!uses_inductor(root));
         // GPU MODE's utils.py: DeterministicContext.
         std::fs::write(root.join("utils.py"), "torch.use_deterministic_algorithms(True)\n").unwrap();
-        assert_eq!(preimports(root), ["torch._inductor.config"]);
+        assert!(uses_inductor(root));
+        // load_inline alone is no reason: cpp_extension is never preimported.
+        std::fs::remove_file(root.join("utils.py")).unwrap();
         std::fs::write(root.join("versions").join("v001.py"), "from torch.utils.cpp_extension import load_inline\n")
             .unwrap();
-        // Not cpp_extension: its import initialises CUDA, which a forked child cannot use.
-        assert_eq!(preimports(root), ["torch._inductor.config"]);
-        std::fs::remove_file(root.join("utils.py")).unwrap();
-        assert!(preimports(root).is_empty());
+        assert!(!uses_inductor(root));
         std::fs::write(root.join("versions").join("v002.py"), "custom_kernel = torch.compile(f)\n").unwrap();
-        assert_eq!(preimports(root), ["torch._inductor.config"]);
+        assert!(uses_inductor(root));
     }
 }

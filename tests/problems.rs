@@ -35,6 +35,20 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// A copy of the outslot fixture (pmpp_v2 vector add) at `tmp/name`.
+fn outslot(tmp: &Path, name: &str) -> std::path::PathBuf {
+    let ws = tmp.join(name);
+    copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gpu-mode/outslot")), &ws);
+    ws
+}
+
+/// Rewrites `file` with its first `from` replaced by `to` (which must be there).
+fn rewrite(file: &Path, from: &str, to: &str) {
+    let text = std::fs::read_to_string(file).unwrap();
+    assert!(text.contains(from), "{} has no {from:?}", file.display());
+    std::fs::write(file, text.replacen(from, to, 1)).unwrap();
+}
+
 /// version id → (verdict, reason of the first stage that did not pass, its summary).
 fn check(ws: &Path, versions: &[&str]) -> BTreeMap<String, (String, String, String)> {
     let out = Command::new(env!("CARGO_BIN_EXE_rung"))
@@ -66,8 +80,7 @@ fn check(ws: &Path, versions: &[&str]) -> BTreeMap<String, (String, String, Stri
 fn pmpp_v2_outputs_in_data_and_every_cheat_family_its_reason() {
     let Some(_) = python_with_torch() else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("outslot");
-    copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gpu-mode/outslot")), &ws);
+    let ws = outslot(tmp.path(), "outslot");
     // A version after the forger: the channel it wrote into must not answer for this one.
     std::fs::copy(ws.join("versions/v001-fills-output.py"), ws.join("versions/v099-after-the-forger.py")).unwrap();
     let t = Instant::now();
@@ -146,8 +159,7 @@ fn kernelbench_reference_is_out_of_the_versions_reach() {
 fn a_bench_re_check_refills_the_timed_buffers_and_names_a_remembered_result() {
     let Some(python) = python_with_torch() else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("outslot");
-    copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gpu-mode/outslot")), &ws);
+    let ws = outslot(tmp.path(), "outslot");
     let kb = tmp.path().join("kb");
     copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kernelbench")), &kb);
     // The worker's bench set-up on the CPU: the timed calls, then the re-check on set 0.
@@ -196,19 +208,16 @@ print(json.dumps(out))
 fn an_input_the_problem_cannot_draw_twice_is_not_a_mutation() {
     let Some(_) = python_with_torch() else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("drifting");
-    copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gpu-mode/outslot")), &ws);
+    let ws = outslot(tmp.path(), "drifting");
     // generate_input draws A the same way twice in the compile phase, then never again (as a
     // draw through a nondeterministic GPU reduction might): drawing it again after the call
     // cannot stand for a copy, and an honest version must still pass.
-    let reference = std::fs::read_to_string(ws.join("reference.py")).unwrap();
-    let drifting = reference.replacen(
+    rewrite(
+        &ws.join("reference.py"),
         "    return A, B, C",
         "    _draws.append(1)\n    if len(_draws) > 2:\n        A = A + 1e-3 * len(_draws)\n    return A, B, C",
-        1,
-    ) + "\n\n_draws = []\n";
-    assert_ne!(drifting, reference);
-    std::fs::write(ws.join("reference.py"), drifting).unwrap();
+    );
+    rewrite(&ws.join("reference.py"), "\ndef generate_input", "\n_draws = []\n\n\ndef generate_input");
     let got = check(&ws, &["v001", "v003"]);
     assert_eq!(got["v001"].0, "pass", "{:?}", got["v001"]);
     // A real mutation is still one.
@@ -219,25 +228,20 @@ fn an_input_the_problem_cannot_draw_twice_is_not_a_mutation() {
 fn a_problem_that_uses_deterministic_algorithms_finds_inductor_imported_in_its_child() {
     let Some(_) = python_with_torch() else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("deterministic");
-    copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gpu-mode/outslot")), &ws);
+    let ws = outslot(tmp.path(), "deterministic");
     // A reference that runs under GPU MODE's DeterministicContext, as nearly every pmpp_v2 one
     // does: torch.use_deterministic_algorithms imports torch._inductor.config on first use.
-    let reference = std::fs::read_to_string(ws.join("reference.py")).unwrap();
-    let wrapped = reference.replacen(
+    rewrite(
+        &ws.join("reference.py"),
         "    A, B, output = data\n",
         "    torch.use_deterministic_algorithms(True)\n    torch.use_deterministic_algorithms(False)\n    A, B, output = data\n",
-        1,
     );
-    assert_ne!(wrapped, reference);
-    std::fs::write(ws.join("reference.py"), wrapped).unwrap();
     // The version fails unless its child found the module already imported (by the zygote).
-    let v001 = std::fs::read_to_string(ws.join("versions").join("v001-fills-output.py")).unwrap();
-    std::fs::write(
-        ws.join("versions").join("v001-fills-output.py"),
-        format!("import sys\nassert 'torch._inductor.config' in sys.modules, 'not preimported'\n{v001}"),
-    )
-    .unwrap();
+    rewrite(
+        &ws.join("versions").join("v001-fills-output.py"),
+        "from task import",
+        "import sys\nassert 'torch._inductor.config' in sys.modules, 'not preimported'\nfrom task import",
+    );
     let got = check(&ws, &["v001"]);
     assert_eq!(got["v001"].0, "pass", "{:?}", got["v001"]);
 }

@@ -679,17 +679,6 @@ def patched_timers():
     return out
 
 
-def _origin(v):
-    """The module a replacement comes from: through partials, bound methods and wrappers."""
-    for _ in range(8):
-        inner = getattr(v, "func", None) or getattr(v, "__func__", None) or getattr(v, "__wrapped__", None)
-        if inner is None or inner is v:
-            break
-        v = inner
-    m = getattr(v, "__module__", None)
-    return m if isinstance(m, str) else type(v).__module__
-
-
 def _parts(v):
     """What a function is made of (the function, its code, defaults and closure cells): a version
     may replace the code or a cell of a closure (make_match_reference's atol) and keep the
@@ -800,7 +789,7 @@ def _torch_made(v, originals):
     atol=1e9), or a function written elsewhere under the original's name (functools.wraps copies
     __module__, not the code's file)."""
     import functools
-    if id(v) in originals or isinstance(v, functools.partial):
+    if isinstance(v, functools.partial) or id(v) in originals:
         return False
     v = getattr(v, "__func__", v)  # a bound method: its function
     code = getattr(v, "__code__", None)

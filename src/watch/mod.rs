@@ -423,7 +423,7 @@ pub fn watch(
     let mut known: BTreeSet<String> = ws.versions.iter().map(|v| v.id.clone()).collect();
     // What each file held when it last started jobs: a change that both the file events and
     // the scan report starts them once.
-    let mut seen = poll::Seen::of(&root, poll::scan(&root, &*keep).into_keys());
+    let mut seen = poll::Seen::default();
     emit(&WatchEvent {
         unix_ms: now(),
         kind: EventKind::Started {
