@@ -198,24 +198,20 @@ fn is_kernelbench_problem(text: &str) -> bool {
     text.contains("class Model") && text.contains("def get_inputs") && !text.contains("class ModelNew")
 }
 
-/// Editor droppings and shared headers that live beside versions but are not versions.
+/// Editor droppings and notes that live beside versions and matter to nothing rung does.
 pub fn is_ignored_name(name: &str) -> bool {
     name.starts_with('.')
         || name.starts_with('#')
         || name.ends_with('~')
         || name == "4913" // vim probes a directory's writability with this name
         || name == "__pycache__"
-        || [".swp", ".swo", ".swx", ".bak", ".orig", ".tmp", ".h", ".cuh", ".hpp", ".inc", ".md", ".txt", ".json"]
-            .iter()
-            .any(|ext| name.ends_with(ext))
+        || [".swp", ".swo", ".swx", ".bak", ".orig", ".tmp", ".md", ".txt", ".json"].iter().any(|ext| name.ends_with(ext))
 }
 
-/// Whether a file name is a C/C++/CUDA header a version may include (never a version itself;
-/// a save of one rebuilds the versions that include it).
+/// A C/C++/CUDA header a version may include: never a version itself, but a save of one
+/// rebuilds the versions that include it.
 pub fn is_header_name(name: &str) -> bool {
-    !name.starts_with('.')
-        && !name.starts_with('#')
-        && [".h", ".cuh", ".hpp", ".inc"].iter().any(|ext| name.ends_with(ext))
+    [".h", ".cuh", ".hpp", ".inc"].iter().any(|ext| name.ends_with(ext))
 }
 
 /// The id of a version file: its `vNNN` prefix, else its stem.
@@ -237,7 +233,7 @@ fn discover_versions(root: &Path, format: Format, diags: &mut Vec<Diagnostic>) -
         for entry in std::fs::read_dir(&dir)? {
             let entry = entry?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            if entry.file_type()?.is_file() && !is_ignored_name(&name) {
+            if entry.file_type()?.is_file() && !is_ignored_name(&name) && !is_header_name(&name) {
                 files.push(PathBuf::from(VERSIONS_DIR).join(name));
             }
         }
@@ -338,10 +334,13 @@ mod tests {
 
     #[test]
     fn ignores_editor_files_and_headers() {
-        for n in [".v001.cu.swp", "v001.cu~", "#v001.cu#", "4913", "common.cuh", "notes.md"] {
+        for n in [".v001.cu.swp", "v001.cu~", "#v001.cu#", "4913", "notes.md", ".common.cuh.swp"] {
             assert!(is_ignored_name(n), "{n}");
         }
         assert!(!is_ignored_name("v001.cu"));
+        // A header is no version, and not ignored either: saving it rebuilds its includers.
+        assert!(is_header_name("common.cuh") && !is_ignored_name("common.cuh"));
+        assert!(!is_header_name("v001.cu"));
     }
 
     #[test]

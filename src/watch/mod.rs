@@ -243,7 +243,7 @@ fn relevant(root: &Path, path: &Path, ignore: &ignore::gitignore::Gitignore) -> 
         return None;
     }
     let name = rel.file_name()?.to_string_lossy().into_owned();
-    if crate::workspace::is_ignored_name(&name) && !crate::workspace::is_header_name(&name) {
+    if crate::workspace::is_ignored_name(&name) {
         return None;
     }
     if ignore.matched_path_or_any_parents(&rel, false).is_ignore() {
