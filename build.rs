@@ -1,4 +1,4 @@
-// Embedded workspaces (include_dir!) must be re-embedded when their files change.
+// The self-test's embedded fixtures (include_dir!) must be re-embedded when their files change.
 fn main() {
-    println!("cargo:rerun-if-changed=assets");
+    println!("cargo:rerun-if-changed=tests/fixtures");
 }

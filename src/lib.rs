@@ -1,41 +1,9 @@
-//! rung's core: workspace, stages, runners, scheduler, store and agent. Nothing here depends on
-//! a terminal UI; the CLI, the TUI and the MCP server are thin shells over it.
+//! rung's shells over the core (`rung-core`): the chat agent, the MCP server and the self-test.
+//! The CLI and the TUI are the binary's (`main.rs`). Every core module is re-exported here at
+//! its own name (`rung::check`, `rung::store`), so the shells and the tests name one crate.
+
+pub use rung_core::*;
 
 pub mod agent;
-pub mod asm;
-pub mod assets;
-pub mod check;
-pub mod context;
-pub mod cupti;
-pub mod devstate;
-pub use model::diag;
-pub use model::dtype;
-pub mod exit;
-pub mod expr;
-pub mod gpu;
-pub mod gpulock;
-pub mod highlight;
-pub mod hostentry;
-pub mod inputs;
-pub mod launch;
 pub mod mcp;
-pub mod metrics;
-pub use rung_model as model;
-pub mod nvrtc;
-pub mod parsers;
-pub mod profile;
-pub mod remote;
-pub mod runners;
 pub mod selftest;
-pub mod setup;
-pub mod slurm;
-pub mod spec;
-pub mod stages;
-pub mod stats;
-pub mod store;
-pub mod templates;
-pub mod tomlfile;
-pub mod toolchain;
-pub mod watch;
-pub mod worker;
-pub mod workspace;

@@ -17,7 +17,7 @@ fn modules(src: &Path) -> BTreeMap<String, PathBuf> {
     while let Some(dir) = stack.pop() {
         for e in std::fs::read_dir(&dir).unwrap() {
             let p = e.unwrap().path();
-            // A folder with its own Cargo.toml is another crate (src/model): its own graph.
+            // A folder with its own Cargo.toml is another crate (src/core, src/model): its own graph.
             if p.is_dir() && !p.join("Cargo.toml").is_file() {
                 stack.push(p);
             } else if p.extension().is_some_and(|e| e == "rs") {
@@ -225,6 +225,7 @@ fn check(src: &Path, root: &str) -> Vec<String> {
 fn the_module_graph_has_no_loops() {
     let src = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"));
     let mut found = check(src, "rung");
+    found.extend(check(&src.join("core"), "rung_core"));
     found.extend(check(&src.join("model"), "rung_model"));
     assert!(found.is_empty(), "{}", found.join("\n\n"));
 }
@@ -325,4 +326,41 @@ fn the_model_crate_depends_on_serde_and_schemars_alone_and_does_no_io() {
         }
     }
     assert!(bad.is_empty(), "the model does I/O:\n{}", bad.join("\n"));
+}
+
+/// The core (workspace, stages, runners, workers, store, watcher) is a crate under the shells: no
+/// terminal UI, command line, MCP or HTTP crate in its manifest, nor anywhere in its dependency
+/// tree, and it names no shell module.
+#[test]
+fn the_core_crate_has_no_ui_and_names_no_shell() {
+    let src = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"));
+    let manifest: toml::Table = std::fs::read_to_string(src.join("core/Cargo.toml")).unwrap().parse().unwrap();
+    let deps: Vec<&String> = manifest.get("dependencies").and_then(|d| d.as_table()).unwrap().keys().collect();
+    const SHELL_CRATES: [&str; 8] =
+        ["ratatui", "crossterm", "ratatui-textarea", "clap", "rmcp", "ureq", "indicatif", "pulldown-cmark"];
+    for d in &deps {
+        assert!(!SHELL_CRATES.contains(&d.as_str()), "the core crate depends on `{d}`, a shell's crate");
+    }
+    assert!(deps.iter().any(|d| *d == "rung-model"), "the core crate stands on the model");
+    let tree = std::process::Command::new(env!("CARGO"))
+        .args(["tree", "--offline", "-p", "rung-core", "-e", "normal", "--prefix", "none"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo tree runs");
+    assert!(tree.status.success(), "cargo tree: {}", String::from_utf8_lossy(&tree.stderr));
+    let tree = String::from_utf8_lossy(&tree.stdout);
+    assert!(tree.lines().any(|l| l.starts_with("rung-model ")), "cargo tree printed no dependency: {tree}");
+    for name in ["ratatui", "crossterm", "clap", "rmcp"] {
+        let hit: Vec<&str> = tree.lines().filter(|l| l.split(' ').next() == Some(name)).collect();
+        assert!(hit.is_empty(), "`cargo tree -p rung-core` lists {name}: {hit:?}");
+    }
+    let shells = regex::Regex::new(r"\b(crate|rung)::(agent|mcp|selftest|cli|tui)\b").unwrap();
+    let mut bad = Vec::new();
+    for f in rust_files(&src.join("core")) {
+        let text = code_only(&std::fs::read_to_string(&f).unwrap());
+        if let Some(m) = shells.find(&text) {
+            bad.push(format!("{}: {}", f.strip_prefix(src).unwrap().display(), m.as_str()));
+        }
+    }
+    assert!(bad.is_empty(), "the core names a shell:\n{}", bad.join("\n"));
 }

@@ -788,7 +788,7 @@ class _Flusher:
 
 class _Tracer:
     """CUPTI's activity records (kernels, copies, memsets on every stream), through ctypes: the
-    same timing as the native worker's (src/cupti.rs). A call's time is the GPU's busy time for
+    same timing as the native worker's (src/core/cupti.rs). A call's time is the GPU's busy time for
     its work (the union of the intervals, overlaps once, idle gaps not at all), with the span
     from first start to last end beside it; rung's flush kernels are left out. The record fields
     are read at the offsets of CUDA 13's cupti_activity.h: start at 16, end at 24, a kernel's

@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use include_dir::{Dir, include_dir};
 
-static VECTOR_ADD: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/assets/templates/vector-add");
-static DEMO: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/assets/demo");
+static VECTOR_ADD: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../assets/templates/vector-add");
+static DEMO: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../assets/demo");
 
 /// The demo's template name.
 pub const DEMO_TEMPLATE: &str = "rmsnorm";

@@ -505,7 +505,7 @@ __device__ void helper(float* x) { }
     fn triton_kernels_declared_and_never_launched_are_named() {
         let src = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/gpu-mode/outslot/versions/v010-wrong-no-custom-kernel.py"
+            "/../../tests/fixtures/gpu-mode/outslot/versions/v010-wrong-no-custom-kernel.py"
         ))
         .unwrap();
         assert_eq!(declared_kernels(&src), vec!["add_kernel".to_string()]);

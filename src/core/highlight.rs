@@ -8,8 +8,8 @@ use syntect::easy::HighlightLines;
 use syntect::highlighting::{Theme, ThemeSet};
 use syntect::parsing::{SyntaxDefinition, SyntaxReference, SyntaxSet};
 
-const PTX: &str = include_str!("../assets/syntaxes/PTX.sublime-syntax");
-const SASS: &str = include_str!("../assets/syntaxes/SASS.sublime-syntax");
+const PTX: &str = include_str!("../../assets/syntaxes/PTX.sublime-syntax");
+const SASS: &str = include_str!("../../assets/syntaxes/SASS.sublime-syntax");
 
 /// syntect's default grammars with PTX and SASS added.
 pub fn syntaxes() -> &'static SyntaxSet {

@@ -186,7 +186,7 @@ mod tests {
     #[test]
     fn the_demo_roofline_is_memory_bound_and_its_percentage_is_bytes_over_time_over_ceiling() {
         let spec = crate::spec::Spec::parse(
-            &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/demo/rung.toml")).unwrap(),
+            &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../assets/demo/rung.toml")).unwrap(),
             std::path::Path::new("rung.toml"),
         )
         .unwrap();

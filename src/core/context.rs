@@ -14,7 +14,7 @@ use include_dir::{Dir, include_dir};
 use serde::{Deserialize, Serialize};
 
 /// rung's own notes for the agent: PTX and SASS reading, Triton, CuTe layouts, Hopper habits.
-static NOTES: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/context");
+static NOTES: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../context");
 
 /// Files over this are not indexed (generated sources, data).
 pub const MAX_FILE_BYTES: u64 = 2 * 1024 * 1024;

@@ -252,6 +252,15 @@ fn relevant(root: &Path, path: &Path, ignore: &ignore::gitignore::Gitignore) -> 
     Some(rel)
 }
 
+/// Why a watch could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error("{}: {source}", path.display())]
+    Root { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Workspace(#[from] crate::workspace::OpenError),
+}
+
 /// Runs the pipeline on the workspace at `root` until `stop` is set, calling `emit` for every
 /// event (from this thread).
 pub fn watch(
@@ -259,8 +268,8 @@ pub fn watch(
     opts: &WatchOptions,
     stop: Arc<AtomicBool>,
     mut emit: impl FnMut(&WatchEvent),
-) -> anyhow::Result<()> {
-    let root = root.canonicalize()?;
+) -> Result<(), WatchError> {
+    let root = root.canonicalize().map_err(|source| WatchError::Root { path: root.to_path_buf(), source })?;
     let machine = Arc::new(Machine::discover());
     let (tx, rx): (Sender<Msg>, Receiver<Msg>) = channel();
 
@@ -640,7 +649,7 @@ mod tests {
     use super::*;
 
     fn fixture(rel: &str) -> Workspace {
-        Workspace::open(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)).unwrap()
+        Workspace::open(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(rel)).unwrap()
     }
 
     #[test]

@@ -275,4 +275,4 @@ impl crate::expr::Scope for SizeScope<'_> {
 }
 
 /// An embedded, documented example; `rung new` writes it and the tests parse it.
-pub const EXAMPLE: &str = include_str!("../../assets/templates/vector-add/rung.toml");
+pub const EXAMPLE: &str = include_str!("../../../assets/templates/vector-add/rung.toml");
