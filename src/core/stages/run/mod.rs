@@ -63,6 +63,20 @@ fn failure_reason(f: &Failure) -> (Verdict, Option<Reason>) {
     }
 }
 
+/// Why a CUDA reference cannot serve: its file, and what went wrong. Each says which file and
+/// what to fix; the run rung fails with `reference-failed` and the bench claims no speedup.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ReferenceError {
+    #[error("cannot read {}: {message}", path.display())]
+    Read { path: std::path::PathBuf, message: String },
+    #[error("{}: {message}", path.display())]
+    Kind { path: std::path::PathBuf, message: String },
+    #[error("the reference {} does not build: {why}", path.display())]
+    Build { path: std::path::PathBuf, why: String },
+    #[error("{0}")]
+    Store(String),
+}
+
 /// What a machine offers the run rung.
 pub struct RunEnv<'a> {
     pub toolchain: &'a Toolchain,
@@ -72,7 +86,7 @@ pub struct RunEnv<'a> {
     pub gpu_arch: Option<u32>,
     /// A CUDA reference's build ([`crate::check::reference_build`]): what it is and its source,
     /// or why it did not build.
-    pub reference: Option<Result<(VersionFile, String), String>>,
+    pub reference: Option<Result<(VersionFile, String), ReferenceError>>,
 }
 
 /// Runs and checks one version that built.
@@ -139,7 +153,7 @@ pub fn run_and_check(
                     return out;
                 }
             },
-            Some(Err(why)) => return failed(Verdict::Error, Some(Reason::ReferenceFailed), why.clone()),
+            Some(Err(why)) => return failed(Verdict::Error, Some(Reason::ReferenceFailed), why.to_string()),
             None => return skipped(format!("the reference {} was not built", reference.display())),
         }
     };

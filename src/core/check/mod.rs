@@ -11,11 +11,15 @@ use crate::model::report::{CheckReport, SCHEMA, Stage, StageDetail, StageResult,
 use crate::runners::Runners;
 use crate::stages::StageOutcome;
 use crate::stages::build::{self, BuildEnv};
-use crate::stages::{prepare, run};
 use crate::store::{NewResult, Status, Store, StoreError, sha256_hex};
 use crate::store::{millis, rfc3339};
 use crate::toolchain::Toolchain;
+
+mod bench;
+pub mod contract;
+pub mod ladder;
 use crate::workspace::{VersionFile, Workspace};
+use contract::Climb;
 
 #[derive(Debug, Clone, Default)]
 pub struct CheckOptions {
@@ -244,12 +248,10 @@ pub struct RunnerFailure {
     pub ran_on: crate::model::report::RanOn,
 }
 
-fn is_cancelled(cancel: Option<&std::sync::Arc<std::sync::atomic::AtomicBool>>) -> bool {
-    cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst))
-}
-
 /// The id a CUDA reference is built under: its dumps are `.rung/dumps/reference/`.
 pub const REFERENCE_ID: &str = "reference";
+
+pub use crate::stages::run::ReferenceError;
 
 /// A `.cu` (or `.ptx`) reference, built like a version (the same compiler flags and cache) into
 /// `.rung/dumps/reference/`, for the run rung to launch through the native worker. `None` when the
@@ -258,16 +260,16 @@ pub fn reference_build(
     ws: &Workspace,
     store: &mut Store,
     machine: &Machine,
-) -> Option<Result<(VersionFile, String), String>> {
+) -> Option<Result<(VersionFile, String), ReferenceError>> {
     let path = ws.reference.as_ref().filter(|r| r.extension().is_some_and(|e| e == "cu" || e == "ptx"))?;
     machine.gpu.first()?;
     let source = match std::fs::read_to_string(ws.root.join(path)) {
         Ok(s) => s,
-        Err(e) => return Some(Err(format!("cannot read {}: {e}", path.display()))),
+        Err(e) => return Some(Err(ReferenceError::Read { path: path.clone(), message: e.to_string() })),
     };
     let kind = match crate::workspace::detect_kind(path, &source) {
         Ok(k) => k,
-        Err(e) => return Some(Err(format!("{}: {e}", path.display()))),
+        Err(e) => return Some(Err(ReferenceError::Kind { path: path.clone(), message: e.to_string() })),
     };
     let v = VersionFile { id: REFERENCE_ID.into(), path: path.clone(), kind };
     let env = BuildEnv {
@@ -280,11 +282,14 @@ pub fn reference_build(
     };
     Some(match build::build(&env, store, &v, &source) {
         Ok(b) if b.verdict == Verdict::Pass => Ok((v, source)),
-        Ok(b) => Err(match b.diagnostics.iter().find(|d| d.severity == crate::diag::Severity::Error) {
-            Some(d) => format!("the reference {} does not build: {}: {}", path.display(), d.location(), d.message),
-            None => format!("the reference {} does not build: {}", path.display(), b.summary),
+        Ok(b) => Err(ReferenceError::Build {
+            path: path.clone(),
+            why: match b.diagnostics.iter().find(|d| d.severity == crate::diag::Severity::Error) {
+                Some(d) => format!("{}: {}", d.location(), d.message),
+                None => b.summary,
+            },
         }),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(ReferenceError::Store(e.to_string())),
     })
 }
 
@@ -297,7 +302,7 @@ pub fn handed_over(store: &mut Store, ws: &Workspace, v: &VersionFile) -> Result
     Ok(Built { version: v.clone(), source, source_hash, status: row.status, stages: vec![], runnable: true })
 }
 
-/// The prepare and build rungs of one version, recorded. `cancel` (set by the scheduler when a
+/// The CPU rungs (prepare, build) of one version, recorded. `cancel` (set by the scheduler when a
 /// newer save arrives) kills the running tool; a cancelled phase records nothing more and
 /// returns `None`.
 pub fn build_phase(
@@ -310,69 +315,36 @@ pub fn build_phase(
 ) -> Result<Option<Built>, StoreError> {
     let (source, read_error) = match ws.read_source(v) {
         Ok(s) => (s, None),
-        Err(e) => (String::new(), Some(e)),
+        Err(e) => (String::new(), Some(e.to_string())),
     };
     let source_hash = sha256_hex(source.as_bytes());
     let row = store.sync_version(v, &source_hash, Status::Draft)?;
-    let mut stages = Vec::new();
-
-    let started = SystemTime::now();
-    let t0 = Instant::now();
-    let p = match read_error {
-        Some(e) => prepare::Prepared {
-            verdict: Verdict::Error,
-            summary: format!("cannot read {}: {e}", v.path.display()),
-            diagnostics: vec![],
-            detail: StageDetail::None,
-            reason: None,
-        },
-        None => prepare::prepare(ws.format, ws.spec.as_ref(), v, &source),
+    const NO_OPTIONS: &CheckOptions = &CheckOptions { versions: Vec::new(), seed: None, no_bench: false };
+    let mut no_workers = None;
+    let mut cx = Climb {
+        ws,
+        store,
+        machine,
+        runners: &mut no_workers,
+        opts: NO_OPTIONS,
+        seed,
+        cancel,
+        version: v.clone(),
+        source,
+        source_hash,
+        read_error,
+        stages: vec![],
+        reference: None,
+        launched: vec![],
+        check: None,
+        benched: None,
     };
-    let result = stage_result(
-        Stage::Prepare,
-        (started, t0),
-        StageOutcome {
-            verdict: p.verdict,
-            summary: p.summary,
-            diagnostics: p.diagnostics,
-            detail: p.detail,
-            reason: p.reason,
-        },
-        BTreeMap::new(),
-    );
-    let prepared = result.verdict == Verdict::Pass;
-    if is_cancelled(cancel) {
+    if !ladder::climb(ladder::CPU, &mut cx)? {
         return Ok(None);
     }
-    stages.push(record(store, v, &source_hash, seed, started, result)?);
-    let mut runnable = false;
-    if prepared {
-        let env = BuildEnv {
-            ws,
-            toolchain: &machine.toolchain,
-            gpu_arch: machine.gpu.first().map(|g| g.arch()),
-            timeout: ws.spec.as_ref().map_or(crate::spec::Limits::default().build, |s| s.limits.build),
-            triton_at_launch: machine.gpu.first().is_some() && machine.toolchain.has_python_package("torch"),
-            cancel: cancel.cloned(),
-        };
-        let started = SystemTime::now();
-        let t0 = Instant::now();
-        let b = build::build(&env, store, v, &source)?;
-        if is_cancelled(cancel) {
-            return Ok(None);
-        }
-        runnable = b.verdict == Verdict::Pass;
-        let outcome = StageOutcome {
-            verdict: b.verdict,
-            summary: b.summary,
-            diagnostics: b.diagnostics,
-            detail: b.detail,
-            reason: None,
-        };
-        let result = stage_result(Stage::Build, (started, t0), outcome, b.tools);
-        stages.push(record(store, v, &source_hash, seed, started, result)?);
-    }
-    Ok(Some(Built { version: v.clone(), source, source_hash, status: row.status, stages, runnable }))
+    let runnable = cx.passed(Stage::Build);
+    let Climb { version, source, source_hash, stages, .. } = cx;
+    Ok(Some(Built { version, source, source_hash, status: row.status, stages, runnable }))
 }
 
 /// The GPU rungs (run, check, bench, roofline) of a version that built, recorded. A cancelled
@@ -383,71 +355,33 @@ pub fn run_phase(cx: RunCtx<'_>, built: Built) -> Result<Option<VersionReport>, 
     if !built.runnable {
         return Ok(Some(built.into_report()));
     }
-    let Built { version: v, source, source_hash, status, mut stages, .. } = built;
-    let v = &v;
-    let started = SystemTime::now();
-    let t0 = Instant::now();
-    // A CUDA reference, built once for the run rung and the bench.
-    let reference = reference_build(ws, store, machine);
-    let out = match runners_for(ws, machine, runners) {
-        Ok(r) => {
-            let gpu = machine.gpu.first();
-            let env = run::RunEnv {
-                toolchain: &machine.toolchain,
-                gpu_sms: gpu.map(|g| g.sm_count),
-                gpu_arch: gpu.map(|g| g.compute_capability),
-                reference: reference.clone(),
-            };
-            run::run_and_check(ws, &env, r, v, &source, seed)
-        }
-        Err(e) => run::RunOutcome {
-            run: crate::stages::StageOutcome {
-                verdict: Verdict::Error,
-                summary: format!("cannot prepare the workers: {e}"),
-                diagnostics: vec![],
-                detail: StageDetail::None,
-                reason: None,
-            },
-            check: None,
-        },
+    let Built { version, source, source_hash, status, stages, .. } = built;
+    let mut cx = Climb {
+        ws,
+        store,
+        machine,
+        runners,
+        opts,
+        seed,
+        cancel,
+        version,
+        source,
+        source_hash,
+        read_error: None,
+        stages,
+        reference: None,
+        launched: vec![],
+        check: None,
+        benched: None,
     };
-    if is_cancelled(cancel) {
+    if !ladder::climb(ladder::GPU, &mut cx)? {
         return Ok(None);
     }
-    let launched = match &out.run.detail {
-        StageDetail::Run(r) => r.launched.clone(),
-        _ => vec![],
-    };
-    let result = stage_result(Stage::Run, (started, t0), out.run, BTreeMap::new());
-    stages.push(record(store, v, &source_hash, seed, started, result)?);
-    // A Triton version compiled at launch: the kernels that ran become its build's artefacts.
-    let at_launch = stages.iter().position(|s| s.stage == Stage::Build && matches!(s.detail, StageDetail::None));
-    if let (Some(i), Some(g)) = (at_launch, machine.gpu.first())
-        && let Some((verdict, summary, detail)) = build::captured(ws, &machine.toolchain, &g.arch(), &launched)
-    {
-        let started = SystemTime::now();
-        let outcome =
-            StageOutcome { verdict, summary, diagnostics: vec![], detail: StageDetail::Build(detail), reason: None };
-        let result = stage_result(Stage::Build, (started, Instant::now()), outcome, stages[i].tools.clone());
-        stages[i] = record(store, v, &source_hash, seed, started, result)?;
-    }
-    if let Some(check) = out.check {
-        let started = SystemTime::now();
-        let checked = check.verdict == Verdict::Pass;
-        let result = stage_result(Stage::Check, (started, Instant::now()), check, BTreeMap::new());
-        stages.push(record(store, v, &source_hash, seed, started, result)?);
-        if checked && !opts.no_bench {
-            let cx = RunCtx { ws, store: &mut *store, machine, runners: &mut *runners, opts, seed, cancel };
-            bench_and_roofline(cx, v, (&source, &source_hash), &reference, &mut stages)?;
-        }
-    }
-    if is_cancelled(cancel) {
-        return Ok(None);
-    }
+    let Climb { version: v, source_hash, stages, .. } = cx;
     let verdict = stages.iter().map(|s| s.verdict).max().unwrap_or(Verdict::Pass);
     Ok(Some(VersionReport {
-        id: v.id.clone(),
-        path: v.path.clone(),
+        id: v.id,
+        path: v.path,
         kind: v.kind,
         status,
         source_hash,
@@ -481,190 +415,6 @@ pub(crate) fn stage_result(
 
 /// The bench rung, then the roofline rung, for a version that passed its check: on a GPU, for
 /// rung.toml problems; without one, the bench says so.
-fn bench_and_roofline(
-    cx: RunCtx<'_>,
-    v: &VersionFile,
-    (source, source_hash): (&str, &str),
-    reference: &Option<Result<(VersionFile, String), String>>,
-    stages: &mut Vec<StageResult>,
-) -> Result<(), StoreError> {
-    let RunCtx { ws, store, machine, runners, seed, .. } = cx;
-    use crate::stages::bench;
-    let started = SystemTime::now();
-    let t0 = Instant::now();
-    let skip = |why: String| StageOutcome {
-        verdict: Verdict::Skipped,
-        summary: why,
-        diagnostics: vec![],
-        detail: StageDetail::None,
-        reason: None,
-    };
-    let Some(gpu) = machine.gpu.first() else {
-        let why = "no GPU: bench and roofline skipped (no timing is invented)".to_string();
-        let result = stage_result(Stage::Bench, (started, t0), skip(why), BTreeMap::new());
-        stages.push(record(store, v, source_hash, seed, started, result)?);
-        return Ok(());
-    };
-    let (Some(spec), crate::workspace::Format::Rung) = (ws.spec.as_ref(), ws.format) else {
-        // A GPU MODE or KernelBench problem: its own inputs, against its own GPU reference.
-        let out = match runners_for(ws, machine, runners) {
-            Ok(r) => bench::bench_problem(ws, r, gpu, v, seed),
-            Err(e) => StageOutcome { verdict: Verdict::Error, ..skip(format!("cannot prepare the workers: {e}")) },
-        };
-        let passed = out.verdict == Verdict::Pass;
-        let result = stage_result(Stage::Bench, (started, t0), out, BTreeMap::new());
-        stages.push(record(store, v, source_hash, seed, started, result)?);
-        if passed {
-            let why =
-                "no roofline: a GPU MODE or KernelBench problem states no bytes or FLOPs (rung.toml's [roofline] does)";
-            let result =
-                stage_result(Stage::Roofline, (SystemTime::now(), Instant::now()), skip(why.into()), BTreeMap::new());
-            stages.push(record(store, v, source_hash, seed, started, result)?);
-        }
-        return Ok(());
-    };
-    if !bench::benchable(v.kind) {
-        let why = format!("benching {} versions is not built yet", v.kind);
-        let result = stage_result(Stage::Bench, (started, t0), skip(why), BTreeMap::new());
-        stages.push(record(store, v, source_hash, seed, started, result)?);
-        return Ok(());
-    }
-    let r = match runners_for(ws, machine, runners) {
-        Ok(r) => r,
-        Err(e) => {
-            let out = StageOutcome { verdict: Verdict::Error, ..skip(format!("cannot prepare the workers: {e}")) };
-            let result = stage_result(Stage::Bench, (started, t0), out, BTreeMap::new());
-            stages.push(record(store, v, source_hash, seed, started, result)?);
-            return Ok(());
-        }
-    };
-    let plan =
-        if v.kind.is_native() { run::NativePlan::new(ws, spec, v, source, Some(gpu.sm_count)).ok() } else { None };
-    let launch_at = plan.as_ref().map(|p| p.launcher(spec));
-    let target = match &launch_at {
-        Some(f) => bench::Target::Native(f),
-        None if v.kind.is_python() => bench::Target::python(v.path.clone(), source),
-        None => {
-            let why = format!("{} cannot be launched (see its prepare and run results)", v.path.display());
-            let result = stage_result(Stage::Bench, (started, t0), skip(why), BTreeMap::new());
-            stages.push(record(store, v, source_hash, seed, started, result)?);
-            return Ok(());
-        }
-    };
-    // The best approved version, re-benched interleaved with this one.
-    let best = best_approved(ws, store, &v.id);
-    let best_plan = best
-        .as_ref()
-        .filter(|(b, _)| b.kind.is_native())
-        .map(|(b, src)| run::NativePlan::new(ws, spec, b, src, Some(gpu.sm_count)).map_err(|d| d.message.clone()));
-    let best_launch = best_plan.as_ref().and_then(|p| p.as_ref().ok()).map(|p| p.launcher(spec));
-    let mut others = Vec::new();
-    let mut notes = Vec::new();
-    match (&best, &best_plan, &best_launch) {
-        (None, _, _) => notes
-            .push("no other approved version has a passing bench: no speedup over the best approved version".into()),
-        (Some((b, _)), Some(Err(e)), _) => {
-            notes.push(format!("the best approved version {} cannot be launched: {e}", b.id))
-        }
-        (Some((b, _)), Some(Ok(p)), Some(f)) if p.cubin.exists() => others.push(bench::Other {
-            role: bench::ROLE_BEST_APPROVED,
-            label: b.id.clone(),
-            target: bench::Target::Native(f),
-        }),
-        (Some((b, _)), Some(Ok(_)), _) => {
-            notes.push(format!("the best approved version {} has no build: run `rung check {}` first", b.id, b.id))
-        }
-        (Some((b, src)), None, _) => others.push(bench::Other {
-            role: bench::ROLE_BEST_APPROVED,
-            label: b.id.clone(),
-            target: bench::Target::python(b.path.clone(), src),
-        }),
-    }
-    // A CUDA reference is a GPU baseline: timed interleaved like the best approved version. A
-    // Python reference runs on the host with numpy, so no speedup over it is claimed.
-    let ref_plan = match reference {
-        Some(Ok((rv, src))) => match run::NativePlan::new(ws, spec, rv, src, Some(gpu.sm_count)) {
-            Ok(p) if p.cubin.exists() => Some(p),
-            Ok(_) => {
-                notes.push("the CUDA reference has no cubin: no speedup over it".into());
-                None
-            }
-            Err(d) => {
-                notes.push(format!("the CUDA reference cannot be launched: {}", d.message));
-                None
-            }
-        },
-        Some(Err(e)) => {
-            notes.push(format!("{e}: no speedup over it"));
-            None
-        }
-        None => {
-            if let Some(r) = &ws.reference {
-                notes.push(format!(
-                    "the reference ({}) runs on the host with numpy: it is not a GPU baseline, so no speedup over it",
-                    r.display()
-                ));
-            }
-            None
-        }
-    };
-    let ref_launch = ref_plan.as_ref().map(|p| p.launcher(spec));
-    if let (Some(f), Some(r)) = (&ref_launch, &ws.reference) {
-        others.push(bench::Other {
-            role: bench::ROLE_REFERENCE,
-            label: r.display().to_string(),
-            target: bench::Target::Native(f),
-        });
-    }
-    let mut out = bench::bench(&mut bench::BenchCtx { ws, spec, runners: r, seed }, gpu, v, &target, &others);
-    if let StageDetail::Bench(b) = &mut out.detail {
-        b.comparison_notes.splice(0..0, notes);
-    }
-    let benched = match (&out.verdict, &out.detail) {
-        (Verdict::Pass, StageDetail::Bench(b)) => Some(b.clone()),
-        _ => None,
-    };
-    let result = stage_result(Stage::Bench, (started, t0), out, BTreeMap::new());
-    stages.push(record(store, v, source_hash, seed, started, result)?);
-    let Some(b) = benched else { return Ok(()) };
-    let started = SystemTime::now();
-    let t0 = Instant::now();
-    let torch = machine.toolchain.has_python_package("torch");
-    let out = match bench::ceilings(r, gpu, torch) {
-        Ok(c) => bench::roofline(spec, &b, c, gpu.sm_count as i64),
-        Err(e) => StageOutcome { verdict: Verdict::Error, ..skip(format!("measuring the GPU's ceilings: {e}")) },
-    };
-    let result = stage_result(Stage::Roofline, (started, t0), out, BTreeMap::new());
-    stages.push(record(store, v, source_hash, seed, started, result)?);
-    Ok(())
-}
-
-/// The approved version (other than `this`, still in the workspace, benchable) with the fastest
-/// passing bench in the history, with its source.
-fn best_approved(ws: &Workspace, store: &Store, this: &str) -> Option<(VersionFile, String)> {
-    let rows = store.versions().ok()?;
-    let mut timed = Vec::new();
-    for row in rows.iter().filter(|r| r.status == Status::Approved && r.id != this) {
-        let Some(file) = ws.versions.iter().find(|f| f.id == row.id) else { continue };
-        if !crate::stages::bench::benchable(file.kind) {
-            continue;
-        }
-        let results = store.latest_results(&row.id).ok()?;
-        // Versions never benched do not count.
-        if let Some(bench) = results
-            .iter()
-            .find(|r| r.stage == "bench" && r.verdict == "pass")
-            .and_then(|r| crate::stages::bench::recorded_bench(&r.payload))
-        {
-            timed.push((file.clone(), bench));
-        }
-    }
-    let best = crate::stages::bench::fastest(&timed.iter().enumerate().map(|(i, (_, b))| (i, b)).collect::<Vec<_>>())?;
-    let file = timed.swap_remove(best).0;
-    let source = std::fs::read_to_string(ws.root.join(&file.path)).ok()?;
-    Some((file, source))
-}
-
 /// The workers, created on first need.
 pub fn runners_for<'r>(
     ws: &Workspace,
