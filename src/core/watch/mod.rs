@@ -156,8 +156,8 @@ enum Msg {
     Running(String, JobKind, u64, usize),
     /// A word on the running GPU job: a Slurm job's state.
     Note(String, u64, String),
-    Built(String, u64, Result<Option<(check::Built, u64)>, String>),
-    Ran(String, u64, Result<Option<VersionReport>, String>, usize),
+    Built(String, u64, Result<Option<(check::Built, u64)>, JobError>),
+    Ran(String, u64, Result<Option<VersionReport>, JobError>, usize),
 }
 
 /// A queue threads take jobs from, newest-wins aware (a job whose version has a newer
@@ -252,6 +252,17 @@ fn relevant(root: &Path, path: &Path, ignore: &ignore::gitignore::Gitignore) -> 
     Some(rel)
 }
 
+/// Why a version's job (its build, or its GPU rungs here or away) gave no result.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Runner(#[from] crate::remote::RunnerError),
+    #[error(transparent)]
+    Away(#[from] crate::remote::AwayError),
+}
+
 /// Why a watch could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum WatchError {
@@ -344,19 +355,18 @@ pub fn watch(
                     continue;
                 }
                 let _ = tx.send(Msg::Running(job.version.id.clone(), JobKind::Build, job.generation, 0));
-                let out = (|| -> Result<Option<(check::Built, u64)>, String> {
-                    let mut store = Store::open(&job.ws.state_dir()).map_err(|e| e.to_string())?;
+                let out = (|| -> Result<Option<(check::Built, u64)>, JobError> {
+                    let mut store = Store::open(&job.ws.state_dir())?;
                     let seed = match seed {
                         Some(s) => s,
-                        None => store.next_seed(check::draw_seed).map_err(|e| e.to_string())?,
+                        None => store.next_seed(check::draw_seed)?,
                     };
                     // A remote runner builds there, for its GPU: building here too would double it.
                     if !matches!(crate::remote::RunOn::of(&job.ws, None), Ok(crate::remote::RunOn::Here)) {
-                        let b = check::handed_over(&mut store, &job.ws, &job.version).map_err(|e| e.to_string())?;
+                        let b = check::handed_over(&mut store, &job.ws, &job.version)?;
                         return Ok(Some((b, seed)));
                     }
-                    let b = check::build_phase(&job.ws, &mut store, &job.version, seed, &machine, Some(&job.cancel))
-                        .map_err(|e| e.to_string())?;
+                    let b = check::build_phase(&job.ws, &mut store, &job.version, seed, &machine, Some(&job.cancel))?;
                     Ok(b.map(|b| (b, seed)))
                 })();
                 let _ = tx.send(Msg::Built(job.version.id.clone(), job.generation, out));
@@ -383,11 +393,11 @@ pub fn watch(
                 }
                 let id = job.built.version.id.clone();
                 let _ = tx.send(Msg::Running(id.clone(), JobKind::Gpu, job.generation, index));
-                let out = (|| -> Result<Option<VersionReport>, String> {
-                    let mut store = Store::open(&job.ws.state_dir()).map_err(|e| e.to_string())?;
+                let out = (|| -> Result<Option<VersionReport>, JobError> {
+                    let mut store = Store::open(&job.ws.state_dir())?;
                     let opts = CheckOptions { no_bench, ..Default::default() };
                     let one = CheckOptions { versions: vec![id.clone()], seed: Some(job.seed), ..opts.clone() };
-                    match crate::remote::RunOn::of(&job.ws, None).map_err(|e| e.to_string())? {
+                    match crate::remote::RunOn::of(&job.ws, None)? {
                         crate::remote::RunOn::Here => {}
                         // An SSH host climbs the rungs (its build too), a Slurm job likewise;
                         // each result is recorded here and announced as it comes home, and a
@@ -397,9 +407,7 @@ pub fn watch(
                             let mut note = |line: &str| {
                                 let _ = tx.send(Msg::Note(id.clone(), generation, line.to_string()));
                             };
-                            let report = away
-                                .check_away(&job.ws, &mut store, &one, Some(&job.cancel), &mut note)
-                                .map_err(|e| e.to_string())?;
+                            let report = away.check_away(&job.ws, &mut store, &one, Some(&job.cancel), &mut note)?;
                             return Ok(report.and_then(|r| r.versions.into_iter().next()));
                         }
                     }
@@ -418,7 +426,7 @@ pub fn watch(
                         seed: job.seed,
                         cancel: Some(&job.cancel),
                     };
-                    check::run_phase(cx, job.built).map_err(|e| e.to_string())
+                    Ok(check::run_phase(cx, job.built)?)
                 })();
                 let _ = tx.send(Msg::Ran(id, job.generation, out, index));
             }
@@ -585,7 +593,7 @@ pub fn watch(
                     (None, _) | (_, Ok(None)) => {
                         emit(&job_event(JobState::Cancelled, Some("a newer save of this version arrived".into())))
                     }
-                    (Some(_), Err(e)) => emit(&job_event(JobState::Failed, Some(e))),
+                    (Some(_), Err(e)) => emit(&job_event(JobState::Failed, Some(e.to_string()))),
                     (Some(st), Ok(Some((built, seed)))) => {
                         emit(&job_event(JobState::Done, None));
                         if built.runnable {
@@ -624,7 +632,7 @@ pub fn watch(
                         emit(&job_event(JobState::Done, None));
                         emit(&WatchEvent { unix_ms: now(), kind: EventKind::Done { version: id, generation, report } });
                     }
-                    Err(e) if current => emit(&job_event(JobState::Failed, Some(e))),
+                    Err(e) if current => emit(&job_event(JobState::Failed, Some(e.to_string()))),
                     _ => emit(&job_event(JobState::Cancelled, Some("a newer save of this version arrived".into()))),
                 }
             }
