@@ -364,3 +364,24 @@ fn the_core_crate_has_no_ui_and_names_no_shell() {
     }
     assert!(bad.is_empty(), "the core names a shell:\n{}", bad.join("\n"));
 }
+
+/// The library crates' errors are types (thiserror), not strings: a `Result<_, String>` loses
+/// what went wrong to the first caller that wants to act on it. The binary's shells (cli/, tui/)
+/// may end in a message.
+#[test]
+fn the_libraries_return_no_string_errors() {
+    let src = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src"));
+    let re = regex::Regex::new(r"Result<.*,\s*String>").unwrap();
+    let mut found = Vec::new();
+    for dir in ["core", "model", "agent", "mcp", "selftest"] {
+        for f in rust_files(&src.join(dir)) {
+            let text = code_only(&std::fs::read_to_string(&f).unwrap());
+            for (i, line) in text.lines().enumerate() {
+                if re.is_match(line) {
+                    found.push(format!("{}:{}: {}", f.strip_prefix(src).unwrap().display(), i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "give these an error type:\n{}", found.join("\n"));
+}

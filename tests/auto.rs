@@ -66,7 +66,7 @@ fn auto_mode_rejects_the_wrong_and_the_slower_builds_on_the_faster_and_stops_at_
     let medians: HashMap<&str, f64> = [("v003-triton", 0.010), ("small-blocks", 0.012), ("big-blocks", 0.006)].into();
     let mut climbed = Vec::new();
     let mut runners = None;
-    let mut climb = |id: &str| -> Result<Measure, String> {
+    let mut climb = |id: &str| -> Result<Measure, auto::ClimbError> {
         let (mut m, v) = auto::climb_here(&ws, id, &interpreter_only(), &machine, &mut runners)?;
         let name = v.path.file_stem().unwrap().to_string_lossy().to_string();
         m.median_ms = medians.iter().find(|(k, _)| name.ends_with(*k)).map(|(_, t)| *t).filter(|_| m.checked);

@@ -394,18 +394,36 @@ pub fn climb_here(
     opts: &crate::check::CheckOptions,
     machine: &crate::check::Machine,
     runners: &mut Option<crate::runners::Runners>,
-) -> Result<(Measure, VersionReport), String> {
-    let ws = Workspace::open(root).map_err(|e| e.to_string())?;
-    let mut store = Store::open(&ws.state_dir()).map_err(|e| e.to_string())?;
+) -> Result<(Measure, VersionReport), ClimbError> {
+    let ws = Workspace::open(root)?;
+    let mut store = Store::open(&ws.state_dir())?;
     let opts = crate::check::CheckOptions { versions: vec![id.to_string()], ..opts.clone() };
-    let report = crate::check::check_with(&ws, &mut store, &opts, machine, runners).map_err(|e| e.to_string())?;
-    let v = report.versions.into_iter().next().ok_or_else(|| format!("{id} is not a version"))?;
+    let report = crate::check::check_with(&ws, &mut store, &opts, machine, runners)?;
+    let v = report.versions.into_iter().next().ok_or_else(|| ClimbError::NoVersion(id.to_string()))?;
     Ok((Measure::of_report(&v), v))
 }
 
 /// The climb the shell provides: the version's rungs, run to the end and measured
 /// ([`Measure::of`]), or why they could not run.
-pub type Climb<'a> = dyn FnMut(&str) -> Result<Measure, String> + 'a;
+pub type Climb<'a> = dyn FnMut(&str) -> Result<Measure, ClimbError> + 'a;
+
+/// Why a proposal's rungs gave no measure.
+#[derive(Debug, thiserror::Error)]
+pub enum ClimbError {
+    #[error(transparent)]
+    Open(#[from] crate::workspace::OpenError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error("{0} is not a version")]
+    NoVersion(String),
+    #[error("stopped by the user")]
+    Stopped,
+    /// The shell's scheduler gave no result in time (minutes).
+    #[error("no result from the scheduler in {0} minutes")]
+    NoResult(u64),
+    #[error("the TUI stopped listening")]
+    Disconnected,
+}
 
 /// Who auto mode talks to and where: the workspace, the agent, the conversation (the caller's,
 /// saved as it goes) and the tools the agent may call.

@@ -185,9 +185,26 @@ pub fn record_of(state_dir: &Path, id: &str) -> Option<Record> {
     serde_json::from_str(&text).ok()
 }
 
+/// Why a reply's code was not kept as a version.
+#[derive(Debug, thiserror::Error)]
+pub enum ProposeError {
+    /// The version itself was refused (the MCP tool's error: what was wrong and what to do).
+    #[error("{0}")]
+    Submit(crate::mcp::tools::ToolError),
+    #[error("{} was written, but its prompt and reply could not be kept in {}: {source}", path.display(), file.display())]
+    Record { path: PathBuf, file: PathBuf, source: std::io::Error },
+    #[error("the proposal's record: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
 /// What the reply proposes, written as a version: `Ok(None)` when it has no code. The extension
 /// is the block's language's, else the parent's; `record`'s version and parent are filled in.
-pub fn propose(root: &Path, parent: Option<&str>, reply: &str, mut record: Record) -> Result<Option<Proposed>, String> {
+pub fn propose(
+    root: &Path,
+    parent: Option<&str>,
+    reply: &str,
+    mut record: Record,
+) -> Result<Option<Proposed>, ProposeError> {
     let Some(code) = proposal_code(reply) else { return Ok(None) };
     let args = SubmitArgs {
         name: format!("agent-{}", slug(reply)),
@@ -196,7 +213,7 @@ pub fn propose(root: &Path, parent: Option<&str>, reply: &str, mut record: Recor
         parent: parent.map(str::to_string),
     };
     let ctx = Context::new(root.to_path_buf());
-    let out = mcp::submit_version(&ctx, &args).map_err(|e| e.to_string())?;
+    let out = mcp::submit_version(&ctx, &args).map_err(ProposeError::Submit)?;
     let id = out.data.get("id").and_then(|v| v.as_str()).unwrap_or_default().to_string();
     let path = PathBuf::from(out.data.get("path").and_then(|v| v.as_str()).unwrap_or_default());
     record.version = id.clone();
@@ -204,10 +221,10 @@ pub fn propose(root: &Path, parent: Option<&str>, reply: &str, mut record: Recor
     let state = root.join(crate::workspace::STATE_DIR);
     let dir = records_dir(&state);
     let file = dir.join(format!("{id}.json"));
-    let text = serde_json::to_string_pretty(&record).map_err(|e| e.to_string())?;
-    std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&file, text)).map_err(|e| {
-        format!("{} was written, but its prompt and reply could not be kept in {}: {e}", path.display(), file.display())
-    })?;
+    let text = serde_json::to_string_pretty(&record)?;
+    if let Err(source) = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&file, text)) {
+        return Err(ProposeError::Record { path, file, source });
+    }
     Ok(Some(Proposed { id, path, parent: parent.map(str::to_string), record: file }))
 }
 

@@ -49,6 +49,24 @@ impl ExprError {
     }
 }
 
+/// A value rung.toml asks for that cannot be had at one size: an expression that does not
+/// evaluate there, or a launch dimension outside the GPU's limits. Each names the expression.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ValueError {
+    /// `what` is the place (`grid`, `` scalar `n` = ``) and `expr` the expression as written.
+    #[error("{what} `{expr}`: {message}")]
+    Eval { what: String, expr: String, message: String },
+    /// A tensor's shape at this size.
+    #[error("`{name}`: {message}")]
+    Shape { name: String, message: String },
+    #[error("{what}.{axis} = {value} (from `{expr}`) is outside 1..={max}")]
+    Dimension { what: String, axis: &'static str, value: i64, expr: String, max: i64 },
+    #[error("block has {threads} threads; at most {max}")]
+    Threads { threads: i64, max: i64 },
+    #[error("smem = {bytes} bytes is outside 0..={max}")]
+    Smem { bytes: i64, max: i64 },
+}
+
 /// What a name or a tensor function resolves to during evaluation.
 pub trait Scope {
     /// The value of a size variable (or `num_sms`), if defined.

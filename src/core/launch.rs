@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::diag::{Diagnostic, Pos};
 use crate::dtype::DType;
-use crate::expr::{Expr, split_top_level};
+use crate::expr::{Expr, ValueError, split_top_level};
 pub use crate::model::report::{Binding, LaunchDims};
 use crate::spec::{BUILTIN_VARS, LaunchDefaults, SizeSet, Spec, TensorRole};
 
@@ -197,14 +197,27 @@ pub const MAX_SMEM_PER_BLOCK: i64 = 227 * 1024;
 
 impl Launch {
     /// Evaluates the launch at one size. Errors say which dimension broke which limit.
-    pub fn eval(&self, spec: &Spec, sizes: &SizeSet, num_sms: i64) -> Result<LaunchDims, String> {
+    pub fn eval(&self, spec: &Spec, sizes: &SizeSet, num_sms: i64) -> Result<LaunchDims, ValueError> {
         let scope = spec.scope(sizes, Some(num_sms));
-        let dims = |what: &str, exprs: &[Expr], max: [i64; 3]| -> Result<[u32; 3], String> {
+        let eval = |what: &str, e: &Expr| {
+            e.eval_int(&scope).map_err(|err| ValueError::Eval {
+                what: what.to_string(),
+                expr: e.to_string(),
+                message: err.message,
+            })
+        };
+        let dims = |what: &str, exprs: &[Expr], max: [i64; 3]| -> Result<[u32; 3], ValueError> {
             let mut v = [1u32; 3];
             for (i, e) in exprs.iter().enumerate() {
-                let x = e.eval_int(&scope).map_err(|err| format!("{what} `{e}`: {}", err.message))?;
+                let x = eval(what, e)?;
                 if x < 1 || x > max[i] {
-                    return Err(format!("{what}.{} = {x} (from `{e}`) is outside 1..={}", ["x", "y", "z"][i], max[i]));
+                    return Err(ValueError::Dimension {
+                        what: what.to_string(),
+                        axis: ["x", "y", "z"][i],
+                        value: x,
+                        expr: e.to_string(),
+                        max: max[i],
+                    });
                 }
                 v[i] = x as u32;
             }
@@ -214,11 +227,11 @@ impl Launch {
         let block = dims("block", &self.block, [1024, 1024, 64])?;
         let threads: i64 = block.iter().map(|&d| d as i64).product();
         if threads > MAX_THREADS_PER_BLOCK {
-            return Err(format!("block has {threads} threads; at most {MAX_THREADS_PER_BLOCK}"));
+            return Err(ValueError::Threads { threads, max: MAX_THREADS_PER_BLOCK });
         }
-        let smem = self.smem.eval_int(&scope).map_err(|e| format!("smem `{}`: {}", self.smem, e.message))?;
+        let smem = eval("smem", &self.smem)?;
         if !(0..=MAX_SMEM_PER_BLOCK).contains(&smem) {
-            return Err(format!("smem = {smem} bytes is outside 0..={MAX_SMEM_PER_BLOCK}"));
+            return Err(ValueError::Smem { bytes: smem, max: MAX_SMEM_PER_BLOCK });
         }
         let cluster = self.cluster.as_ref().map(|c| dims("cluster", c, [8, 8, 8])).transpose()?;
         Ok(LaunchDims { grid, block, smem_bytes: smem as u32, cluster })

@@ -49,6 +49,8 @@ impl std::fmt::Display for Failure {
     }
 }
 
+impl std::error::Error for Failure {}
+
 /// A child process speaking the protocol on its standard input and output; its standard error
 /// goes to a log file, whose tail is quoted when it dies.
 pub struct Worker {

@@ -18,8 +18,17 @@ pub const VERSIONS_DIR: &str = "versions";
 pub const CONTEXT_DIR: &str = "context";
 pub const STATE_DIR: &str = ".rung";
 
+/// Why a file is no version rung can climb.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum KindError {
+    #[error("versions are .cu, .ptx or .py files")]
+    Extension,
+    #[error("a Python version must import triton, cutlass (CuTe DSL), tilelang or torch")]
+    NoKernelImport,
+}
+
 /// Tells a version's kind from its extension and, for Python, its imports.
-pub fn detect_kind(path: &Path, source: &str) -> Result<VersionKind, String> {
+pub fn detect_kind(path: &Path, source: &str) -> Result<VersionKind, KindError> {
     match path.extension().and_then(|e| e.to_str()) {
         Some("cu") => Ok(if defines_host_entry(source) { VersionKind::CudaHost } else { VersionKind::Cuda }),
         Some("ptx") => Ok(VersionKind::Ptx),
@@ -39,10 +48,10 @@ pub fn detect_kind(path: &Path, source: &str) -> Result<VersionKind, String> {
             } else if imports("torch") {
                 Ok(VersionKind::PyTorch)
             } else {
-                Err("a Python version must import triton, cutlass (CuTe DSL), tilelang or torch".into())
+                Err(KindError::NoKernelImport)
             }
         }
-        _ => Err("versions are .cu, .ptx or .py files".into()),
+        _ => Err(KindError::Extension),
     }
 }
 

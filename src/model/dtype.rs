@@ -131,11 +131,23 @@ impl fmt::Display for DType {
     }
 }
 
+/// A dtype name rung does not know; it says which ones it does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownDType(pub String);
+
+impl fmt::Display for UnknownDType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown dtype `{}`; expected one of {}", self.0, ALL.map(DType::name).join(", "))
+    }
+}
+
+impl std::error::Error for UnknownDType {}
+
 impl FromStr for DType {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownDType;
+    fn from_str(s: &str) -> Result<Self, UnknownDType> {
         DType::deserialize(serde::de::value::StrDeserializer::<serde::de::value::Error>::new(s))
-            .map_err(|_| format!("unknown dtype `{s}`; expected one of {}", ALL.map(DType::name).join(", ")))
+            .map_err(|_| UnknownDType(s.to_string()))
     }
 }
 
@@ -149,7 +161,7 @@ mod tests {
             assert_eq!(d.name().parse::<DType>().unwrap(), d);
         }
         assert_eq!("fp8".parse::<DType>().unwrap(), DType::F8E4M3);
-        assert!("f33".parse::<DType>().unwrap_err().contains("expected one of f64, f32"));
+        assert!("f33".parse::<DType>().unwrap_err().to_string().contains("expected one of f64, f32"));
     }
 
     #[test]

@@ -253,7 +253,7 @@ impl ChatSession {
 
     /// The turn ended: the conversation is back. A complete reply with a code block becomes a
     /// proposed version made from the version in focus: what was written, or why it was not.
-    pub fn finish(&mut self, end: TurnEnd) -> Option<Result<Proposed, String>> {
+    pub fn finish(&mut self, end: TurnEnd) -> Option<Result<Proposed, rung::agent::propose::ProposeError>> {
         self.panel.finish(&end.result, Some(&end.conversation));
         let turn = self.turn.take();
         let conv = end.conversation;
@@ -461,19 +461,19 @@ impl ChatSession {
 
 /// The climb of auto mode in the TUI: the scheduler's result for `id` (others are skipped), or
 /// why none came.
-fn wait_for(waiting: &Receiver<(String, Measure)>, id: &str, cancel: &Cancel) -> Result<Measure, String> {
+fn wait_for(waiting: &Receiver<(String, Measure)>, id: &str, cancel: &Cancel) -> Result<Measure, auto::ClimbError> {
     let started = Instant::now();
     loop {
         if cancel.is_cancelled() {
-            return Err("stopped by the user".into());
+            return Err(auto::ClimbError::Stopped);
         }
         if started.elapsed() > CLIMB_LIMIT {
-            return Err(format!("no result from the scheduler in {} minutes", CLIMB_LIMIT.as_secs() / 60));
+            return Err(auto::ClimbError::NoResult(CLIMB_LIMIT.as_secs() / 60));
         }
         match waiting.recv_timeout(Duration::from_millis(200)) {
             Ok((got, m)) if got == id => return Ok(m),
             Ok(_) | Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return Err("the TUI stopped listening".into()),
+            Err(RecvTimeoutError::Disconnected) => return Err(auto::ClimbError::Disconnected),
         }
     }
 }

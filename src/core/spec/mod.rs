@@ -226,16 +226,25 @@ impl ArgValue {
 impl Spec {
     /// What a by-value parameter named `name` gets at one size: a scalar's value, a size
     /// variable, or `num_sms`. `Ok(None)` when the name is none of these.
-    pub fn value_of(&self, name: &str, sizes: &SizeSet, num_sms: Option<i64>) -> Result<Option<ArgValue>, String> {
+    pub fn value_of(
+        &self,
+        name: &str,
+        sizes: &SizeSet,
+        num_sms: Option<i64>,
+    ) -> Result<Option<ArgValue>, crate::expr::ValueError> {
         use crate::expr::Scope;
         let scope = self.scope(sizes, num_sms);
         if let Some(sc) = self.scalars.iter().find(|s| s.name == name) {
             return Ok(Some(match &sc.value {
                 ScalarValue::Number(n) if sc.dtype.is_float() => ArgValue::Float(*n),
                 ScalarValue::Number(n) => ArgValue::Int(*n as i64),
-                ScalarValue::Expr(e) => ArgValue::Int(
-                    e.eval_int(&scope).map_err(|err| format!("scalar `{name}` = `{e}`: {}", err.message))?,
-                ),
+                ScalarValue::Expr(e) => {
+                    ArgValue::Int(e.eval_int(&scope).map_err(|err| crate::expr::ValueError::Eval {
+                        what: format!("scalar `{name}` ="),
+                        expr: e.to_string(),
+                        message: err.message,
+                    })?)
+                }
             }));
         }
         Ok(scope.var(name).map(ArgValue::Int))

@@ -59,11 +59,13 @@ pub fn call_args(
     params: &[String],
     sizes: &SizeSet,
     tensor: impl Fn(&crate::spec::TensorSpec, Vec<i64>) -> TensorFile,
-) -> Result<BTreeMap<String, Arg>, String> {
+) -> Result<BTreeMap<String, Arg>, crate::expr::ValueError> {
     let mut args = BTreeMap::new();
     for name in params {
         let v = if let Some((t, _)) = spec.tensor(name) {
-            let shape = spec.shape_at(t, sizes).map_err(|e| format!("`{name}`: {}", e.message))?;
+            let shape = spec
+                .shape_at(t, sizes)
+                .map_err(|e| crate::expr::ValueError::Shape { name: name.clone(), message: e.message })?;
             Arg::Tensor(tensor(t, shape))
         } else if let Some(value) = spec.value_of(name, sizes, None)? {
             Arg::Value(value.to_json())

@@ -62,22 +62,52 @@ impl At {
     }
 }
 
+/// Why a profiled call or a tool's export gave nothing to read.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("profiling GPU MODE and KernelBench problems is not built yet")]
+    NotRungFormat,
+    #[error("no GPU here")]
+    NoGpu,
+    #[error("{}: {source}", path.display())]
+    Read { path: std::path::PathBuf, source: std::io::Error },
+    #[error("rung.toml has no sizes")]
+    NoSizes,
+    #[error("cannot start the workers: {0}")]
+    Workers(std::io::Error),
+    /// The native version's launch plan: its diagnostic.
+    #[error("{0}")]
+    Plan(String),
+    #[error("{0} versions cannot be profiled yet")]
+    Kind(crate::workspace::VersionKind),
+    /// The call itself failed: the bench's summary of why.
+    #[error("{0}")]
+    Call(String),
+    #[error(transparent)]
+    Tool(#[from] build::ToolError),
+    #[error("ncu --import failed: {0}")]
+    Import(String),
+}
+
 /// In the child the tool runs: the version's one profiled call. Returns the sizes it ran at.
-pub fn call_once(ws: &Workspace, v: &VersionFile, at: At, seed: u64) -> Result<SizeSet, String> {
-    let spec = ws.spec.as_ref().ok_or("profiling GPU MODE and KernelBench problems is not built yet")?;
+pub fn call_once(ws: &Workspace, v: &VersionFile, at: At, seed: u64) -> Result<SizeSet, ProfileError> {
+    let spec = ws.spec.as_ref().ok_or(ProfileError::NotRungFormat)?;
     let machine = Machine::discover();
-    let gpu = machine.gpu.first().ok_or("no GPU here")?;
-    let source = ws.read_source(v).map_err(|e| format!("{}: {e}", v.path.display()))?;
+    let gpu = machine.gpu.first().ok_or(ProfileError::NoGpu)?;
+    let source = ws.read_source(v).map_err(|source| ProfileError::Read { path: v.path.clone(), source })?;
     let sizes = match at {
         At::Bench => spec.bench_sizes.first().or(spec.test_sizes.last()),
         At::Test => spec.test_sizes.first(),
     }
     .cloned()
-    .ok_or("rung.toml has no sizes")?;
+    .ok_or(ProfileError::NoSizes)?;
     let mut slot = None;
-    let runners = check::runners_for(ws, &machine, &mut slot).map_err(|e| format!("cannot start the workers: {e}"))?;
+    let runners = check::runners_for(ws, &machine, &mut slot).map_err(ProfileError::Workers)?;
     let plan = if v.kind.is_native() {
-        Some(run::NativePlan::new(ws, spec, v, &source, Some(gpu.sm_count)).map_err(|d| d.to_string())?)
+        Some(
+            run::NativePlan::new(ws, spec, v, &source, Some(gpu.sm_count))
+                .map_err(|d| ProfileError::Plan(d.to_string()))?,
+        )
     } else {
         None
     };
@@ -85,12 +115,12 @@ pub fn call_once(ws: &Workspace, v: &VersionFile, at: At, seed: u64) -> Result<S
     let target = match &launch_at {
         Some(f) => bench::Target::Native(f),
         None if v.kind.is_python() => bench::Target::python(v.path.clone(), &source),
-        None => return Err(format!("{} versions cannot be profiled yet", v.kind)),
+        None => return Err(ProfileError::Kind(v.kind)),
     };
     let dir = runners.scratch(&format!("{}-profile", v.id));
     let out = bench::profile_call(spec, runners, gpu, &target, &sizes, seed, &dir);
     let _ = std::fs::remove_dir_all(&dir);
-    out.map(|()| sizes)
+    out.map(|()| sizes).map_err(|o| ProfileError::Call(o.summary))
 }
 
 /// What went wrong before a result: the stage's verdict and why.
@@ -238,7 +268,11 @@ fn command(program: &Path, args: &[String], root: &Path) -> Command {
 
 /// Runs a tool in the workspace's root within [`TOOL_LIMIT`]: the command as run, how it ended,
 /// and its standard output and error together.
-fn run(program: &Path, args: &[String], root: &Path) -> Result<(String, std::process::Output, String), String> {
+fn run(
+    program: &Path,
+    args: &[String],
+    root: &Path,
+) -> Result<(String, std::process::Output, String), build::ToolError> {
     let cmd = command(program, args, root);
     let line = build::quote(&cmd);
     let ran = build::run_limited(cmd, TOOL_LIMIT, "rung profile's limit", None)?;
@@ -285,7 +319,7 @@ fn ncu(ws: &Workspace, ncu: &Path, child: &[String], dir: &Path) -> StageOutcome
     args.extend(child.iter().cloned());
     let (command_line, ran, text) = match run(ncu, &args, &ws.root) {
         Ok(r) => r,
-        Err(e) => return outcome(Verdict::Error, e),
+        Err(e) => return outcome(Verdict::Error, e.to_string()),
     };
     if text.contains("ERR_NVGPUCTRPERM") {
         return StageOutcome {
@@ -305,18 +339,18 @@ fn ncu(ws: &Workspace, ncu: &Path, child: &[String], dir: &Path) -> StageOutcome
             ..outcome(Verdict::Error, format!("ncu failed ({}):\n{}", ran.status, tail(&text, 12)))
         };
     }
-    let export = |page: &[&str]| -> Result<String, String> {
+    let export = |page: &[&str]| -> Result<String, ProfileError> {
         let mut args = vec!["--import".to_string(), rep.display().to_string(), "--csv".into()];
         args.extend(page.iter().map(|s| s.to_string()));
         let o = build::run_limited(command(ncu, &args, &ws.root), TOOL_LIMIT, "rung profile's limit", None)?;
         if !o.status.success() {
-            return Err(format!("ncu --import failed: {}", tail(&String::from_utf8_lossy(&o.stderr), 6)));
+            return Err(ProfileError::Import(tail(&String::from_utf8_lossy(&o.stderr), 6)));
         }
         Ok(String::from_utf8_lossy(&o.stdout).into_owned())
     };
     let raw = match export(&["--page", "raw"]) {
         Ok(t) => t,
-        Err(e) => return outcome(Verdict::Error, e),
+        Err(e) => return outcome(Verdict::Error, e.to_string()),
     };
     let mut kernels = match profile::parse_raw(&raw) {
         Ok(k) => k,
@@ -375,7 +409,7 @@ fn sanitizer(ws: &Workspace, v: &VersionFile, program: &Path, tool: Sanitizer, c
     args.extend(child.iter().cloned());
     let (command_line, _, text) = match run(program, &args, &ws.root) {
         Ok(r) => r,
-        Err(e) => return outcome(Verdict::Error, e),
+        Err(e) => return outcome(Verdict::Error, e.to_string()),
     };
     let (findings, summary) = profile::parse_sanitizer(&text);
     let log = Objects::new(&ws.state_dir()).put(text.as_bytes()).ok();

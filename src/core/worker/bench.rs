@@ -146,9 +146,8 @@ fn setup(
                         };
                         args.push(d.to_le_bytes().to_vec());
                     }
-                    LaunchParam::Scalar { ctype, value, .. } => {
-                        args.push(scalar_bytes(ctype, *value).map_err(|m| WorkerError::new("BadRequest", m))?)
-                    }
+                    LaunchParam::Scalar { ctype, value, .. } => args
+                        .push(scalar_bytes(ctype, *value).map_err(|m| WorkerError::new("BadRequest", m.to_string()))?),
                 }
             }
             state.sets.push((args, bufs));

@@ -23,8 +23,13 @@ use crate::model::protocol::{
 /// `nvcc -ptx -arch=compute_90 assets/kernels/copy.cu`; the driver compiles it for the GPU at hand.
 use crate::assets::COPY_PTX;
 
+/// A C type a by-value kernel argument cannot be passed as.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("no by-value encoding for `{0}`")]
+pub struct NoEncoding(pub String);
+
 /// A kernel argument's bytes for its C type.
-fn scalar_bytes(ctype: &str, v: f64) -> Result<Vec<u8>, String> {
+fn scalar_bytes(ctype: &str, v: f64) -> Result<Vec<u8>, NoEncoding> {
     Ok(match ctype {
         "float" => (v as f32).to_le_bytes().to_vec(),
         "double" => v.to_le_bytes().to_vec(),
@@ -35,7 +40,7 @@ fn scalar_bytes(ctype: &str, v: f64) -> Result<Vec<u8>, String> {
         "long" | "long long" | "int64_t" => (v as i64).to_le_bytes().to_vec(),
         "unsigned long" | "unsigned long long" | "uint64_t" | "size_t" => (v as u64).to_le_bytes().to_vec(),
         "short" | "int16_t" => (v as i16).to_le_bytes().to_vec(),
-        other => return Err(format!("no by-value encoding for `{other}`")),
+        other => return Err(NoEncoding(other.to_string())),
     })
 }
 
@@ -329,9 +334,8 @@ fn launch(req: &Launch) -> Result<Response, WorkerError> {
                     arg_bytes.push((g.base + g.guard as u64).to_le_bytes().to_vec());
                     next_buf += 1;
                 }
-                LaunchParam::Scalar { ctype, value, .. } => {
-                    arg_bytes.push(scalar_bytes(ctype, *value).map_err(|m| WorkerError::new("BadRequest", m))?)
-                }
+                LaunchParam::Scalar { ctype, value, .. } => arg_bytes
+                    .push(scalar_bytes(ctype, *value).map_err(|m| WorkerError::new("BadRequest", m.to_string()))?),
             }
         }
         let mut args: Vec<*mut c_void> = arg_bytes.iter_mut().map(|b| b.as_mut_ptr() as *mut c_void).collect();

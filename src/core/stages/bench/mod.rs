@@ -66,7 +66,7 @@ fn fail(verdict: Verdict, reason: Option<Reason>, summary: impl Into<String>) ->
 }
 
 /// Builds a CUDA version's launch at a size, given its buffers.
-pub type LaunchAt<'a> = &'a dyn Fn(&SizeSet, &Files) -> Result<protocol::Launch, String>;
+pub type LaunchAt<'a> = &'a dyn Fn(&SizeSet, &Files) -> Result<protocol::Launch, crate::stages::run::LaunchError>;
 
 /// How one timed call is made: the native launch or the Python call at a size, given the files.
 pub enum Target<'a> {
@@ -476,14 +476,14 @@ fn first_request(
     };
     match target {
         Target::Native(f) => {
-            first.launch = Some(f(sizes, files).map_err(|e| Box::new(fail(Verdict::Fail, None, e)))?);
+            first.launch = Some(f(sizes, files).map_err(|e| Box::new(fail(Verdict::Fail, None, e.to_string())))?);
         }
         Target::Python { file, params } => {
             let args = call_args(spec, params, sizes, |t, _| {
                 let (path, shape) = &files[&t.name];
                 TensorFile { path: path.clone(), dtype: t.dtype, shape: shape.clone() }
             })
-            .map_err(|e| Box::new(fail(Verdict::Error, None, e)))?;
+            .map_err(|e| Box::new(fail(Verdict::Error, None, e.to_string())))?;
             first.call = Some(protocol::Call {
                 file: file.clone(),
                 function: "run".into(),
@@ -512,19 +512,20 @@ pub fn profile_call(
     sizes: &SizeSet,
     seed: u64,
     dir: &std::path::Path,
-) -> Result<(), String> {
-    let _lock = crate::gpulock::lock(&gpu.uuid).map_err(|e| format!("cannot take the GPU's bench lock: {e}"))?;
-    let sets = draw_sets(spec, sizes, seed, dir).map_err(|f| f.summary)?;
-    fork_for(runners, &[target]).map_err(|f| f.summary)?;
+) -> Result<(), Box<StageOutcome>> {
+    let _lock = crate::gpulock::lock(&gpu.uuid)
+        .map_err(|e| Box::new(fail(Verdict::Error, None, format!("cannot take the GPU's bench lock: {e}"))))?;
+    let sets = draw_sets(spec, sizes, seed, dir)?;
+    fork_for(runners, &[target])?;
     let first = protocol::Bench {
         samples: 0,
         warmup_seconds: 0.0,
         flush_bytes: 0,
         profile: true,
-        ..first_request(spec, target, sizes, &sets.files, &[], 0).map_err(|f| f.summary)?
+        ..first_request(spec, target, sizes, &sets.files, &[], 0)?
     };
     let limit = spec.limits.run * 4;
-    let answer = send(runners, target, first, limit).map(|_| ()).map_err(|f| f.summary);
+    let answer = send(runners, target, first, limit).map(|_| ());
     if target.is_python() {
         runners.end_children();
     }

@@ -18,8 +18,19 @@ pub(super) fn ceilings_path(uuid: &str) -> PathBuf {
     crate::toolchain::rung_home().join("ceilings").join(format!("{uuid}.json"))
 }
 
+/// Why the GPU's ceilings could not be measured.
+#[derive(Debug, thiserror::Error)]
+pub enum CeilingError {
+    #[error("the GPU's bench lock: {0}")]
+    Lock(std::io::Error),
+    #[error(transparent)]
+    Worker(#[from] crate::runners::Failure),
+    #[error("measuring the copy ceiling: {0:?}")]
+    Copy(Option<String>),
+}
+
 /// The GPU's ceilings: measured once per GPU UUID and cached (`$RUNG_HOME/ceilings/`).
-pub fn ceilings(runners: &mut Runners, gpu: &GpuInfo, torch: bool) -> Result<Ceilings, String> {
+pub fn ceilings(runners: &mut Runners, gpu: &GpuInfo, torch: bool) -> Result<Ceilings, CeilingError> {
     let path = ceilings_path(&gpu.uuid);
     if let Ok(text) = std::fs::read_to_string(&path)
         && let Ok(c) = serde_json::from_str::<Ceilings>(&text)
@@ -28,18 +39,17 @@ pub fn ceilings(runners: &mut Runners, gpu: &GpuInfo, torch: bool) -> Result<Cei
     {
         return Ok(c);
     }
-    let _lock = crate::gpulock::lock(&gpu.uuid).map_err(|e| format!("the GPU's bench lock: {e}"))?;
+    let _lock = crate::gpulock::lock(&gpu.uuid).map_err(CeilingError::Lock)?;
     let copy = runners
-        .native(Op::Ceiling(Ceiling { kind: CeilingKind::Copy, size: 1 << 30, reps: 20 }), Duration::from_secs(120))
-        .map_err(|e| e.to_string())?;
+        .native(Op::Ceiling(Ceiling { kind: CeilingKind::Copy, size: 1 << 30, reps: 20 }), Duration::from_secs(120))?;
     if !copy.ok {
-        return Err(format!("measuring the copy ceiling: {:?}", copy.error.map(|e| e.message)));
+        return Err(CeilingError::Copy(copy.error.map(|e| e.message)));
     }
     let copy_gbs = copy.ceilings.values().copied().fold(0.0, f64::max);
     let mut timer = if copy.timer_note.is_none() { BASIS_CUPTI } else { BASIS_EVENTS };
     let mut gemm = None;
     if torch {
-        let z = runners.zygote(false).map_err(|e| e.to_string())?;
+        let z = runners.zygote(false)?;
         if z.fork(CallMode::Cuda, Duration::from_secs(60)).is_ok_and(|r| r.ok) {
             let r = z.call(
                 Op::Ceiling(Ceiling { kind: CeilingKind::GemmBf16, size: 8192, reps: 20 }),

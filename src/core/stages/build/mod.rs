@@ -130,9 +130,22 @@ pub(crate) fn quote(cmd: &Command) -> String {
         .join(" ")
 }
 
+/// Why a tool gave no output: it could not start, ran past its limit, or a newer save cancelled it.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    #[error("cannot run {program}: {source}")]
+    Start { program: String, source: std::io::Error },
+    #[error("waiting for {program}: {source}")]
+    Wait { program: String, source: std::io::Error },
+    #[error("cancelled: a newer save of this version arrived")]
+    Cancelled,
+    #[error("{program} did not finish within {secs:.0} s ({limit})")]
+    Overran { program: String, secs: f64, limit: String },
+}
+
 /// Runs a tool with the build's time limit, killed (with its children) when the build's cancel
 /// flag is set; a tool that cannot start, overruns or is cancelled is an `Err`.
-fn run_tool(cmd: Command, env: &BuildEnv) -> Result<Output, String> {
+fn run_tool(cmd: Command, env: &BuildEnv) -> Result<Output, ToolError> {
     run_limited(cmd, env.timeout, "limits.build in rung.toml", env.cancel.as_ref())
 }
 
@@ -142,8 +155,9 @@ pub(crate) fn run_limited(
     timeout: Duration,
     limit: &str,
     cancel: Option<&std::sync::Arc<std::sync::atomic::AtomicBool>>,
-) -> Result<Output, String> {
+) -> Result<Output, ToolError> {
     use std::io::Read;
+    let program = cmd.get_program().to_string_lossy().into_owned();
     use std::os::unix::process::CommandExt;
     // Its own process group, so a time-out or a cancel stops the tool's children too (a Python
     // compile script's helpers would otherwise keep its pipes open).
@@ -162,7 +176,7 @@ pub(crate) fn run_limited(
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", cmd.get_program().to_string_lossy()))?;
+        .map_err(|source| ToolError::Start { program: program.clone(), source })?;
     let mut stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
     let out_thread = std::thread::spawn(move || {
@@ -177,20 +191,16 @@ pub(crate) fn run_limited(
     });
     let start = Instant::now();
     let status = loop {
-        if let Some(s) = child.try_wait().map_err(|e| e.to_string())? {
+        if let Some(s) = child.try_wait().map_err(|source| ToolError::Wait { program: program.clone(), source })? {
             break s;
         }
         if cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst)) {
             kill_group(&mut child);
-            return Err("cancelled: a newer save of this version arrived".into());
+            return Err(ToolError::Cancelled);
         }
         if start.elapsed() > timeout {
             kill_group(&mut child);
-            return Err(format!(
-                "{} did not finish within {:.0} s ({limit})",
-                cmd.get_program().to_string_lossy(),
-                timeout.as_secs_f64()
-            ));
+            return Err(ToolError::Overran { program, secs: timeout.as_secs_f64(), limit: limit.to_string() });
         }
         std::thread::sleep(Duration::from_millis(5));
     };
@@ -232,8 +242,8 @@ impl Session<'_> {
         self.commands.push(quote(&cmd));
         let out = match run_tool(cmd, self.env) {
             Ok(o) => o,
-            Err(msg) => {
-                self.diagnostics.push(Diagnostic::error(&self.v.path, Pos::WHOLE_FILE, msg));
+            Err(e) => {
+                self.diagnostics.push(Diagnostic::error(&self.v.path, Pos::WHOLE_FILE, e.to_string()));
                 return Err(());
             }
         };

@@ -122,8 +122,8 @@ pub(super) fn build_python_aot(
     s.commands.push(quote(&cmd));
     let out = match run_tool(cmd, s.env) {
         Ok(o) => o,
-        Err(msg) => {
-            s.diagnostics.push(Diagnostic::error(&s.v.path, Pos::WHOLE_FILE, msg));
+        Err(e) => {
+            s.diagnostics.push(Diagnostic::error(&s.v.path, Pos::WHOLE_FILE, e.to_string()));
             return Err(());
         }
     };

@@ -50,6 +50,17 @@ pub(super) struct RunFailure {
     pub(super) diagnostic: Option<Box<Diagnostic>>,
 }
 
+/// Why the Python worker gave the check no child to run in.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ForkError {
+    #[error("{0}")]
+    Zygote(crate::runners::Failure),
+    #[error("the Python worker could not fork: {0}")]
+    Fork(crate::runners::Failure),
+    #[error("the Python worker's child could not start: {kind}: {message}")]
+    Child { kind: String, message: String },
+}
+
 impl<'a> Checker<'a> {
     pub(super) fn add_phase(&mut self, name: &str, seconds: f64) {
         *self.phases.entry(name.to_string()).or_insert(0.0) += seconds;
@@ -58,7 +69,7 @@ impl<'a> Checker<'a> {
     /// Forks the Python child for this check, after compiling in parallel when `prewarm` has
     /// calls.
     /// Returns whether a prewarm call ran past the limit (run() does not return).
-    pub(super) fn fork(&mut self, prewarm: Vec<protocol::Call>) -> Result<bool, String> {
+    pub(super) fn fork(&mut self, prewarm: Vec<protocol::Call>) -> Result<bool, ForkError> {
         let interpret = self.mode == CallMode::Interpret;
         let warm = self.runners.warm(interpret);
         let t0 = Instant::now();
@@ -69,18 +80,18 @@ impl<'a> Checker<'a> {
         let prewarm_arch = self
             .gpu_arch
             .filter(|_| !prewarm.is_empty() && std::env::var_os("RUNG_PREWARM_ON_GPU").is_none_or(|v| v != "1"));
-        self.runners.zygote(interpret).map_err(|e| e.to_string())?;
+        self.runners.zygote(interpret).map_err(ForkError::Zygote)?;
         if !warm {
             self.add_phase("zygote_start", t0.elapsed().as_secs_f64());
         }
         let mode = self.mode;
-        let z = self.runners.zygote(interpret).map_err(|e| e.to_string())?;
+        let z = self.runners.zygote(interpret).map_err(ForkError::Zygote)?;
         let resp = z
             .fork_with(protocol::Fork { mode, prewarm, prewarm_seconds, prewarm_arch, token: None }, limit)
-            .map_err(|e| format!("the Python worker could not fork: {e}"))?;
+            .map_err(ForkError::Fork)?;
         if !resp.ok {
             let e = resp.error.unwrap_or_else(|| WorkerError::new("WorkerDied", "the child did not start"));
-            return Err(format!("the Python worker's child could not start: {}: {}", e.kind, e.message));
+            return Err(ForkError::Child { kind: e.kind, message: e.message });
         }
         let killed = resp.phases.get("prewarm_killed").copied().unwrap_or(0.0);
         for (k, s) in resp.phases {
@@ -110,7 +121,7 @@ impl<'a> Checker<'a> {
         }
         let launch = match plan.launch_at(self.spec, sizes, &rfiles) {
             Ok(l) => l,
-            Err((_, m)) => return Some(format!("the reference cannot be launched: {m}")),
+            Err(m) => return Some(format!("the reference cannot be launched: {m}")),
         };
         match self.runners.launch(launch, self.spec.limits.run) {
             Ok(r) if r.ok && r.guards.is_empty() => None,
@@ -151,7 +162,7 @@ impl<'a> Checker<'a> {
             .map_err(|m| RunFailure {
                 verdict: Verdict::Error,
                 reason: None,
-                message: m,
+                message: m.to_string(),
                 diagnostic: None,
             })?;
             let call = protocol::Call {
@@ -164,10 +175,10 @@ impl<'a> Checker<'a> {
             };
             return self.python(protocol::Op::Call(call)).map_err(as_failure);
         };
-        let launch = plan.launch_at(self.spec, sizes, files).map_err(|(reason, message)| RunFailure {
+        let launch = plan.launch_at(self.spec, sizes, files).map_err(|e| RunFailure {
             verdict: Verdict::Fail,
-            reason,
-            message,
+            reason: e.reason(),
+            message: e.to_string(),
             diagnostic: None,
         })?;
         self.runners.launch(launch, limit).map_err(as_failure)
@@ -259,7 +270,7 @@ impl<'a> Checker<'a> {
         // Drawn in parallel with the fork: reported, not on the critical path.
         self.add_phase("inputs_drawn", drawn.1);
         match forked {
-            Err(e) => return failed(Verdict::Error, None, e),
+            Err(e) => return failed(Verdict::Error, None, e.to_string()),
             Ok(true) => {
                 let limit = self.spec.limits.run.as_secs_f64();
                 let mut out = failed(

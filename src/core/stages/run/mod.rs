@@ -63,6 +63,26 @@ fn failure_reason(f: &Failure) -> (Verdict, Option<Reason>) {
     }
 }
 
+/// Why a native version cannot be launched at a size.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LaunchError {
+    #[error(transparent)]
+    Value(#[from] crate::expr::ValueError),
+    #[error("no value for the kernel parameter `{0}`")]
+    NoValue(String),
+}
+
+impl LaunchError {
+    /// The reason code a failed launch carries: a kernel parameter rung.toml gives no value is
+    /// a signature that does not match the problem.
+    pub fn reason(&self) -> Option<Reason> {
+        match self {
+            LaunchError::NoValue(_) => Some(Reason::SignatureMismatch),
+            LaunchError::Value(_) => None,
+        }
+    }
+}
+
 /// Why a CUDA reference cannot serve: its file, and what went wrong. Each says which file and
 /// what to fix; the run rung fails with `reference-failed` and the bench claims no speedup.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -263,8 +283,8 @@ impl NativePlan {
     pub fn launcher<'a>(
         &'a self,
         spec: &'a Spec,
-    ) -> impl Fn(&SizeSet, &crate::stages::Files) -> Result<protocol::Launch, String> + 'a {
-        move |sizes, files| self.launch_at(spec, sizes, files).map_err(|(_, m)| m)
+    ) -> impl Fn(&SizeSet, &crate::stages::Files) -> Result<protocol::Launch, LaunchError> + 'a {
+        move |sizes, files| self.launch_at(spec, sizes, files)
     }
 
     /// The launch at one size with the buffers in `files` (parameter name → file, shape).
@@ -273,9 +293,9 @@ impl NativePlan {
         spec: &Spec,
         sizes: &SizeSet,
         files: &BTreeMap<String, (PathBuf, Vec<i64>)>,
-    ) -> Result<protocol::Launch, (Option<Reason>, String)> {
+    ) -> Result<protocol::Launch, LaunchError> {
         let dims = match &self.launch {
-            Some(l) => l.eval(spec, sizes, self.num_sms).map_err(|m| (None, m))?,
+            Some(l) => l.eval(spec, sizes, self.num_sms)?,
             None => crate::launch::LaunchDims { grid: [1, 1, 1], block: [1, 1, 1], smem_bytes: 0, cluster: None },
         };
         let mut params = Vec::new();
@@ -283,9 +303,11 @@ impl NativePlan {
             let param = if let Some((path, _)) = files.get(&p.name).filter(|_| p.pointer) {
                 protocol::LaunchParam::Buffer { name: p.name.clone(), path: path.clone() }
             } else {
-                let value = spec.value_of(&p.name, sizes, Some(self.num_sms)).ok().flatten().ok_or_else(|| {
-                    (Some(Reason::SignatureMismatch), format!("no value for the kernel parameter `{}`", p.name))
-                })?;
+                let value = spec
+                    .value_of(&p.name, sizes, Some(self.num_sms))
+                    .ok()
+                    .flatten()
+                    .ok_or_else(|| LaunchError::NoValue(p.name.clone()))?;
                 protocol::LaunchParam::Scalar { name: p.name.clone(), ctype: p.base.clone(), value: value.as_f64() }
             };
             params.push(param);
