@@ -30,17 +30,17 @@ impl Rung for Bench {
     }
 
     fn climb(&self, cx: &mut Climb<'_>) -> Result<Step, StoreError> {
-        if cx.opts.no_bench {
+        if cx.at.opts.no_bench {
             return Ok(Step::Stop);
         }
-        let (ws, machine, seed) = (cx.ws, cx.machine, cx.seed);
+        let (ws, machine, seed) = (cx.at.ws, cx.at.machine, cx.at.seed);
         let Some(gpu) = machine.gpu.first() else {
             return Ok(skipped("no GPU: bench and roofline skipped (no timing is invented)"));
         };
         let v = &cx.version;
         let (Some(spec), Format::Rung) = (ws.spec.as_ref(), ws.format) else {
             // A GPU MODE or KernelBench problem: its own inputs, against its own GPU reference.
-            return Ok(match runners_for(ws, machine, cx.runners) {
+            return Ok(match runners_for(ws, machine, cx.at.runners) {
                 Ok(r) => Step::row(bench::bench_problem(ws, r, gpu, v, seed)),
                 Err(e) => workers_failed(e),
             });
@@ -49,8 +49,8 @@ impl Rung for Bench {
             return Ok(skipped(format!("benching {} versions is not built yet", v.kind)));
         }
         // The best approved version, re-benched interleaved with this one.
-        let best = best_approved(ws, cx.store, &v.id);
-        let r = match runners_for(ws, machine, cx.runners) {
+        let best = best_approved(ws, cx.at.store, &v.id);
+        let r = match runners_for(ws, machine, cx.at.runners) {
             Ok(r) => r,
             Err(e) => return Ok(workers_failed(e)),
         };
@@ -151,14 +151,14 @@ impl Rung for Roofline {
     }
 
     fn climb(&self, cx: &mut Climb<'_>) -> Result<Step, StoreError> {
-        let (ws, machine) = (cx.ws, cx.machine);
+        let (ws, machine) = (cx.at.ws, cx.at.machine);
         let (Some(spec), Format::Rung) = (ws.spec.as_ref(), ws.format) else {
             return Ok(skipped(
                 "no roofline: a GPU MODE or KernelBench problem states no bytes or FLOPs (rung.toml's [roofline] does)",
             ));
         };
         let (Some(gpu), Some(b)) = (machine.gpu.first(), cx.benched.take()) else { return Ok(Step::Stop) };
-        let r = match runners_for(ws, machine, cx.runners) {
+        let r = match runners_for(ws, machine, cx.at.runners) {
             Ok(r) => r,
             Err(e) => return Ok(workers_failed(e)),
         };

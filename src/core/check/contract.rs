@@ -3,16 +3,14 @@
 //! that climbs them.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
-use super::{CheckOptions, Machine};
+use super::RunCtx;
 use crate::model::bench::BenchDetail;
 use crate::model::report::{Stage, StageResult, Verdict};
-use crate::runners::Runners;
 use crate::stages::StageOutcome;
-use crate::store::{Store, StoreError};
-use crate::workspace::{VersionFile, Workspace};
+use crate::store::StoreError;
+use crate::workspace::VersionFile;
 
 /// What a rung gives back.
 pub enum Step {
@@ -45,17 +43,11 @@ pub trait Rung {
     fn climb(&self, cx: &mut Climb<'_>) -> Result<Step, StoreError>;
 }
 
-/// One version's climb: what every rung reads (the workspace, the history, the machine and its
-/// workers, the options, the seed, the flag a newer save sets), the version, what earlier rungs
-/// left for later ones, and the rows so far.
+/// One version's climb: what every rung reads (`at`: the workspace, the history, the machine and
+/// its workers, the options, the seed, the flag a newer save sets), the version, what earlier
+/// rungs left for later ones, and the rows so far.
 pub struct Climb<'a> {
-    pub ws: &'a Workspace,
-    pub store: &'a mut Store,
-    pub machine: &'a Machine,
-    pub runners: &'a mut Option<Runners>,
-    pub opts: &'a CheckOptions,
-    pub seed: u64,
-    pub cancel: Option<&'a Arc<AtomicBool>>,
+    pub at: RunCtx<'a>,
     pub version: VersionFile,
     pub source: String,
     pub source_hash: String,
@@ -74,7 +66,7 @@ pub struct Climb<'a> {
 
 impl Climb<'_> {
     pub fn cancelled(&self) -> bool {
-        self.cancel.is_some_and(|c| c.load(Ordering::SeqCst))
+        self.at.cancel.is_some_and(|c| c.load(Ordering::SeqCst))
     }
 
     /// Whether this version's row of `stage` passed.

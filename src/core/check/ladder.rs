@@ -34,7 +34,7 @@ pub fn climb(rungs: &[&dyn Rung], cx: &mut Climb<'_>) -> Result<bool, StoreError
         };
         let go_on = !rung.gates() || outcome.verdict == Verdict::Pass;
         let result = stage_result(rung.stage(), (started, t0), outcome, tools);
-        let row = record(cx.store, &cx.version, &cx.source_hash, cx.seed, started, result)?;
+        let row = record(cx.at.store, &cx.version, &cx.source_hash, cx.at.seed, started, result)?;
         match cx.stages.iter().position(|s| s.stage == row.stage) {
             Some(i) => cx.stages[i] = row,
             None => cx.stages.push(row),
@@ -69,7 +69,7 @@ impl Rung for Prepare {
                 detail: StageDetail::None,
                 reason: None,
             },
-            None => prepare::prepare(cx.ws.format, cx.ws.spec.as_ref(), &cx.version, &cx.source),
+            None => prepare::prepare(cx.at.ws.format, cx.at.ws.spec.as_ref(), &cx.version, &cx.source),
         };
         Ok(Step::row(StageOutcome {
             verdict: p.verdict,
@@ -90,16 +90,16 @@ impl Rung for Build {
     }
 
     fn climb(&self, cx: &mut Climb<'_>) -> Result<Step, StoreError> {
-        let machine = cx.machine;
+        let machine = cx.at.machine;
         let env = BuildEnv {
-            ws: cx.ws,
+            ws: cx.at.ws,
             toolchain: &machine.toolchain,
             gpu_arch: machine.gpu.first().map(|g| g.arch()),
-            timeout: cx.ws.spec.as_ref().map_or(crate::spec::Limits::default().build, |s| s.limits.build),
+            timeout: cx.at.ws.spec.as_ref().map_or(crate::spec::Limits::default().build, |s| s.limits.build),
             triton_at_launch: machine.gpu.first().is_some() && machine.toolchain.has_python_package("torch"),
-            cancel: cx.cancel.cloned(),
+            cancel: cx.at.cancel.cloned(),
         };
-        let b = build::build(&env, cx.store, &cx.version, &cx.source)?;
+        let b = build::build(&env, cx.at.store, &cx.version, &cx.source)?;
         let outcome = StageOutcome {
             verdict: b.verdict,
             summary: b.summary,
@@ -125,9 +125,9 @@ impl Rung for Run {
     }
 
     fn climb(&self, cx: &mut Climb<'_>) -> Result<Step, StoreError> {
-        let (ws, machine) = (cx.ws, cx.machine);
-        cx.reference = reference_build(ws, cx.store, machine);
-        let out = match runners_for(ws, machine, cx.runners) {
+        let (ws, machine) = (cx.at.ws, cx.at.machine);
+        cx.reference = reference_build(ws, cx.at.store, machine);
+        let out = match runners_for(ws, machine, cx.at.runners) {
             Ok(r) => {
                 let gpu = machine.gpu.first();
                 let env = run::RunEnv {
@@ -136,7 +136,7 @@ impl Rung for Run {
                     gpu_arch: gpu.map(|g| g.compute_capability),
                     reference: cx.reference.clone(),
                 };
-                run::run_and_check(ws, &env, r, &cx.version, &cx.source, cx.seed)
+                run::run_and_check(ws, &env, r, &cx.version, &cx.source, cx.at.seed)
             }
             Err(e) => run::RunOutcome {
                 run: StageOutcome::new(Verdict::Error, format!("cannot prepare the workers: {e}")),
@@ -166,8 +166,9 @@ impl Rung for Captured {
 
     fn climb(&self, cx: &mut Climb<'_>) -> Result<Step, StoreError> {
         let at_launch = cx.stages.iter().find(|s| s.stage == Stage::Build && matches!(s.detail, StageDetail::None));
-        let (Some(row), Some(g)) = (at_launch, cx.machine.gpu.first()) else { return Ok(Step::Next) };
-        let Some((verdict, summary, detail)) = build::captured(cx.ws, &cx.machine.toolchain, &g.arch(), &cx.launched)
+        let (Some(row), Some(g)) = (at_launch, cx.at.machine.gpu.first()) else { return Ok(Step::Next) };
+        let Some((verdict, summary, detail)) =
+            build::captured(cx.at.ws, &cx.at.machine.toolchain, &g.arch(), &cx.launched)
         else {
             return Ok(Step::Next);
         };

@@ -322,13 +322,7 @@ pub fn build_phase(
     const NO_OPTIONS: &CheckOptions = &CheckOptions { versions: Vec::new(), seed: None, no_bench: false };
     let mut no_workers = None;
     let mut cx = Climb {
-        ws,
-        store,
-        machine,
-        runners: &mut no_workers,
-        opts: NO_OPTIONS,
-        seed,
-        cancel,
+        at: RunCtx { ws, store, machine, runners: &mut no_workers, opts: NO_OPTIONS, seed, cancel },
         version: v.clone(),
         source,
         source_hash,
@@ -351,19 +345,13 @@ pub fn build_phase(
 /// phase (the scheduler killed the worker's child for a newer save) records nothing more and
 /// returns `None`.
 pub fn run_phase(cx: RunCtx<'_>, built: Built) -> Result<Option<VersionReport>, StoreError> {
-    let RunCtx { ws, store, machine, runners, opts, seed, cancel } = cx;
     if !built.runnable {
         return Ok(Some(built.into_report()));
     }
+    let machine = cx.machine;
     let Built { version, source, source_hash, status, stages, .. } = built;
     let mut cx = Climb {
-        ws,
-        store,
-        machine,
-        runners,
-        opts,
-        seed,
-        cancel,
+        at: cx,
         version,
         source,
         source_hash,
