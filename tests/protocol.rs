@@ -353,12 +353,9 @@ fn the_compile_only_prewarm_fills_the_triton_cache_without_a_gpu() {
     let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/demo/versions/v004-triton.py");
     std::fs::copy(demo, dir.join("v004-triton.py")).unwrap();
     let cache = dir.join("triton-cache");
-    // The worker's folder as rung lays it out: the ahead-of-time script beside the worker.
+    // The worker's folder as rung lays it out: every Python file beside the worker.
     let data = dir.join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    for f in ["rung_worker.py", "rung_problem.py", "triton_aot.py", "aot_common.py"] {
-        std::fs::copy(format!("{}/assets/python/{f}", env!("CARGO_MANIFEST_DIR")), data.join(f)).unwrap();
-    }
+    rung::assets::write_python(&data).unwrap();
     let mut child = Command::new(&python)
         .arg(data.join("rung_worker.py"))
         .current_dir(dir)

@@ -1,12 +1,15 @@
 """Helpers shared by rung's ahead-of-time compile scripts (triton_aot.py, cute_aot.py): finding
 the user's frame in a traceback, exception chains, mapping a PTX line back to its source through
-the PTX's `.loc` directives, the one JSON reply, capturing the compiler's output, and importing
-the version file. rung writes this file beside the script it runs."""
+the PTX's `.loc` directives, the one JSON reply, capturing the compiler's output, importing
+the version file, running a tool, the guesses from a parameter's name, and the supervisor that
+turns a compiler crash into one JSON reply. rung writes this file beside the script it runs."""
 
 import importlib.util
 import json
 import os
 import re
+import signal
+import subprocess
 import sys
 import tempfile
 import traceback
@@ -197,3 +200,135 @@ def import_version(path):
             "text": fs.line if fs else None,
             "in_version_file": fs is not None,
         }
+
+
+# --------------------------------------------------------------------------- names and tools
+
+# A parameter's name says what it likely is when nothing else does.
+INT_PREFIXES = ("stride", "n_", "num_", "len", "offset", "off_", "seq", "max_seqlen", "start", "end")
+FLOAT_NAMES = {"eps", "epsilon", "scale", "alpha", "beta", "sm_scale", "softmax_scale",
+               "temperature", "momentum", "p_drop", "dropout_p", "negative_slope", "slope",
+               "min_val", "max_val", "lr", "weight_decay", "inv_scale"}
+
+# A compiler's `file:line:col: error: message` line.
+DIAG_RE = re.compile(r"^(?P<file>[^\s:][^:]*?):(?P<line>\d+):(?P<col>\d+): (?P<sev>error|warning|note|remark): ?(?P<msg>.*)$",
+                     re.MULTILINE)
+
+# The resources of one entry in a `ptxas -v` report.
+PTXAS_PATTERNS = {
+    "registers": r"Used (\d+) registers",
+    "barriers": r"used (\d+) barriers",
+    "smem_static": r"(\d+) bytes smem",
+    "stack_frame": r"(\d+) bytes stack frame",
+    "spill_stores": r"(\d+) bytes spill stores",
+    "spill_loads": r"(\d+) bytes spill loads",
+}
+
+
+def run_tool(cmd, timeout=300, merge=True):
+    """(status, output) of a tool; with merge=False its stderr goes to ours rather than into the
+    output. A tool that cannot start or overruns is status -1 with the reason."""
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge else subprocess.PIPE,
+                           timeout=timeout)
+        out = p.stdout.decode("utf-8", "replace")
+        if not merge and p.stderr:
+            sys.stderr.write(p.stderr.decode("utf-8", "replace"))
+        return p.returncode, out
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return -1, str(e)
+
+
+def load_sig_json(v, what):
+    """--signature-json: inline JSON or a file holding it, an object of `what` name -> spec."""
+    if v is None:
+        return {}
+    text = v
+    if not v.lstrip().startswith("{") and os.path.isfile(v):
+        with open(v) as f:
+            text = f.read()
+    obj = json.loads(text)
+    if not isinstance(obj, dict):
+        raise ValueError("--signature-json must be a JSON object: %s name -> spec" % what)
+    return obj
+
+
+# --------------------------------------------------------------------------- the supervisor
+
+def supervise(script, argv, main, emit, prefix, empty_result, run_mark=None, run_crash=None, plain=None,
+              no_traceback=None):
+    """Runs `script`'s main() in a worker process so that a compiler crash (an abort or a segfault
+    in MLIR, LLVM, NVVM or ptxas) still ends in one JSON object: the crashed kernel is reported and
+    the rest are compiled by a new worker, started with `--_skip` for each that crashed.
+
+    `empty_result` is the reply when no worker got far enough to write one. A script whose worker
+    also calls the version's run() names that phase `run_mark` while it lasts: a crash there is
+    passed to the next worker as `--_run_crash` (which falls back to inference and warns), with
+    `run_crash` % how for its message. `plain` cleans the log's text (colour codes);
+    `no_traceback` is what a crash's traceback field holds."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if any(a in ("-h", "--help") or a.startswith("--_") for a in argv):
+        return main(argv)
+    crashed = []
+    with tempfile.TemporaryDirectory(prefix=prefix) as td:
+        res_path = os.path.join(td, "result.json")
+        while True:
+            cmd = [sys.executable, os.path.abspath(script)] + argv + ["--_result", res_path]
+            for k in crashed:
+                if run_mark is not None and k["kernel"] == run_mark:
+                    cmd += ["--_run_crash", k["message"]]
+                else:
+                    cmd += ["--_skip", k["kernel"]]
+            if os.path.exists(res_path):
+                os.remove(res_path)
+            # stream the worker's output to our stderr as it comes, keeping the tail for a crash report
+            p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            last = b""
+            while True:
+                chunk = os.read(p.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                os.write(2, chunk)
+                last = (last + chunk)[-4 * MAX_LOG_CHARS:]
+            p.stdout.close()
+            rc = p.wait()
+            log = last.decode("utf-8", "replace")
+            if plain is not None:
+                log = plain(log)
+            result = None
+            if os.path.exists(res_path):
+                try:
+                    with open(res_path) as f:
+                        result = json.load(f)
+                except ValueError:
+                    result = None
+            if result is not None and result.get("done") and rc in (0, 1, 2):
+                break
+            current = (result or {}).get("current")
+            if rc < 0:
+                try:
+                    how = "was killed by %s" % signal.Signals(-rc).name
+                except (ValueError, AttributeError):
+                    how = "was killed by signal %d" % -rc
+            else:
+                how = "exited with status %d without a result" % rc
+            err = {"kernel": current, "type": "CompilerCrash",
+                   "message": "the compiler process %s%s" % (how, " while compiling %s" % current if current else ""),
+                   "traceback": no_traceback, "lineno": None, "log": tail(log)}
+            if run_mark is not None and current == run_mark:  # the next worker falls back to inference
+                err["message"] = run_crash % how
+            if current is None or any(c["kernel"] == current for c in crashed) or len(crashed) >= 64:
+                result = result or dict(empty_result)
+                result["errors"] = list(result.get("errors", [])) + [err]
+                rc = 1
+                break
+            crashed.append(err)
+    for k in ("done", "current", "exit_code"):
+        result.pop(k, None)
+    crashed = [c for c in crashed if run_mark is None or c["kernel"] != run_mark]  # the worker warns of it
+    if crashed:
+        result["errors"] = crashed + [e for e in result.get("errors", [])
+                                      if not any(e.get("kernel") == c["kernel"] and e.get("type") == "CompilerCrash"
+                                                 for c in crashed)]
+        rc = max(rc, 1)
+    emit(result, rc)

@@ -1321,7 +1321,7 @@ def _prewarm_start(req):
     """Starts the fork's prewarm calls at once, each in its own child that exits without a word,
     so Triton compiles every specialisation in parallel into the cache the check's child then
     reads. With `prewarm_arch` a child compiles for that GPU without opening it (run() with fake
-    tensors, triton_aot.warm_cache); otherwise it opens the GPU and calls run(). Returns what
+    tensors, triton_capture.warm_cache); otherwise it opens the GPU and calls run(). Returns what
     _prewarm_wait needs, or None when there is nothing to do."""
     calls = req.get("prewarm") or []
     if not calls:
@@ -1341,10 +1341,10 @@ def _prewarm_start(req):
                     here = os.path.dirname(os.path.abspath(__file__))
                     if here not in sys.path:
                         sys.path.insert(0, here)
-                    import triton_aot
+                    import triton_capture
                     args = {k: ({"tensor": {"dtype": v["tensor"]["dtype"], "shape": v["tensor"]["shape"]}}
                                 if "tensor" in v else v) for k, v in (call.get("args") or {}).items()}
-                    triton_aot.warm_cache(call["file"], {"args": args}, int(arch))
+                    triton_capture.warm_cache(call["file"], {"args": args}, int(arch))
                 else:
                     import torch
                     torch.cuda.init()

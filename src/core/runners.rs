@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use crate::model::protocol::{self, CallMode, Capability, Fork, Hello, Op, Request, Response, WorkerError, WorkerKind};
 
-use crate::assets::{AOT_COMMON, PYTHON_PROBLEM, PYTHON_WORKER, TRITON_AOT};
+use crate::assets::PYTHON_WORKER;
 
 /// How long a worker may take to start (the zygote imports torch and Triton).
 pub const START_LIMIT: Duration = Duration::from_secs(120);
@@ -453,13 +453,10 @@ impl Runners {
     pub fn new(root: &Path, state: &Path, python: Option<PathBuf>) -> std::io::Result<Runners> {
         let data = data_dir();
         std::fs::create_dir_all(&data)?;
-        let script = data.join("rung_worker.py");
-        std::fs::write(&script, PYTHON_WORKER)?;
-        // The zygote's prewarm compiles through the ahead-of-time script's capture (imported
-        // from beside the worker).
-        std::fs::write(data.join("triton_aot.py"), TRITON_AOT)?;
-        std::fs::write(data.join("aot_common.py"), AOT_COMMON)?;
-        std::fs::write(data.join("rung_problem.py"), PYTHON_PROBLEM)?;
+        let script = data.join(PYTHON_WORKER);
+        // The worker imports the problem judge, and the zygote's prewarm compiles through the
+        // ahead-of-time capture (triton_capture.py): every Python file goes beside it.
+        crate::assets::write_python(&data)?;
         Ok(Runners {
             env: WorkerEnv {
                 cwd: root.to_path_buf(),

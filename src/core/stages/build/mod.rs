@@ -35,8 +35,6 @@ use crate::workspace::{VersionFile, VersionKind, Workspace};
 /// Bump when the build's commands or outputs change, so cached builds are redone.
 const BUILD_LOGIC_VERSION: u32 = 3;
 
-use crate::assets::{AOT_COMMON, CUTE_AOT, TRITON_AOT};
-
 pub struct Built {
     pub verdict: Verdict,
     pub summary: String,
@@ -388,8 +386,9 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
     }
     // The embedded compile scripts are part of the build, like a tool version.
     match v.kind {
-        VersionKind::Triton => key_text.push_str(&sha256_hex(format!("{TRITON_AOT}{AOT_COMMON}").as_bytes())),
-        VersionKind::CuteDsl => key_text.push_str(&sha256_hex(format!("{CUTE_AOT}{AOT_COMMON}").as_bytes())),
+        VersionKind::Triton | VersionKind::CuteDsl => {
+            key_text.push_str(&sha256_hex(crate::assets::python_text().as_bytes()))
+        }
         _ => {}
     }
     let cache_key = sha256_hex(key_text.as_bytes());

@@ -1,6 +1,7 @@
 //! Python versions built ahead of time (Triton, CuTe DSL) by the scripts rung carries, and the
 //! kernels that really launched, captured at run time; their resources read from the cubin.
 
+use crate::assets::{CUTE_AOT, TRITON_AOT};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -78,13 +79,12 @@ pub(super) fn build_python_aot(
 ) -> Result<Files, ()> {
     let tc = s.env.toolchain;
     let python = &tc.python.as_ref().expect("checked").path;
-    let (name, text) = match tool {
-        AotTool::Triton => ("triton_aot.py", TRITON_AOT),
-        AotTool::Cute => ("cute_aot.py", CUTE_AOT),
+    let name = match tool {
+        AotTool::Triton => TRITON_AOT,
+        AotTool::Cute => CUTE_AOT,
     };
     let script = s.tmp.join(name);
-    std::fs::write(&script, text).map_err(|_| ())?;
-    std::fs::write(s.tmp.join("aot_common.py"), AOT_COMMON).map_err(|_| ())?;
+    crate::assets::write_python(&s.tmp).map_err(|_| ())?;
     let out_dir = s.tmp.join("aot");
     // CuTe DSL compiles for the architecture-specific target (sm_90a on Hopper).
     let target = match tool {
