@@ -91,7 +91,7 @@ fn the_python_tracer_reads_the_same_records_and_says_why_when_cupti_refuses() {
         r#"
 import ctypes, json, sys
 sys.path.insert(0, {worker:?})
-import rung_worker as w
+import rung_bench as w
 tracer, why = w._tracer()
 if tracer is None:
     print(json.dumps({{"why": why}}))
@@ -159,7 +159,7 @@ fn the_persisting_l2_guard_flags_only_what_the_version_raised_above_the_contexts
         r#"
 import ctypes, json, sys
 sys.path.insert(0, {worker:?})
-import rung_worker as w
+import rung_bench as w
 
 class Cu:
     def __init__(self, limit):

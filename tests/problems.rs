@@ -168,7 +168,7 @@ fn a_bench_re_check_refills_the_timed_buffers_and_names_a_remembered_result() {
 import json, sys
 sys.path.insert(0, {assets:?})
 import rung_problem as rp
-import rung_worker as w
+import rung_bench as w
 rp.save_timers()
 rp.watch_torch()
 out = {{}}

@@ -461,7 +461,7 @@ fn both_workers_turn_cupti_records_into_the_same_busy_time_and_span() {
         vec![(0, 400, Some("rung_flush_evict_first")), (500, 600, Some("k"))],
     ];
     let script = format!(
-        "import json, sys\nsys.path.insert(0, {:?})\nimport rung_worker as w\ncases = json.loads(sys.argv[1])\n\
+        "import json, sys\nsys.path.insert(0, {:?})\nimport rung_bench as w\ncases = json.loads(sys.argv[1])\n\
          print(json.dumps([w._Tracer.call_ms([(s, e, n.encode() if n is not None else None) for s, e, n in c]) for c in cases]))",
         concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python")
     );
