@@ -1,3 +1,5 @@
+# One file on purpose: the judge watches its own module for a version's patches (watch_torch),
+# so every function a verdict rests on lives in the one module that is watched.
 """GPU MODE and KernelBench problems in rung's Python worker: one check case, judged where the
 tensors live.
 
