@@ -4,13 +4,12 @@
 //! streams to standard error; the log, one line per choice, to standard output.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use clap::Args;
 use rung::agent::auto::{self, AutoEvent, NOT_RUN, Target};
-use rung::agent::config::{self, AgentConfig};
 use rung::agent::tools::WorkspaceTools;
-use rung::agent::{Agent, AgentEvent, Cancel, ChatStore};
+use rung::agent::{AgentEvent, Cancel, ChatStore};
 use rung::check::{CheckOptions, Machine};
 use rung::exit;
 use rung::store::Store;
@@ -33,15 +32,8 @@ pub struct AutoArgs {
     /// Stop once the conversation has used this many tokens.
     #[arg(long, value_name = "N")]
     pub max_tokens: Option<u64>,
-    /// A provider of the configuration's [agent.providers].
-    #[arg(long)]
-    pub provider: Option<String>,
-    /// Overrides the provider's model.
-    #[arg(long)]
-    pub model: Option<String>,
-    /// The configuration file (default: $RUNG_CONFIG, else ~/.config/rung/config.toml).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub agent: super::chat::AgentChoice,
 }
 
 pub fn auto_cmd(dir: &Path, args: &AutoArgs) -> i32 {
@@ -51,9 +43,7 @@ pub fn auto_cmd(dir: &Path, args: &AutoArgs) -> i32 {
             return exit::USAGE;
         }
     }
-    let built = AgentConfig::load_or_default(args.config.clone().or_else(config::default_path).as_deref())
-        .and_then(|cfg| Agent::new(cfg, args.provider.as_deref(), args.model.as_deref()));
-    let agent = match built {
+    let agent = match args.agent.agent() {
         Ok(a) => a,
         Err(e) => {
             eprintln!("rung auto: {e}");

@@ -10,10 +10,9 @@ use rung::agent::tools::WorkspaceTools;
 use rung::agent::{self, Agent, AgentEvent, Cancel, ChatStore, Message, NoTools, ToolBox};
 use rung::exit;
 
+/// Which agent a command talks to: `rung chat` and `rung auto` take the same three options.
 #[derive(Args, Debug)]
-pub struct ChatArgs {
-    /// The message to send.
-    pub message: String,
+pub struct AgentChoice {
     /// A provider of the configuration's [agent.providers] (or `openai`, `anthropic`).
     #[arg(long)]
     pub provider: Option<String>,
@@ -23,6 +22,22 @@ pub struct ChatArgs {
     /// The configuration file (default: $RUNG_CONFIG, else ~/.config/rung/config.toml).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+}
+
+impl AgentChoice {
+    /// The configuration read and the provider chosen.
+    pub fn agent(&self) -> Result<Agent, agent::AgentError> {
+        let cfg = AgentConfig::load_or_default(self.config.clone().or_else(config::default_path).as_deref())?;
+        Agent::new(cfg, self.provider.as_deref(), self.model.as_deref())
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct ChatArgs {
+    /// The message to send.
+    pub message: String,
+    #[command(flatten)]
+    pub agent: AgentChoice,
     /// Keep the conversation out of .rung/chat/.
     #[arg(long)]
     pub no_save: bool,
@@ -46,8 +61,7 @@ pub fn chat_cmd(dir: &Path, args: &ChatArgs) -> i32 {
 }
 
 fn chat(dir: &Path, args: &ChatArgs) -> Result<i32, agent::AgentError> {
-    let cfg = AgentConfig::load_or_default(args.config.clone().or_else(config::default_path).as_deref())?;
-    let agent = Agent::new(cfg, args.provider.as_deref(), args.model.as_deref())?;
+    let agent = args.agent.agent()?;
     let store = ChatStore::for_workspace(dir);
     let mut conv = agent.conversation((!args.no_save).then_some(&store))?;
     conv.push(Message::user(args.message.clone()))?;

@@ -107,7 +107,9 @@ pub struct BuildSpec {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RunnerSpec {
+    #[serde(default)]
     pub kind: RunnerKind,
     pub host: Option<String>,
     pub port: Option<u16>,
@@ -117,6 +119,7 @@ pub struct RunnerSpec {
     pub gres: Option<String>,
     pub time: Option<String>,
     pub account: Option<String>,
+    #[serde(default)]
     pub srun_args: Vec<String>,
     /// Slurm: the rung binary on the compute nodes (default: this binary's own path, which
     /// must then be on a filesystem they share).

@@ -136,22 +136,9 @@ fn runner_field<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RawRunnerField
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawRunner {
-    #[serde(default)]
-    pub kind: RunnerKind,
-    pub host: Option<String>,
-    pub port: Option<u16>,
-    pub workdir: Option<String>,
-    pub partition: Option<String>,
-    pub gres: Option<String>,
-    pub time: Option<String>,
-    pub account: Option<String>,
-    #[serde(default)]
-    pub srun_args: Vec<String>,
-    pub rung: Option<String>,
-}
+/// `[runner]` as a table reads straight into the checked type: its fields need no conversion,
+/// only the cross-field checks in validate.rs.
+pub(super) type RawRunner = super::RunnerSpec;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -467,18 +467,7 @@ pub(super) fn validate(raw: RawSpec, text: &str, file: &Path) -> Result<Spec, Ve
                     "add host = \"user@gpu-box\" under [runner]",
                 );
             }
-            RunnerSpec {
-                kind: r.kind,
-                host: r.host.clone(),
-                port: r.port,
-                workdir: r.workdir.clone(),
-                partition: r.partition.clone(),
-                gres: r.gres.clone(),
-                time: r.time.clone(),
-                account: r.account.clone(),
-                srun_args: r.srun_args.clone(),
-                rung: r.rung.clone(),
-            }
+            r.clone()
         }
     };
 
