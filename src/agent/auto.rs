@@ -130,14 +130,10 @@ impl Measure {
     /// From the history: the latest results of the file as it is now.
     pub fn recorded(ws: &Workspace, store: &Store, id: &str) -> Option<Measure> {
         let v = ws.version(id)?;
-        let hash = ws.source_hash(v)?;
-        let stages: Vec<StageResult> = store
-            .latest_results(&v.id)
-            .ok()?
-            .into_iter()
-            .filter(|r| r.source_hash == hash)
-            .filter_map(|r| serde_json::from_value(r.payload).ok())
-            .collect();
+        let results = crate::service::results(ws, store, v).ok()?;
+        results.source_hash.as_ref()?;
+        let stages: Vec<StageResult> =
+            results.current().filter_map(|r| serde_json::from_value(r.payload.clone()).ok()).collect();
         (!stages.is_empty()).then(|| Measure::of(&v.id, &stages))
     }
 

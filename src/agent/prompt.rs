@@ -73,9 +73,9 @@ pub fn workspace_context(root: &Path, focus: Option<&str>, query: &str) -> Strin
                 fence(&v.path),
                 quoted(&source, FILE_CHARS)
             );
-            let hash = ws.source_hash(v);
-            let results = store.as_ref().and_then(|s| s.latest_results(&v.id).ok()).unwrap_or_default();
-            let current: Vec<_> = results.iter().filter(|r| Some(&r.source_hash) == hash.as_ref()).collect();
+            let results = store.as_ref().and_then(|s| crate::service::results(&ws, s, v).ok());
+            let hash = results.as_ref().and_then(|r| r.source_hash.clone());
+            let current: Vec<_> = results.iter().flat_map(|r| r.current()).collect();
             if current.is_empty() {
                 out.push_str("\nIts rungs have not run on the file as it is now.\n");
             } else {
@@ -92,7 +92,8 @@ pub fn workspace_context(root: &Path, focus: Option<&str>, query: &str) -> Strin
                     }
                 }
             }
-            sass_excerpt(&mut out, &ws, &v.id, &results, hash.as_deref());
+            let all = results.as_ref().map_or(&[][..], |r| r.all.as_slice());
+            sass_excerpt(&mut out, &ws, &v.id, all, hash.as_deref());
         }
     }
     if let Some(store) = &store {

@@ -175,26 +175,7 @@ fn check_cmd(dir: &Path, args: &CheckArgs) -> Result<i32> {
     };
     let mut notes = Vec::new();
     if let (Some(base), Some(pct)) = (&args.baseline, args.max_regression) {
-        let latest = |id: &str| -> Option<rung::stages::bench::SizeBench> {
-            let rows = store.history(Some(id), 200).ok()?;
-            rows.iter()
-                .filter(|r| r.stage == "bench" && r.verdict == "pass")
-                .find_map(|r| rung::stages::bench::recorded_bench(&r.payload))
-        };
-        let base_id = ws.version(base).map(|v| v.id.clone()).unwrap_or_else(|| base.clone());
-        match latest(&base_id) {
-            None => notes.push(format!("no bench of the baseline {base_id} in the history: nothing compared")),
-            Some(b) => {
-                for v in report.versions.iter().filter(|v| v.id != base_id) {
-                    match latest(&v.id) {
-                        Some(c) => {
-                            report.comparisons.push(rung::stages::bench::compare_benches(&v.id, &c, &base_id, &b, pct))
-                        }
-                        None => notes.push(format!("{}: no bench in the history: not compared", v.id)),
-                    }
-                }
-            }
-        }
+        notes = rung::service::compare_with_baseline(&ws, &store, &mut report, base, pct);
         if report.comparisons.iter().any(|c| c.regressed) {
             report.exit_code = exit::REGRESSION;
         }

@@ -46,11 +46,10 @@ pub fn status(ws: &Workspace, store: &Store, on: bool) -> Result<String, StoreEr
         ["prep", "build", "run", "check", "bench", "roof"].iter().map(|h| format!("{h:<5}")).collect();
     let _ = writeln!(out, "  {:<8} {:<9} {:<9} {}  LATEST", "VERSION", "KIND", "STATUS", head.join(" "));
     for v in &ws.versions {
-        // Only results of the file as it is now: a rung that passed before an edit says nothing
-        // about the edited version.
-        let current = ws.source_hash(v);
-        let all = store.latest_results(&v.id)?;
-        let latest: Vec<&ResultRow> = all.iter().filter(|r| current.as_ref() == Some(&r.source_hash)).collect();
+        // Only results of the file as it is now.
+        let results = rung::service::results(ws, store, v)?;
+        let all = &results.all;
+        let latest: Vec<&ResultRow> = results.current().collect();
         let verdict_of =
             |stage: Stage| latest.iter().find(|r| r.stage == stage.name()).and_then(|r| Verdict::parse(&r.verdict));
         let cells: Vec<String> = COLUMNS.iter().map(|s| format!("{:<5}", verdict_cell(verdict_of(*s), on))).collect();

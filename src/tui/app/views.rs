@@ -29,9 +29,7 @@ pub(super) fn version_view(ws: &Workspace, store: &Store, v: &VersionFile) -> Re
     let root = ws.root.as_path();
     let row = store.version(&v.id)?;
     // Only results of the file as it is now, as on the text status screen.
-    let current = ws.source_hash(v);
-    let mut results = store.latest_results(&v.id)?;
-    results.retain(|r| current.as_ref() == Some(&r.source_hash));
+    let results: Vec<_> = rung::service::results(ws, store, v)?.current().cloned().collect();
     let mut view = VersionView {
         id: v.id.clone(),
         name: display_name(v),

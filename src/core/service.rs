@@ -1,0 +1,59 @@
+//! What every shell asks of the history beside a check, written once: a version's results of the
+//! file as it is now, and the comparison of a check's versions with a baseline. The CLI, the TUI,
+//! the MCP server and the agent call these rather than filter the history each for itself.
+
+use crate::model::report::CheckReport;
+use crate::stages::bench::{SizeBench, compare_benches, recorded_bench};
+use crate::store::{ResultRow, Store, StoreError};
+use crate::workspace::{VersionFile, Workspace};
+
+/// A version's latest result of each rung, and the hash of its file as it is now.
+pub struct Results {
+    pub all: Vec<ResultRow>,
+    /// `None` when the file cannot be read: then no result is current.
+    pub source_hash: Option<String>,
+}
+
+impl Results {
+    /// The results of the file as it is now: a rung that passed before an edit says nothing about
+    /// the edited version.
+    pub fn current(&self) -> impl Iterator<Item = &ResultRow> {
+        self.all.iter().filter(|r| self.source_hash.as_ref() == Some(&r.source_hash))
+    }
+}
+
+/// A version's latest results, with what makes one current.
+pub fn results(ws: &Workspace, store: &Store, v: &VersionFile) -> Result<Results, StoreError> {
+    Ok(Results { all: store.latest_results(&v.id)?, source_hash: ws.source_hash(v) })
+}
+
+/// The newest passing bench of a version in the history.
+pub fn latest_bench(store: &Store, id: &str) -> Option<SizeBench> {
+    let rows = store.history(Some(id), 200).ok()?;
+    rows.iter().filter(|r| r.stage == "bench" && r.verdict == "pass").find_map(|r| recorded_bench(&r.payload))
+}
+
+/// `--baseline`: each version of `report` but the baseline compared with the baseline's newest
+/// passing bench, allowed `max_regression` percent; the comparisons go into the report, and what
+/// could not be compared comes back as notes.
+pub fn compare_with_baseline(
+    ws: &Workspace,
+    store: &Store,
+    report: &mut CheckReport,
+    baseline: &str,
+    max_regression: f64,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    let base_id = ws.version(baseline).map_or_else(|| baseline.to_string(), |v| v.id.clone());
+    let Some(b) = latest_bench(store, &base_id) else {
+        notes.push(format!("no bench of the baseline {base_id} in the history: nothing compared"));
+        return notes;
+    };
+    for v in report.versions.iter().filter(|v| v.id != base_id) {
+        match latest_bench(store, &v.id) {
+            Some(c) => report.comparisons.push(compare_benches(&v.id, &c, &base_id, &b, max_regression)),
+            None => notes.push(format!("{}: no bench in the history: not compared", v.id)),
+        }
+    }
+    notes
+}
