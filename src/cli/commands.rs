@@ -226,18 +226,18 @@ fn review(dir: &Path, id: &str, status: Status, reason: Option<&str>) -> Result<
         Ok(ws) => ws,
         Err(code) => return Ok(code),
     };
-    let Some(v) = ws.version(id).cloned() else {
-        eprintln!(
-            "rung: no version `{id}`\n  help: versions here: {}",
-            ws.versions.iter().map(|v| v.id.as_str()).collect::<Vec<_>>().join(", ")
-        );
-        return Ok(exit::USAGE);
-    };
     let mut store = open_store(&ws)?;
-    let hash = ws.source_hash(&v).with_context(|| format!("reading {}", v.path.display()))?;
-    store.review(&v, &hash, status, reason)?;
-    println!("{} ({}) {}", v.id, v.path.display(), status.as_str());
-    Ok(exit::OK)
+    match rung::service::review(&ws, &mut store, id, status, reason) {
+        Ok(v) => {
+            println!("{} ({}) {}", v.id, v.path.display(), status.as_str());
+            Ok(exit::OK)
+        }
+        Err(rung::service::ReviewError::NoVersion { id, known }) => {
+            eprintln!("rung: no version `{id}`\n  help: versions here: {}", known.join(", "));
+            Ok(exit::USAGE)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 fn profile_cmd(dir: &Path, args: &ProfileArgs) -> Result<i32> {

@@ -1,10 +1,11 @@
 //! What every shell asks of the history beside a check, written once: a version's results of the
-//! file as it is now, and the comparison of a check's versions with a baseline. The CLI, the TUI,
-//! the MCP server and the agent call these rather than filter the history each for itself.
+//! file as it is now, approving or rejecting it, and the comparison of a check's versions with a
+//! baseline. The CLI, the TUI, the MCP server and the agent call these rather than each doing it
+//! its own way.
 
 use crate::model::report::CheckReport;
 use crate::stages::bench::{SizeBench, compare_benches, recorded_bench};
-use crate::store::{ResultRow, Store, StoreError};
+use crate::store::{ResultRow, Status, Store, StoreError};
 use crate::workspace::{VersionFile, Workspace};
 
 /// A version's latest result of each rung, and the hash of its file as it is now.
@@ -56,4 +57,36 @@ pub fn compare_with_baseline(
         }
     }
     notes
+}
+
+/// Why a version could not be approved or rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    /// No version by that id or path; `known` lists the ones there are.
+    #[error("no version `{id}`")]
+    NoVersion { id: String, known: Vec<String> },
+    #[error("reading {}: {source}", path.display())]
+    Read { path: std::path::PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Approves or rejects a version as its file is now (the review records that file's hash, so an
+/// edit afterwards is a new draft). Returns the version reviewed.
+pub fn review(
+    ws: &Workspace,
+    store: &mut Store,
+    id: &str,
+    status: Status,
+    reason: Option<&str>,
+) -> Result<VersionFile, ReviewError> {
+    let Some(v) = ws.version(id) else {
+        return Err(ReviewError::NoVersion {
+            id: id.to_string(),
+            known: ws.versions.iter().map(|v| v.id.clone()).collect(),
+        });
+    };
+    let source = ws.read_source(v).map_err(|source| ReviewError::Read { path: v.path.clone(), source })?;
+    store.review(v, &crate::store::sha256_hex(source.as_bytes()), status, reason)?;
+    Ok(v.clone())
 }

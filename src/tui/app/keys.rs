@@ -1,7 +1,7 @@
 //! What a key, a mouse event or an action does to the state: focus, selection, review,
 //! the baseline, the log of watch events.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use rung::store::Status;
 use rung::watch::{EventKind, JobKind, JobState, WatchEvent};
@@ -319,9 +319,12 @@ impl App {
     pub(super) fn review(&mut self, id: &str, status: Status, reason: Option<&str>) {
         let done = (|| -> Result<()> {
             let ws = Workspace::open(&self.root)?;
-            let v = ws.version(id).with_context(|| format!("no version `{id}` in the workspace any more"))?;
-            let hash = ws.source_hash(v).with_context(|| format!("reading {}", v.path.display()))?;
-            self.store.review(v, &hash, status, reason)?;
+            match rung::service::review(&ws, &mut self.store, id, status, reason) {
+                Err(rung::service::ReviewError::NoVersion { .. }) => {
+                    anyhow::bail!("no version `{id}` in the workspace any more")
+                }
+                r => r?,
+            };
             self.load(&ws)
         })();
         match done {
