@@ -156,14 +156,9 @@ fn check_cmd(dir: &Path, args: &CheckArgs) -> Result<i32> {
     };
     let mut report = match &target {
         RunOn::Here => check::check(&ws, &mut store, &opts)?,
-        away => {
-            // An SSH host's lines say which host; a Slurm job's state says which job.
-            let host = match away {
-                RunOn::Ssh(t) => format!("{}: ", t.url()),
-                _ => String::new(),
-            };
-            match away.check_away(&ws, &mut store, &opts, None, &mut |line: &str| eprintln!("rung check: {host}{line}"))
-            {
+        RunOn::Away(away) => {
+            let host = away.prefix();
+            match away.check(&ws, &mut store, &opts, None, &mut |line: &str| eprintln!("rung check: {host}{line}")) {
                 Ok(Some(r)) => r,
                 Ok(None) => return Ok(exit::INTERNAL),
                 Err(e) => {

@@ -115,6 +115,12 @@ impl SshTarget {
 #[derive(Debug, Clone, PartialEq)]
 pub enum RunOn {
     Here,
+    Away(Away),
+}
+
+/// A runner elsewhere: an SSH host, or a Slurm job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Away {
     Ssh(SshTarget),
     Slurm(crate::spec::RunnerSpec),
 }
@@ -126,16 +132,14 @@ pub enum AwayError {
     Ssh(#[from] RemoteError),
     #[error("the slurm runner failed: {0}")]
     Slurm(#[from] crate::slurm::SlurmError),
-    #[error("this machine is no runner elsewhere: check here")]
-    Here,
 }
 
-impl RunOn {
+impl Away {
     /// Checks what `opts` names on the runner elsewhere (an SSH host or a Slurm job), every
     /// result recorded here as it comes home: the one place the CLI and the watcher send a check
     /// away. `note` hears its progress in words: an SSH host's lines and what the sync sent, a
     /// Slurm job's state. None when `cancel` stopped it or the runner gave no report.
-    pub fn check_away(
+    pub fn check(
         &self,
         ws: &Workspace,
         store: &mut Store,
@@ -144,12 +148,11 @@ impl RunOn {
         note: &mut dyn FnMut(&str),
     ) -> Result<Option<CheckReport>, AwayError> {
         match self {
-            RunOn::Here => Err(AwayError::Here),
-            RunOn::Slurm(r) => {
+            Away::Slurm(r) => {
                 let mut status = |s: &crate::slurm::JobStatus| note(&s.describe());
                 Ok(crate::slurm::check(ws, store, opts, r, cancel.map(|c| &**c), &mut status)?)
             }
-            RunOn::Ssh(t) => {
+            Away::Ssh(t) => {
                 let (report, synced) = check(ws, store, opts, t, cancel, &mut *note)?;
                 if let Some(s) = synced {
                     let rung = if s.shipped_binary {
@@ -164,26 +167,38 @@ impl RunOn {
         }
     }
 
+    /// What its progress lines start with: an SSH host's URL (a Slurm job's state names its job).
+    pub fn prefix(&self) -> String {
+        match self {
+            Away::Ssh(t) => format!("{}: ", t.url()),
+            Away::Slurm(_) => String::new(),
+        }
+    }
+}
+
+impl RunOn {
     /// `flag` (`rung check --runner`: `local`, `slurm` or an ssh:// URL), else rung.toml's runner.
     pub fn of(ws: &Workspace, flag: Option<&str>) -> Result<RunOn, RunnerError> {
         use crate::spec::RunnerKind;
         let r = ws.spec.as_ref().map(|s| s.runner.clone()).unwrap_or_default();
         match flag {
             Some("local") => return Ok(RunOn::Here),
-            Some("slurm") => return Ok(RunOn::Slurm(r)),
+            Some("slurm") => return Ok(RunOn::Away(Away::Slurm(r))),
             Some(url) => {
-                return SshTarget::parse(url).map(RunOn::Ssh).map_err(|e| RunnerError(format!("--runner: {e}")));
+                return SshTarget::parse(url)
+                    .map(|t| RunOn::Away(Away::Ssh(t)))
+                    .map_err(|e| RunnerError(format!("--runner: {e}")));
             }
             None => {}
         }
         match r.kind {
             RunnerKind::Local => Ok(RunOn::Here),
-            RunnerKind::Slurm => Ok(RunOn::Slurm(r)),
+            RunnerKind::Slurm => Ok(RunOn::Away(Away::Slurm(r))),
             RunnerKind::Ssh => {
                 let host = r.host.clone().ok_or_else(|| RunnerError("rung.toml: an ssh runner needs a host".into()))?;
                 let name = ws.root.file_name().map_or("workspace".into(), |n| n.to_string_lossy().to_string());
                 let path = r.workdir.clone().unwrap_or_else(|| format!("~/rung-workspaces/{name}"));
-                Ok(RunOn::Ssh(SshTarget { host, port: r.port, path }))
+                Ok(RunOn::Away(Away::Ssh(SshTarget { host, port: r.port, path })))
             }
         }
     }

@@ -402,12 +402,12 @@ pub fn watch(
                         // An SSH host climbs the rungs (its build too), a Slurm job likewise;
                         // each result is recorded here and announced as it comes home, and a
                         // newer save stops the check.
-                        away => {
+                        crate::remote::RunOn::Away(away) => {
                             let (tx, generation) = (tx.clone(), job.generation);
                             let mut note = |line: &str| {
                                 let _ = tx.send(Msg::Note(id.clone(), generation, line.to_string()));
                             };
-                            let report = away.check_away(&job.ws, &mut store, &one, Some(&job.cancel), &mut note)?;
+                            let report = away.check(&job.ws, &mut store, &one, Some(&job.cancel), &mut note)?;
                             return Ok(report.and_then(|r| r.versions.into_iter().next()));
                         }
                     }
