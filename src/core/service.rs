@@ -4,7 +4,7 @@
 //! its own way.
 
 use crate::model::report::CheckReport;
-use crate::stages::bench::{SizeBench, compare_benches, recorded_bench};
+use crate::stages::bench::{SizeBench, compare_benches, passing_bench};
 use crate::store::{ResultRow, Status, Store, StoreError};
 use crate::workspace::{VersionFile, Workspace};
 
@@ -31,7 +31,7 @@ pub fn results(ws: &Workspace, store: &Store, v: &VersionFile) -> Result<Results
 /// The newest passing bench of a version in the history.
 pub fn latest_bench(store: &Store, id: &str) -> Option<SizeBench> {
     let rows = store.history(Some(id), 200).ok()?;
-    rows.iter().filter(|r| r.stage == "bench" && r.verdict == "pass").find_map(|r| recorded_bench(&r.payload))
+    passing_bench(&rows)
 }
 
 /// `--baseline`: each version of `report` but the baseline compared with the baseline's newest

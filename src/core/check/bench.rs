@@ -180,13 +180,8 @@ fn best_approved(ws: &Workspace, store: &Store, this: &str) -> Option<(VersionFi
         if !bench::benchable(file.kind) {
             continue;
         }
-        let results = store.latest_results(&row.id).ok()?;
         // Versions never benched do not count.
-        if let Some(b) = results
-            .iter()
-            .find(|r| r.stage == "bench" && r.verdict == "pass")
-            .and_then(|r| bench::recorded_bench(&r.payload))
-        {
+        if let Some(b) = bench::passing_bench(&store.latest_results(&row.id).ok()?) {
             timed.push((file.clone(), b));
         }
     }

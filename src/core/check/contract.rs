@@ -64,7 +64,29 @@ pub struct Climb<'a> {
     pub benched: Option<BenchDetail>,
 }
 
-impl Climb<'_> {
+impl<'a> Climb<'a> {
+    /// A climb of `version` from `at`, after the rows in `stages`, with nothing left by a rung yet.
+    pub fn start(
+        at: RunCtx<'a>,
+        version: VersionFile,
+        source: String,
+        source_hash: String,
+        stages: Vec<StageResult>,
+    ) -> Climb<'a> {
+        Climb {
+            at,
+            version,
+            source,
+            source_hash,
+            read_error: None,
+            stages,
+            reference: None,
+            launched: vec![],
+            check: None,
+            benched: None,
+        }
+    }
+
     pub fn cancelled(&self) -> bool {
         self.at.cancel.is_some_and(|c| c.load(Ordering::SeqCst))
     }

@@ -61,22 +61,9 @@ impl Rung for Prepare {
     }
 
     fn climb(&self, cx: &mut Climb<'_>) -> Result<Step, StoreError> {
-        let p = match &cx.read_error {
-            Some(e) => prepare::Prepared {
-                verdict: Verdict::Error,
-                summary: format!("cannot read {}: {e}", cx.version.path.display()),
-                diagnostics: vec![],
-                detail: StageDetail::None,
-                reason: None,
-            },
+        Ok(Step::row(match &cx.read_error {
+            Some(e) => StageOutcome::new(Verdict::Error, format!("cannot read {}: {e}", cx.version.path.display())),
             None => prepare::prepare(cx.at.ws.format, cx.at.ws.spec.as_ref(), &cx.version, &cx.source),
-        };
-        Ok(Step::row(StageOutcome {
-            verdict: p.verdict,
-            summary: p.summary,
-            diagnostics: p.diagnostics,
-            detail: p.detail,
-            reason: p.reason,
         }))
     }
 }

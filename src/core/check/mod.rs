@@ -14,12 +14,12 @@ use crate::stages::build::{self, BuildEnv};
 use crate::store::{NewResult, Status, Store, StoreError, sha256_hex};
 use crate::store::{millis, rfc3339};
 use crate::toolchain::Toolchain;
+use crate::workspace::{VersionFile, Workspace};
+use contract::Climb;
 
 mod bench;
 pub mod contract;
 pub mod ladder;
-use crate::workspace::{VersionFile, Workspace};
-use contract::Climb;
 
 #[derive(Debug, Clone, Default)]
 pub struct CheckOptions {
@@ -321,18 +321,8 @@ pub fn build_phase(
     let row = store.sync_version(v, &source_hash, Status::Draft)?;
     const NO_OPTIONS: &CheckOptions = &CheckOptions { versions: Vec::new(), seed: None, no_bench: false };
     let mut no_workers = None;
-    let mut cx = Climb {
-        at: RunCtx { ws, store, machine, runners: &mut no_workers, opts: NO_OPTIONS, seed, cancel },
-        version: v.clone(),
-        source,
-        source_hash,
-        read_error,
-        stages: vec![],
-        reference: None,
-        launched: vec![],
-        check: None,
-        benched: None,
-    };
+    let at = RunCtx { ws, store, machine, runners: &mut no_workers, opts: NO_OPTIONS, seed, cancel };
+    let mut cx = Climb { read_error, ..Climb::start(at, v.clone(), source, source_hash, vec![]) };
     if !ladder::climb(ladder::CPU, &mut cx)? {
         return Ok(None);
     }
@@ -349,34 +339,16 @@ pub fn run_phase(cx: RunCtx<'_>, built: Built) -> Result<Option<VersionReport>, 
         return Ok(Some(built.into_report()));
     }
     let machine = cx.machine;
-    let Built { version, source, source_hash, status, stages, .. } = built;
-    let mut cx = Climb {
-        at: cx,
-        version,
-        source,
-        source_hash,
-        read_error: None,
-        stages,
-        reference: None,
-        launched: vec![],
-        check: None,
-        benched: None,
-    };
+    let Built { version, source, source_hash, status, stages, runnable } = built;
+    let mut cx = Climb::start(cx, version, source, source_hash, stages);
     if !ladder::climb(ladder::GPU, &mut cx)? {
         return Ok(None);
     }
-    let Climb { version: v, source_hash, stages, .. } = cx;
-    let verdict = stages.iter().map(|s| s.verdict).max().unwrap_or(Verdict::Pass);
-    Ok(Some(VersionReport {
-        id: v.id,
-        path: v.path,
-        kind: v.kind,
-        status,
-        source_hash,
-        verdict,
-        stages,
-        ran_on: Some(crate::model::report::RanOn { device: machine.device, ..crate::gpu::ran_on_here(&machine.gpu) }),
-    }))
+    let Climb { version, source, source_hash, stages, .. } = cx;
+    let mut report = Built { version, source, source_hash, status, stages, runnable }.into_report();
+    report.ran_on =
+        Some(crate::model::report::RanOn { device: machine.device, ..crate::gpu::ran_on_here(&machine.gpu) });
+    Ok(Some(report))
 }
 
 /// A stage's result, timed from `started` (wall clock) / `t0` (monotonic) to now.
@@ -401,8 +373,6 @@ pub(crate) fn stage_result(
     }
 }
 
-/// The bench rung, then the roofline rung, for a version that passed its check: on a GPU, for
-/// rung.toml problems; without one, the bench says so.
 /// The workers, created on first need.
 pub fn runners_for<'r>(
     ws: &Workspace,

@@ -11,19 +11,14 @@ use crate::model::report::{PrepareDetail, SizedLaunch, StageDetail, Verdict};
 use crate::spec::{BUILTIN_VARS, Spec, TensorRole};
 use crate::workspace::{Format, VersionFile, VersionKind};
 
+use super::StageOutcome;
+
 /// Multiprocessors assumed for launch expressions until the GPU is known (H100 SXM and H200).
 pub const DEFAULT_NUM_SMS: i64 = 132;
 
-pub struct Prepared {
-    pub verdict: Verdict,
-    pub summary: String,
-    pub diagnostics: Vec<Diagnostic>,
-    pub detail: StageDetail,
-    /// `signature-mismatch` when a parameter binds to nothing or to the wrong kind of value.
-    pub reason: Option<crate::model::report::Reason>,
-}
-
-pub fn prepare(format: Format, spec: Option<&Spec>, v: &VersionFile, source: &str) -> Prepared {
+/// The prepare rung's outcome: its reason is `signature-mismatch` when a parameter binds to
+/// nothing or to the wrong kind of value.
+pub fn prepare(format: Format, spec: Option<&Spec>, v: &VersionFile, source: &str) -> StageOutcome {
     let file = v.path.as_path();
     let mut diags = Vec::new();
     let mut detail = PrepareDetail { entry: None, bindings: Vec::new(), launches: Vec::new() };
@@ -99,7 +94,7 @@ pub fn prepare(format: Format, spec: Option<&Spec>, v: &VersionFile, source: &st
     };
     let binding = diags.iter().any(|d| d.is_error() && d.message.starts_with("parameter `"));
     let reason = binding.then_some(crate::model::report::Reason::SignatureMismatch);
-    Prepared { verdict, summary, diagnostics: diags, detail: StageDetail::Prepare(detail), reason }
+    StageOutcome { verdict, summary, diagnostics: diags, detail: StageDetail::Prepare(detail), reason }
 }
 
 fn prepare_cuda(spec: &Spec, file: &Path, source: &str, detail: &mut PrepareDetail, diags: &mut Vec<Diagnostic>) {

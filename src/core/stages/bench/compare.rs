@@ -29,6 +29,14 @@ pub(super) fn compare(
     }
 }
 
+/// The first passing bench among `rows` (history rows, in the order they are given): its first
+/// benchmark size.
+pub fn passing_bench<'a>(rows: impl IntoIterator<Item = &'a crate::store::ResultRow>) -> Option<SizeBench> {
+    rows.into_iter()
+        .filter(|r| r.stage == crate::model::report::Stage::Bench.name() && r.verdict == Verdict::Pass.name())
+        .find_map(|r| recorded_bench(&r.payload))
+}
+
 /// A recorded bench result's first benchmark size, from the history.
 pub fn recorded_bench(payload: &serde_json::Value) -> Option<SizeBench> {
     let result: crate::model::report::StageResult = serde_json::from_value(payload.clone()).ok()?;

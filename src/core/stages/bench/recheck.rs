@@ -64,10 +64,20 @@ pub(super) fn recheck(
         Ok(r) => return Some(format!("the reference failed: {}", r.error.map(|e| e.message).unwrap_or_default())),
         Err(e) => return Some(format!("the reference failed: {e}")),
     }
+    outputs_differ(spec, files, |name| &returns[name].path)
+}
+
+/// Why the timed outputs in `files` are not the reference's (read from `reference(name)`), by
+/// each output's tolerance; `None` when every one matches.
+fn outputs_differ<'a>(
+    spec: &Spec,
+    files: &'a Files,
+    reference: impl Fn(&str) -> &'a std::path::Path,
+) -> Option<String> {
     for t in &spec.outputs {
         let shape: Vec<usize> = files[&t.name].1.iter().map(|d| *d as usize).collect();
         let o = inputs::to_f64(t.dtype, &std::fs::read(&files[&t.name].0).unwrap_or_default());
-        let r = inputs::to_f64(t.dtype, &std::fs::read(&returns[&t.name].path).unwrap_or_default());
+        let r = inputs::to_f64(t.dtype, &std::fs::read(reference(&t.name)).unwrap_or_default());
         let c = metrics::compare(&o, &r, &shape, &t.tolerance);
         if let Some(why) = metrics::judge(&c, &t.tolerance) {
             return Some(format!("`{}`: {why}", t.name));
@@ -104,14 +114,5 @@ pub(super) fn recheck_native(
         Ok(r) => return Some(format!("the reference failed: {}", r.error.map(|e| e.message).unwrap_or_default())),
         Err(e) => return Some(format!("the reference failed: {e}")),
     }
-    for t in &spec.outputs {
-        let shape: Vec<usize> = files[&t.name].1.iter().map(|d| *d as usize).collect();
-        let o = inputs::to_f64(t.dtype, &std::fs::read(&files[&t.name].0).unwrap_or_default());
-        let r = inputs::to_f64(t.dtype, &std::fs::read(&rfiles[&t.name].0).unwrap_or_default());
-        let c = metrics::compare(&o, &r, &shape, &t.tolerance);
-        if let Some(why) = metrics::judge(&c, &t.tolerance) {
-            return Some(format!("`{}`: {why}", t.name));
-        }
-    }
-    None
+    outputs_differ(spec, files, |name| &rfiles[name].0)
 }

@@ -21,6 +21,7 @@ pub use python::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use crate::diag::{Diagnostic, Pos, Severity};
@@ -271,6 +272,10 @@ impl Session<'_> {
     }
 }
 
+/// The hash of every embedded Python file, which a Triton or CuTe build's cache key includes:
+/// computed once per process, not per build.
+static PYTHON_KEY: LazyLock<String> = LazyLock::new(|| sha256_hex(crate::assets::python_text().as_bytes()));
+
 /// Builds one version, reusing an identical earlier build when the cache has one.
 pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -> Result<Built, StoreError> {
     let spec = env.ws.spec.as_ref();
@@ -386,9 +391,7 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
     }
     // The embedded compile scripts are part of the build, like a tool version.
     match v.kind {
-        VersionKind::Triton | VersionKind::CuteDsl => {
-            key_text.push_str(&sha256_hex(crate::assets::python_text().as_bytes()))
-        }
+        VersionKind::Triton | VersionKind::CuteDsl => key_text.push_str(&PYTHON_KEY),
         _ => {}
     }
     let cache_key = sha256_hex(key_text.as_bytes());
