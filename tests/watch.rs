@@ -539,7 +539,10 @@ fn side_by_side(lanes: Option<&str>) -> (Vec<Span>, Vec<(String, Value)>) {
     let mut reports = Vec::new();
     for id in names {
         let at = |state: &str| {
-            w.seen.iter().find(|e| job(e, id, "gpu", state)).map(|e| e["unix_ms"].as_i64().unwrap()).unwrap()
+            let e = w.seen.iter().find(|e| job(e, id, "gpu", state));
+            e.unwrap_or_else(|| panic!("no `{state}` GPU job for {id}; the events: {:#?}", w.seen))["unix_ms"]
+                .as_i64()
+                .unwrap()
         };
         spans.push((id.to_string(), at("running"), at("done")));
         let done = w.seen.iter().find(|e| done_of(id)(e)).unwrap();
