@@ -137,3 +137,75 @@ fn demo_diffs_show_what_the_faster_version_adds() {
     assert_eq!(nums[2], "0", "{line}");
     assert!(nums[3].parse::<u32>().unwrap() > 0, "{line}");
 }
+
+/// The service builds a listing when the source has none, once per source, and the history it
+/// leaves answers by id, by path and for a deleted file.
+#[test]
+fn listings_build_once_per_source_and_the_history_follows() {
+    use rung::check::Machine;
+    use rung::model::report::{Stage, Verdict};
+    use rung::service::{self, HistoryQuery, ListingError, VersionError};
+    use rung::store::Store;
+    use rung::workspace::Workspace;
+
+    let Some((_tmp, dir)) = demo() else { return };
+    let ws = Workspace::open(&dir).unwrap();
+    let mut store = Store::open(&ws.state_dir()).unwrap();
+    // As on a machine without a GPU, wherever the test runs: a build, never a run.
+    let mut machine = Machine::discover();
+    machine.gpu.devices.clear();
+    let mut runners = None;
+    let v = ws.version("v002").unwrap().clone();
+
+    let l = service::listing(&ws, &mut store, &v, AsmKind::Sass, &machine, &mut runners).unwrap();
+    assert!(l.built_now, "nothing was built yet");
+    assert!(!l.kernels.is_empty() && !l.files.is_empty());
+    let again = service::listing(&ws, &mut store, &v, AsmKind::Ptx, &machine, &mut runners).unwrap();
+    assert!(!again.built_now, "the same source is not built twice");
+    let name = l.kernels[0].name.clone();
+    assert_eq!(l.clone().only(&name).unwrap().kernels.len(), 1);
+    match l.only("no_such_kernel") {
+        Err(e @ ListingError::NoKernel { .. }) => {
+            assert!(e.to_string().contains("v002 has no kernel `no_such_kernel`"), "{e}");
+            assert!(e.help().contains(&name), "the help names the kernels there are: {}", e.help());
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // An edit is a new source: built again, and the old build row is no longer current.
+    let path = ws.root.join(&v.path);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("{text}\n// edited\n")).unwrap();
+    assert!(service::listing(&ws, &mut store, &v, AsmKind::Sass, &machine, &mut runners).unwrap().built_now);
+    let by_path = v.path.to_string_lossy().into_owned();
+    let q = HistoryQuery { version: Some(&by_path), stage: Some(Stage::Build), limit: 10 };
+    let h = service::history(&ws, &store, &q).unwrap();
+    assert_eq!(h.version.as_deref(), Some("v002"), "a path resolves to its id");
+    assert_eq!(h.rows.len(), 2, "two builds: {:?}", h.rows.iter().map(|r| &r.stage).collect::<Vec<_>>());
+    assert!(h.rows.iter().all(|r| r.stage == "build" && r.version == "v002"));
+    assert_eq!(h.is_current(&h.rows[0]), Some(true), "newest first, of the file as it is");
+    assert_eq!(h.is_current(&h.rows[1]), Some(false));
+
+    // A version that does not compile: the failing rung, its verdict and its diagnostics at a line.
+    std::fs::write(&path, text.replace("__global__", "__global__ this does not compile")).unwrap();
+    match service::listing(&ws, &mut store, &v, AsmKind::Sass, &machine, &mut runners) {
+        Err(e @ ListingError::Build { .. }) => {
+            let ListingError::Build { verdict, ref diagnostics, .. } = e else { unreachable!() };
+            assert_eq!(verdict, Verdict::Fail, "{e}");
+            assert!(diagnostics.iter().any(|d| d.line > 0), "{diagnostics:?}");
+            assert!(e.help().contains("fix the source"), "{}", e.help());
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // A deleted file's history stays answerable by its id; an unknown id names the ones there are.
+    std::fs::remove_file(&path).unwrap();
+    let ws = Workspace::open(&dir).unwrap();
+    let q = HistoryQuery { version: Some("v002"), stage: None, limit: 100 };
+    let h = service::history(&ws, &store, &q).unwrap();
+    assert!(h.rows.len() >= 4 && h.rows.iter().all(|r| h.is_current(r).is_none()), "no file, nothing current");
+    match service::history(&ws, &store, &HistoryQuery { version: Some("v999"), ..q }) {
+        Err(VersionError::NoVersion { known, .. }) => assert!(known.contains(&"v001".to_string()), "{known:?}"),
+        other => panic!("{:?}", other.map(|h| h.rows.len())),
+    }
+}

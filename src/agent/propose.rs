@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::mcp::tools::{self as mcp, Context, Extension, SubmitArgs};
 use crate::store::{Status, Store};
+use crate::verbs::{self as mcp, Context, Extension, SubmitArgs};
 use crate::workspace::Workspace;
 
 /// The slug's longest form, so a file name stays readable in the versions pane.
@@ -190,7 +190,7 @@ pub fn record_of(state_dir: &Path, id: &str) -> Option<Record> {
 pub enum ProposeError {
     /// The version itself was refused (the MCP tool's error: what was wrong and what to do).
     #[error("{0}")]
-    Submit(crate::mcp::tools::ToolError),
+    Submit(crate::verbs::ToolError),
     #[error("{} was written, but its prompt and reply could not be kept in {}: {source}", path.display(), file.display())]
     Record { path: PathBuf, file: PathBuf, source: std::io::Error },
     #[error("the proposal's record: {0}")]

@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::{ToolBox, ToolOutput, ToolSpec};
-use crate::mcp::tools::{self as mcp, AsmArgs, Context, DiffAsmArgs, ToolError, VersionArgs};
+use crate::verbs::{self as mcp, AsmArgs, Context, DiffAsmArgs, ToolError, VersionArgs};
 
 /// Lines `read_file` returns unless asked for fewer or more.
 pub const DEFAULT_READ_LINES: usize = 400;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use rung::asm::{self, AsmKind, Normalize};
+use rung::asm::{AsmKind, Normalize};
 use rung::check::{self, CheckOptions};
 use rung::exit;
 use rung::model::report::{CheckReport, SCHEMA};
@@ -206,11 +206,19 @@ fn history(dir: &Path, version: Option<&str>, json: bool, limit: usize) -> Resul
         Err(code) => return Ok(code),
     };
     let store = open_store(&ws)?;
-    let rows = store.history(version, limit)?;
+    let q = rung::service::HistoryQuery { version, stage: None, limit };
+    let h = match rung::service::history(&ws, &store, &q) {
+        Ok(h) => h,
+        Err(rung::service::VersionError::NoVersion { id, known }) => {
+            eprintln!("rung history: no version `{id}`\n  help: versions here: {}", known.join(", "));
+            return Ok(exit::USAGE);
+        }
+        Err(e) => return Err(e.into()),
+    };
     if json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "schema": SCHEMA, "results": rows }))?);
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "schema": SCHEMA, "results": h.rows }))?);
     } else {
-        print!("{}", render::history(&rows, color()));
+        print!("{}", render::history(&h.rows, color()));
     }
     Ok(exit::OK)
 }
@@ -227,7 +235,7 @@ fn review(dir: &Path, id: &str, status: Status, reason: Option<&str>) -> Result<
             println!("{} ({}) {}", v.id, v.path.display(), status.as_str());
             Ok(exit::OK)
         }
-        Err(rung::service::ReviewError::NoVersion { id, known }) => {
+        Err(rung::service::VersionError::NoVersion { id, known }) => {
             eprintln!("rung: no version `{id}`\n  help: versions here: {}", known.join(", "));
             Ok(exit::USAGE)
         }
@@ -323,31 +331,34 @@ fn diff(dir: &Path, args: &DiffArgs) -> Result<i32> {
         return Ok(exit::OK);
     }
     let kind = if args.ptx { AsmKind::Ptx } else { AsmKind::Sass };
-    let ext = kind.ext();
-    // Build what is not built yet (a cached build costs nothing).
-    let missing: Vec<String> =
-        versions.iter().filter(|v| ws.dumps(&v.id, ext).is_none()).map(|v| v.id.clone()).collect();
-    if !missing.is_empty() {
-        let mut store = open_store(&ws)?;
-        let report =
-            check::check(&ws, &mut store, &CheckOptions { versions: missing.clone(), seed: None, no_bench: true })?;
-        for v in report.versions.iter().filter(|v| v.verdict != rung::model::report::Verdict::Pass) {
-            eprint!("{}", render::check_report(&CheckReport { versions: vec![v.clone()], ..report.clone() }, false));
+    let mut store = open_store(&ws)?;
+    let q = rung::service::DiffQuery {
+        a: &versions[0],
+        b: &versions[1],
+        kind,
+        kernel: args.kernel.as_deref(),
+        norm: Normalize { registers: args.regs },
+    };
+    let mut runners = None;
+    let d = match rung::service::diff(&ws, &mut store, &q, &check::Machine::discover(), &mut runners) {
+        Ok(c) => c.diff,
+        Err(e) => {
+            eprintln!("rung diff: {e}");
+            if let rung::service::ListingError::Build { diagnostics, .. } = &e {
+                for d in diagnostics {
+                    eprintln!("{d}");
+                }
+            }
+            eprintln!("  help: {}", e.help());
+            return Ok(match e {
+                rung::service::ListingError::Build { .. } | rung::service::ListingError::Missing { .. } => {
+                    exit::BUILD_FAILED
+                }
+                rung::service::ListingError::NoKernel { .. } => exit::USAGE,
+                _ => exit::INTERNAL,
+            });
         }
-    }
-    let mut listings = Vec::new();
-    for v in &versions {
-        let Some((_, text)) = ws.dumps(&v.id, ext) else {
-            eprintln!("rung diff: {} has no {} (its build failed; see above)", v.id, ext.to_uppercase());
-            return Ok(exit::BUILD_FAILED);
-        };
-        let mut ks = asm::parse(kind, &text);
-        if let Some(k) = &args.kernel {
-            ks.retain(|l| &l.name == k);
-        }
-        listings.push(ks);
-    }
-    let d = asm::diff::diff(kind, &listings[0], &listings[1], Normalize { registers: args.regs });
+    };
     if args.json {
         let doc = serde_json::json!({ "schema": SCHEMA, "a": versions[0].id, "b": versions[1].id, "diff": d });
         println!("{}", serde_json::to_string(&doc)?);

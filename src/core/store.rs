@@ -344,21 +344,29 @@ impl Store {
 
     /// Results, newest first; optionally of one version.
     pub fn history(&self, version: Option<&str>, limit: usize) -> Result<Vec<ResultRow>, StoreError> {
-        let mut st = self
-            .conn
-            .prepare("SELECT * FROM results WHERE (?1 IS NULL OR version = ?1) ORDER BY id DESC LIMIT ?2")
-            .map_err(self.err())?;
-        let rows = st.query_map(params![version, limit as i64], result_row).map_err(self.err())?;
-        rows.collect::<Result<_, _>>().map_err(self.err())
+        self.results_of(version, None, limit)
     }
 
     /// One stage's results of every version, newest first.
     pub fn stage_history(&self, stage: &str, limit: usize) -> Result<Vec<ResultRow>, StoreError> {
+        self.results_of(None, Some(stage), limit)
+    }
+
+    /// Results, newest first, of one version or all, of one stage or all.
+    pub fn results_of(
+        &self,
+        version: Option<&str>,
+        stage: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ResultRow>, StoreError> {
         let mut st = self
             .conn
-            .prepare("SELECT * FROM results WHERE stage = ?1 ORDER BY id DESC LIMIT ?2")
+            .prepare(
+                "SELECT * FROM results WHERE (?1 IS NULL OR version = ?1) AND (?2 IS NULL OR stage = ?2) \
+                 ORDER BY id DESC LIMIT ?3",
+            )
             .map_err(self.err())?;
-        let rows = st.query_map(params![stage, limit as i64], result_row).map_err(self.err())?;
+        let rows = st.query_map(params![version, stage, limit as i64], result_row).map_err(self.err())?;
         rows.collect::<Result<_, _>>().map_err(self.err())
     }
 

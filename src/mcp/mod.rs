@@ -1,6 +1,6 @@
 //! `rung mcp`: the workspace's loop as a Model Context Protocol server on standard input and
 //! output (the official `rmcp` SDK). A thin shell like the CLI: each tool is a function of
-//! [`tools`] over the core, run on a blocking thread; this module declares the tools, their
+//! [`crate::verbs`] over the core, run on a blocking thread; this module declares the tools, their
 //! descriptions and schemas (generated from the argument and result types), and turns results
 //! into a short text for the model plus structured content for programs.
 //!
@@ -8,7 +8,7 @@
 //! streams; file descriptors 0 and 1 then point at /dev/null and standard error, so a tool or a
 //! child process that reads standard input or prints can never corrupt the stream.
 
-pub mod tools;
+use crate::verbs;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -24,7 +24,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 
 use crate::model::report::CheckReport;
-use tools::{
+use crate::verbs::{
     AsmArgs, AsmOut, CheckArgs, Context, DiffAsmArgs, DiffAsmOut, HistoryArgs, HistoryOut, ProfileOut, Reply,
     ResultsOut, SourceOut, SubmitArgs, SubmitOut, ToolError, VersionArgs, VersionsOut,
 };
@@ -87,7 +87,7 @@ impl RungServer {
         annotations(read_only_hint = true)
     )]
     async fn list_versions(&self) -> CallToolResult {
-        self.run(tools::list_versions).await
+        self.run(verbs::list_versions).await
     }
 
     #[tool(
@@ -96,7 +96,7 @@ impl RungServer {
         annotations(read_only_hint = true)
     )]
     async fn read_version(&self, Parameters(args): Parameters<VersionArgs>) -> CallToolResult {
-        self.run(move |c| tools::read_version(c, &args)).await
+        self.run(move |c| verbs::read_version(c, &args)).await
     }
 
     #[tool(
@@ -105,7 +105,7 @@ impl RungServer {
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false)
     )]
     async fn submit_version(&self, Parameters(args): Parameters<SubmitArgs>) -> CallToolResult {
-        self.run(move |c| tools::submit_version(c, &args)).await
+        self.run(move |c| verbs::submit_version(c, &args)).await
     }
 
     #[tool(
@@ -114,7 +114,7 @@ impl RungServer {
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true)
     )]
     async fn check(&self, Parameters(args): Parameters<CheckArgs>) -> CallToolResult {
-        self.run(move |c| tools::check(c, &args)).await
+        self.run(move |c| verbs::check(c, &args)).await
     }
 
     #[tool(
@@ -123,7 +123,7 @@ impl RungServer {
         annotations(read_only_hint = true)
     )]
     async fn get_results(&self, Parameters(args): Parameters<VersionArgs>) -> CallToolResult {
-        self.run(move |c| tools::get_results(c, &args)).await
+        self.run(move |c| verbs::get_results(c, &args)).await
     }
 
     #[tool(
@@ -132,7 +132,7 @@ impl RungServer {
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true)
     )]
     async fn get_asm(&self, Parameters(args): Parameters<AsmArgs>) -> CallToolResult {
-        self.run(move |c| tools::get_asm(c, &args)).await
+        self.run(move |c| verbs::get_asm(c, &args)).await
     }
 
     #[tool(
@@ -141,7 +141,7 @@ impl RungServer {
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true)
     )]
     async fn diff_asm(&self, Parameters(args): Parameters<DiffAsmArgs>) -> CallToolResult {
-        self.run(move |c| tools::diff_asm(c, &args)).await
+        self.run(move |c| verbs::diff_asm(c, &args)).await
     }
 
     #[tool(
@@ -150,7 +150,7 @@ impl RungServer {
         annotations(read_only_hint = true)
     )]
     async fn get_profile(&self, Parameters(args): Parameters<VersionArgs>) -> CallToolResult {
-        self.run(move |c| tools::get_profile(c, &args)).await
+        self.run(move |c| verbs::get_profile(c, &args)).await
     }
 
     #[tool(
@@ -159,7 +159,7 @@ impl RungServer {
         annotations(read_only_hint = true)
     )]
     async fn history(&self, Parameters(args): Parameters<HistoryArgs>) -> CallToolResult {
-        self.run(move |c| tools::history(c, &args)).await
+        self.run(move |c| verbs::history(c, &args)).await
     }
 }
 

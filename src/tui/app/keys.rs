@@ -320,7 +320,7 @@ impl App {
         let done = (|| -> Result<()> {
             let ws = Workspace::open(&self.root)?;
             match rung::service::review(&ws, &mut self.store, id, status, reason) {
-                Err(rung::service::ReviewError::NoVersion { .. }) => {
+                Err(rung::service::VersionError::NoVersion { .. }) => {
                     anyhow::bail!("no version `{id}` in the workspace any more")
                 }
                 r => r?,

@@ -1,6 +1,8 @@
-//! What each MCP tool does, as plain functions over the core: open the workspace and the history,
-//! call the functions the CLI calls, and return a typed result with a short text for the model.
-//! [`super`] wires them to the protocol.
+//! The verbs an agent can call on a workspace (list, read, submit, check, results, listings,
+//! diffs, profile, history), as plain functions over the core: open the workspace and the history,
+//! call the service the CLI calls, and return a typed result with a short text for the model. The
+//! MCP server ([`crate::mcp`]) wires them to the protocol; the chat agent ([`crate::agent`]) hands
+//! the same verbs to its model.
 //!
 //! Every call reads the workspace again, so files written by a person, an editor or
 //! `submit_version` are seen at once. Builds and checks go through one [`Engine`], whose workers
@@ -148,18 +150,21 @@ fn open_store(ws: &Workspace) -> Result<Store, ToolError> {
 
 /// The version named by `want` (an id, a file stem or a path), or an error listing the others.
 fn find_version<'w>(ws: &'w Workspace, field: &str, want: &str) -> Result<&'w VersionFile, ToolError> {
-    ws.version(want).ok_or_else(|| {
-        let ids: Vec<&str> = ws.versions.iter().map(|v| v.id.as_str()).collect();
-        ToolError::new(
-            Some(field),
-            format!("{field}: no version `{want}` in {}", ws.root.join(workspace::VERSIONS_DIR).display()),
-            if ids.is_empty() {
-                "there are no versions yet: write one with submit_version".to_string()
-            } else {
-                format!("name one of: {} (list_versions describes them)", ids.join(", "))
-            },
-        )
-    })
+    ws.version(want).ok_or_else(|| no_version(ws, field, want))
+}
+
+/// `field` names no version of the workspace: the error names the ones there are.
+fn no_version(ws: &Workspace, field: &str, want: &str) -> ToolError {
+    let ids: Vec<&str> = ws.versions.iter().map(|v| v.id.as_str()).collect();
+    ToolError::new(
+        Some(field),
+        format!("{field}: no version `{want}` in {}", ws.root.join(workspace::VERSIONS_DIR).display()),
+        if ids.is_empty() {
+            "there are no versions yet: write one with submit_version".to_string()
+        } else {
+            format!("name one of: {} (list_versions describes them)", ids.join(", "))
+        },
+    )
 }
 
 fn read_source(ws: &Workspace, v: &VersionFile) -> Result<String, ToolError> {

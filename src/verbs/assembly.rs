@@ -1,63 +1,38 @@
 //! PTX and SASS listings and diffs, built on demand.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
 
 use crate::asm::diff::{Row, RowKind};
 use crate::asm::mix::InstructionMix;
 use crate::asm::{self, AsmKind, Normalize};
-use crate::check::{self, Machine};
-use crate::model::report::Verdict;
-use crate::store::sha256_hex;
+use crate::check::Machine;
+use crate::service::{self, DiffQuery, Listing, ListingError};
 use crate::workspace::{VersionFile, Workspace};
 
 use super::*;
 
-/// Makes sure `v`'s listing of `kind` is from its current source: builds it (prepare and build,
-/// recorded) when the listing is missing or the last build was of another source. Returns
-/// whether it built.
-pub(super) fn ensure_built(ctx: &Context, ws: &Workspace, v: &VersionFile, kind: AsmKind) -> Result<bool, ToolError> {
-    let source = read_source(ws, v)?;
-    let hash = sha256_hex(source.as_bytes());
-    let mut store = open_store(ws)?;
-    let latest = store.latest_results(&v.id)?;
-    let fresh = latest.iter().any(|r| r.stage == "build" && r.verdict == "pass" && r.source_hash == hash);
-    if fresh && ws.dumps(&v.id, kind.ext()).is_some() {
-        return Ok(false);
-    }
-    let built = {
-        let mut engine = ctx.engine();
-        let machine = engine.machine.get_or_insert_with(Machine::discover);
-        let seed = store.next_seed(check::draw_seed)?;
-        check::build_phase(ws, &mut store, v, seed, machine, None)?
-    };
-    let Some(built) = built else {
-        return Err(ToolError::new(None, format!("the build of {} was cancelled", v.id), "call the tool again"));
-    };
-    if !built.runnable {
-        let failed = built.stages.iter().find(|s| s.verdict != Verdict::Pass);
-        let mut help = String::new();
-        if let Some(s) = failed {
-            for d in s.diagnostics.iter().take(TEXT_DIAGNOSTICS) {
-                let _ = writeln!(help, "{d}");
+/// A service error as the tool's reply: `field` is the argument the version came from.
+fn listing_error(e: ListingError, field: &str) -> ToolError {
+    let help = e.help();
+    match e {
+        ListingError::Build { ref diagnostics, .. } => {
+            let mut text = String::new();
+            for d in diagnostics.iter().take(TEXT_DIAGNOSTICS) {
+                let _ = writeln!(text, "{d}");
             }
+            ToolError::new(
+                Some(field),
+                e.to_string(),
+                format!("{text}{help}; submit the fix as a new version (get_results shows every diagnostic)"),
+            )
         }
-        help.push_str("fix the source and submit it as a new version (get_results shows every diagnostic)");
-        return Err(ToolError::new(
-            Some("version"),
-            format!(
-                "{} does not build, so it has no {}: {}",
-                v.id,
-                kind.label(),
-                failed.map(|s| format!("{}: {}", s.stage, s.summary)).unwrap_or_default()
-            ),
-            help,
-        ));
+        ListingError::NoKernel { .. } => ToolError::new(Some("kernel"), format!("kernel: {e}"), help),
+        ListingError::Missing { .. } => ToolError::new(Some(field), e.to_string(), help),
+        _ => ToolError::new(None, e.to_string(), help),
     }
-    Ok(true)
 }
 
-/// The parsed listing of `v`, built first when needed.
+/// The parsed listing of `v`, built first when needed (on the engine's machine and workers).
 pub(super) fn listing(
     ctx: &Context,
     ws: &Workspace,
@@ -65,36 +40,16 @@ pub(super) fn listing(
     kind: AsmKind,
     kernel: Option<&str>,
     field: &str,
-) -> Result<(Vec<asm::KernelListing>, Vec<PathBuf>, bool), ToolError> {
-    let built_now = ensure_built(ctx, ws, v, kind)?;
-    let Some((files, text)) = ws.dumps(&v.id, kind.ext()) else {
-        return Err(ToolError::new(
-            Some(field),
-            format!(
-                "{} has no {} in {} although it builds",
-                v.id,
-                kind.label(),
-                ws.state_dir().join(crate::store::DUMPS_DIR).join(&v.id).display()
-            ),
-            format!(
-                "call check on {}: some versions get their PTX and SASS when they run (Triton on a GPU); or ask for the other kind",
-                v.id
-            ),
-        ));
-    };
-    let mut kernels = asm::parse(kind, &text);
-    if let Some(k) = kernel {
-        let names: Vec<String> = kernels.iter().map(|l| l.name.clone()).collect();
-        kernels.retain(|l| l.name == k);
-        if kernels.is_empty() {
-            return Err(ToolError::new(
-                Some("kernel"),
-                format!("kernel: {} has no kernel `{k}` in its {}", v.id, kind.label()),
-                format!("name one of: {} (or leave kernel out for all)", names.join(", ")),
-            ));
-        }
+) -> Result<Listing, ToolError> {
+    let mut store = open_store(ws)?;
+    let mut engine = ctx.engine();
+    let Engine { machine, runners } = &mut *engine;
+    let machine = machine.get_or_insert_with(Machine::discover);
+    let l = service::listing(ws, &mut store, v, kind, machine, runners).map_err(|e| listing_error(e, field))?;
+    match kernel {
+        Some(k) => l.only(k).map_err(|e| listing_error(e, field)),
+        None => Ok(l),
     }
-    Ok((kernels, files, built_now))
 }
 
 /// One line per class and per memory or tensor-core mnemonic, most frequent first.
@@ -119,7 +74,7 @@ pub fn get_asm(ctx: &Context, args: &AsmArgs) -> Result<Reply, ToolError> {
     let ws = ctx.workspace()?;
     let v = find_version(&ws, "version", &args.version)?.clone();
     let kind = args.kind.unwrap_or(AsmKind::Sass);
-    let (kernels, files, built_now) = listing(ctx, &ws, &v, kind, args.kernel.as_deref(), "version")?;
+    let Listing { kernels, files, built_now, .. } = listing(ctx, &ws, &v, kind, args.kernel.as_deref(), "version")?;
     let mut budget = args.max_lines.unwrap_or(DEFAULT_ASM_LINES);
     let mut truncated = false;
     let mut out_kernels = Vec::new();
@@ -181,21 +136,23 @@ pub fn diff_asm(ctx: &Context, args: &DiffAsmArgs) -> Result<Reply, ToolError> {
     let a = find_version(&ws, "a", &args.a)?.clone();
     let b = find_version(&ws, "b", &args.b)?.clone();
     let kind = args.kind.unwrap_or(AsmKind::Sass);
-    let (la, _, built_a) = listing(ctx, &ws, &a, kind, None, "a")?;
-    let (lb, _, built_b) = listing(ctx, &ws, &b, kind, None, "b")?;
-    let (mut la, mut lb) = (la, lb);
-    if let Some(k) = &args.kernel {
-        la.retain(|l| &l.name == k);
-        lb.retain(|l| &l.name == k);
-        if la.is_empty() && lb.is_empty() {
-            return Err(ToolError::new(
-                Some("kernel"),
-                format!("kernel: neither {} nor {} has a kernel `{k}`", a.id, b.id),
-                "leave kernel out to compare every kernel (get_asm lists their names)",
-            ));
-        }
-    }
-    let d = asm::diff::diff(kind, &la, &lb, Normalize { registers: args.registers });
+    let mut store = open_store(&ws)?;
+    let q =
+        DiffQuery { a: &a, b: &b, kind, kernel: args.kernel.as_deref(), norm: Normalize { registers: args.registers } };
+    let cmp = {
+        let mut engine = ctx.engine();
+        let Engine { machine, runners } = &mut *engine;
+        let machine = machine.get_or_insert_with(Machine::discover);
+        service::diff(&ws, &mut store, &q, machine, runners).map_err(|e| {
+            // The argument at fault: the version whose listing could not be had.
+            let field = match &e {
+                ListingError::Build { id, .. } | ListingError::Missing { id, .. } if *id == b.id => "b",
+                _ => "a",
+            };
+            listing_error(e, field)
+        })?
+    };
+    let (built_a, built_b, d) = (cmp.a.built_now, cmp.b.built_now, cmp.diff);
     let mut budget = args.max_rows.unwrap_or(DEFAULT_DIFF_ROWS);
     let mut truncated = false;
     let mut kernels = Vec::new();

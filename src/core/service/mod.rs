@@ -1,7 +1,13 @@
 //! What every shell asks of the history beside a check, written once: a version's results of the
-//! file as it is now, approving or rejecting it, and the comparison of a check's versions with a
-//! baseline. The CLI, the TUI, the MCP server and the agent call these rather than each doing it
-//! its own way.
+//! file as it is now, approving or rejecting it, the comparison of a check's versions with a
+//! baseline, the history ([`history`]) and PTX/SASS listings and diffs ([`listing`]). The CLI, the
+//! TUI, the MCP server and the agent call these rather than each doing it its own way.
+
+pub mod history;
+pub mod listing;
+
+pub use history::{History, HistoryQuery, history};
+pub use listing::{AsmComparison, DiffQuery, Listing, ListingError, diff, listing};
 
 use crate::model::report::CheckReport;
 use crate::stages::bench::{SizeBench, compare_benches, passing_bench};
@@ -59,9 +65,9 @@ pub fn compare_with_baseline(
     notes
 }
 
-/// Why a version could not be approved or rejected.
+/// Why a version could not be found, read, approved or rejected.
 #[derive(Debug, thiserror::Error)]
-pub enum ReviewError {
+pub enum VersionError {
     /// No version by that id or path; `known` lists the ones there are.
     #[error("no version `{id}`")]
     NoVersion { id: String, known: Vec<String> },
@@ -79,14 +85,14 @@ pub fn review(
     id: &str,
     status: Status,
     reason: Option<&str>,
-) -> Result<VersionFile, ReviewError> {
+) -> Result<VersionFile, VersionError> {
     let Some(v) = ws.version(id) else {
-        return Err(ReviewError::NoVersion {
+        return Err(VersionError::NoVersion {
             id: id.to_string(),
             known: ws.versions.iter().map(|v| v.id.clone()).collect(),
         });
     };
-    let source = ws.read_source(v).map_err(|source| ReviewError::Read { path: v.path.clone(), source })?;
+    let source = ws.read_source(v).map_err(|source| VersionError::Read { path: v.path.clone(), source })?;
     store.review(v, &crate::store::sha256_hex(source.as_bytes()), status, reason)?;
     Ok(v.clone())
 }

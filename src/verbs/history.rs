@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use crate::model::report::Stage;
+use crate::service::{self, HistoryQuery, VersionError};
 
 use super::*;
 
@@ -47,30 +48,19 @@ pub fn get_profile(ctx: &Context, args: &VersionArgs) -> Result<Reply, ToolError
 
 pub fn history(ctx: &Context, args: &HistoryArgs) -> Result<Reply, ToolError> {
     let ws = ctx.workspace()?;
-    let version = match &args.version {
-        Some(want) => Some(find_version(&ws, "version", want).map(|v| v.id.clone()).or_else(|e| {
-            // A deleted version's history stays: its id is still a valid question.
-            let store = open_store(&ws)?;
-            if store.version(want)?.is_some() { Ok(want.clone()) } else { Err(e) }
-        })?),
-        None => None,
-    };
     let store = open_store(&ws)?;
     let limit = args.limit.unwrap_or(DEFAULT_HISTORY).max(1);
-    let hashes: std::collections::HashMap<String, String> =
-        ws.versions.iter().filter_map(|v| ws.source_hash(v).map(|h| (v.id.clone(), h))).collect();
-    let rows = match args.stage {
-        // The store filters by version only: read enough rows to find `limit` of this stage.
-        Some(stage) => store
-            .history(version.as_deref(), limit.saturating_mul(50).max(1000))?
-            .into_iter()
-            .filter(|r| r.stage == stage.name())
-            .take(limit)
-            .collect(),
-        None => store.history(version.as_deref(), limit)?,
-    };
-    let results: Vec<ResultEntry> =
-        rows.iter().map(|r| result_entry(r, hashes.get(&r.version).map(String::as_str), args.payload)).collect();
+    let q = HistoryQuery { version: args.version.as_deref(), stage: args.stage, limit };
+    let h = service::history(&ws, &store, &q).map_err(|e| match e {
+        VersionError::NoVersion { id, .. } => no_version(&ws, "version", &id),
+        e => ToolError::new(None, e.to_string(), "`rung doctor` says more"),
+    })?;
+    let results: Vec<ResultEntry> = h
+        .rows
+        .iter()
+        .map(|r| ResultEntry { current: h.is_current(r), ..result_entry(r, None, args.payload) })
+        .collect();
+    let version = h.version;
     let out = HistoryOut { version, stage: args.stage, results };
     let mut text = format!(
         "{} result{}{}{}, newest first\n",
