@@ -64,6 +64,16 @@ fn every_version_of_a_fresh_workspace_has_ptx_cubin_and_sass() {
                 if template == "rmsnorm" {
                     assert_eq!(kernels[0]["num_warps"], 32, "{build}");
                 }
+                // The script parses no report: rung reads the cubin's registers (cuobjdump, run
+                // here independently) and keeps ptxas's report beside the dumps.
+                assert!(names.iter().any(|n| n.ends_with(".ptxas.txt")), "{id}: {names:?}");
+                let cuobjdump = common::doctor_toolchain()["cuobjdump"]["path"].as_str().unwrap().to_string();
+                let cubin = dumps.join(names.iter().find(|n| n.ends_with(".cubin")).unwrap());
+                let usage = Command::new(cuobjdump).arg("--dump-resource-usage").arg(&cubin).output().unwrap();
+                let usage = String::from_utf8_lossy(&usage.stdout);
+                let regs = usage.split_whitespace().find_map(|w| w.strip_prefix("REG:")).unwrap();
+                assert_eq!(kernels[0]["resources"]["registers"].as_u64().unwrap().to_string(), regs, "{id}: {usage}");
+                assert!(kernels[0]["resources"]["arch"].as_str().unwrap().starts_with("sm_"), "{build}");
             }
             for ext in wanted {
                 let f = names
@@ -434,4 +444,64 @@ fn cute_dsl_versions_compile_ahead_of_time_and_report_errors_at_their_line() {
     assert_eq!(stage["verdict"], "fail");
     assert_eq!((d[0].0.as_str(), d[0].1, d[0].2), ("versions/v041-cute-error.py", 19, 25), "{d:?}");
     assert!(d[0].3.contains("name 'bb' is not defined"), "{d:?}");
+}
+
+/// The ahead-of-time scripts' reply is what `schema/aot.schema.json` says, and that schema is
+/// the one generated from the types rung reads it into.
+#[test]
+fn the_aot_scripts_reply_matches_the_committed_schema() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/schema/aot.schema.json")).unwrap();
+    let committed: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        committed,
+        rung::model::aot::schema(),
+        "schema/aot.schema.json is stale: run `cargo run -- schema --aot > schema/aot.schema.json`"
+    );
+    if real_nvcc().is_none() {
+        return;
+    }
+    let validator = jsonschema::validator_for(&committed).expect("the committed schema is valid");
+    let tc = common::doctor_toolchain();
+    let path = |tool: &str| PathBuf::from(tc[tool]["path"].as_str().unwrap());
+    let (tmp, ws) = workspace("vector-add");
+    let scripts = tmp.path().join("scripts");
+    rung::assets::write_python(&scripts).unwrap();
+    let triton = std::fs::read_dir(ws.join("versions"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "py"))
+        .expect("the template has a Triton version");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cute");
+    let mut cases = vec![("triton_aot.py", triton)];
+    if cute_dsl() {
+        cases.push(("cute_aot.py", fixtures.join("v001-cute-add.py")));
+    }
+    let bin = path("ptxas").parent().unwrap().to_path_buf();
+    let search = std::env::join_paths(
+        std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )
+    .unwrap();
+    for (script, version) in cases {
+        let out = Command::new(path("python"))
+            .arg(scripts.join(script))
+            .args(["--version-file", version.to_str().unwrap(), "--arch", "90", "--out"])
+            .arg(tmp.path().join(format!("out-{script}")))
+            .env("TRITON_PTXAS_PATH", path("ptxas"))
+            .env("TRITON_PTXAS_BLACKWELL_PATH", path("ptxas"))
+            .env("TRITON_CACHE_DIR", tmp.path().join("triton-cache"))
+            .env("PATH", &search)
+            .current_dir(&ws)
+            .output()
+            .unwrap();
+        let reply: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{script}: not JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+        let errors: Vec<String> =
+            validator.iter_errors(&reply).map(|e| format!("{e} at {}", e.instance_path())).collect();
+        assert!(errors.is_empty(), "{script}'s reply does not match schema/aot.schema.json:\n{}", errors.join("\n"));
+        let report: rung::model::aot::AotReport = serde_json::from_value(reply).unwrap();
+        assert!(report.errors.is_empty() && !report.kernels.is_empty(), "{script}: {report:?}");
+        for k in &report.kernels {
+            assert!(k.files.contains_key("cubin") && k.files.contains_key("ptxas"), "{script}: {k:?}");
+        }
+    }
 }

@@ -214,17 +214,6 @@ FLOAT_NAMES = {"eps", "epsilon", "scale", "alpha", "beta", "sm_scale", "softmax_
 DIAG_RE = re.compile(r"^(?P<file>[^\s:][^:]*?):(?P<line>\d+):(?P<col>\d+): (?P<sev>error|warning|note|remark): ?(?P<msg>.*)$",
                      re.MULTILINE)
 
-# The resources of one entry in a `ptxas -v` report.
-PTXAS_PATTERNS = {
-    "registers": r"Used (\d+) registers",
-    "barriers": r"used (\d+) barriers",
-    "smem_static": r"(\d+) bytes smem",
-    "stack_frame": r"(\d+) bytes stack frame",
-    "spill_stores": r"(\d+) bytes spill stores",
-    "spill_loads": r"(\d+) bytes spill loads",
-}
-
-
 def run_tool(cmd, timeout=300, merge=True):
     """(status, output) of a tool; with merge=False its stderr goes to ours rather than into the
     output. A tool that cannot start or overruns is status -1 with the reason."""

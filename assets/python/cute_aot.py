@@ -54,20 +54,19 @@ the function launches, as the DSL's embedded NVVM/ptxas produced them),
 <function>.mlir (CuTe IR after canonicalize+cse), <function>.raw.mlir (the IR as
 traced), <function>.llvm.mlir (the lowered host+device module, the embedded cubin
 elided), <function>.sass when nvdisasm (`-c -g`, with version-file line info) or
-cuobjdump is found, <function>.ptxas.txt (`ptxas -v` re-run on the PTX: registers,
-spills, stack, barriers, when a ptxas is found) and meta.json. Registers, static
-shared memory, stack and local memory come from `cuobjdump --dump-resource-usage` of
-the DSL's own cubin when available; the dynamic shared memory and block of each
-launch from the lowered host code (best effort). Tools are looked for in
+cuobjdump is found, <function>.ptxas.txt (`ptxas -v` re-run on the PTX, when a ptxas
+is found) and meta.json. The script parses no tool's report: rung reads registers,
+spills, stack, barriers and static shared memory from the .ptxas.txt and the cubin's
+`cuobjdump --dump-resource-usage`. The dynamic shared memory and block of each launch
+come from the lowered host code (best effort). Tools are looked for in
 CUTE_AOT_CUDA_BIN, CUDA_HOME/bin, next to TRITON_PTXAS_PATH, on PATH, in the
 nvidia-* wheels of this Python and in ~/.cache/rung/env.
 
 stdout carries exactly one JSON object:
     {"version_file", "target", "cutlass_dsl_version", "python", "out", "tools",
-     "kernels": [{"name", "kind", "kernel_name", "device_kernels", "files": {kind: path},
-                  "num_warps", "block", "shared", "static_shared", "dynamic_shared",
-                  "registers", "spill_stores", "spill_loads", "stack_frame", "barriers",
-                  "gpu_name", "target", "signature", "constexprs", "launches",
+     "kernels": [{"name", "kind", "kernel_name", "files": {kind: path},
+                  "device_kernels": [{"name", "block", "num_warps", "dynamic_shared"}],
+                  "num_warps", "block", "gpu_name", "target", "signature", "constexprs", "launches",
                   "compile_time_s", "inferred", "notes"}],
      "skipped": [{"name", "reason"}], "warnings": [str],
      "errors": [{"kernel", "type", "exception", "message", "traceback", "lineno", "col",
@@ -105,7 +104,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from aot_common import JsonOut, _chain, import_version  # noqa: E402
 from aot_common import LAST_LOG as _LAST_LOG, Capture as _Capture, format_exc as _format_exc, tail as _tail  # noqa: E402
 from aot_common import (  # noqa: E402
-    PTXAS_PATTERNS as _PTXAS_PATTERNS, load_sig_json, run_tool as _run, supervise as _supervise)
+    load_sig_json, run_tool as _run, supervise as _supervise)
 from aot_common import strip_ansi as _plain  # noqa: E402
 # The version's functions, their parameters' types and arguments, and its errors (cute_version.py).
 import cute_version  # noqa: E402
@@ -175,28 +174,6 @@ def _tool(name):
             return c
     return None
 
-
-
-def parse_ptxas_v(text):
-    """{entry: {registers, barriers, ...}} of a `ptxas -v` report."""
-    out = {}
-    parts = re.split(r"ptxas info\s*: Compiling entry function '([^']+)'", text or "")
-    for i in range(1, len(parts) - 1, 2):
-        d = {}
-        for k, pat in _PTXAS_PATTERNS.items():
-            m = re.search(pat, parts[i + 1])
-            if m:
-                d[k] = int(m.group(1))
-        out[parts[i]] = d
-    return out
-
-
-def parse_resource_usage(text):
-    """{function: {REG, STACK, SHARED, LOCAL, ...}} of `cuobjdump --dump-resource-usage`."""
-    out = {}
-    for m in re.finditer(r"Function ([^\s:]+):\s*\n\s*(REG:.*)", text or ""):
-        out[m.group(1)] = {k: int(v) for k, v in re.findall(r"([A-Z_\[\]0-9]+):(\d+)", m.group(2))}
-    return out
 
 
 def ptx_entries(ptx):
@@ -336,8 +313,8 @@ def compile_function(name, fn, args, kwargs, options, arch, out_dir, tools, dump
     func_name = getattr(compiled, "function_name", None)
     launches = parse_launches(llvm_text, func_name) if func_name else []
 
-    # ptxas -v on the DSL's PTX (the DSL's own ptxas run prints no report)
-    ptxas_res = {}
+    # ptxas -v on the DSL's PTX (the DSL's own ptxas run prints no report); rung parses the
+    # report, with the cubin's resource usage.
     ptxas = tools.get("ptxas")
     if ptx and ptxas:
         with tempfile.TemporaryDirectory() as td:
@@ -348,19 +325,12 @@ def compile_function(name, fn, args, kwargs, options, arch, out_dir, tools, dump
             rc, text = _run(cmd)
         report = text.replace(td + os.sep, "")
         files["ptxas"] = _write(os.path.join(kdir, "%s.ptxas.txt" % stem), report.rstrip("\n") + "\n")
-        if rc == 0:
-            ptxas_res = parse_ptxas_v(text)
-        else:
+        if rc != 0:
             notes.append("ptxas -v (%s) failed on the DSL's PTX (exit %d): see %s.ptxas.txt; "
                          "registers come from the cubin" % (ptxas, rc, stem))
     elif ptx:
         notes.append("no ptxas found: no spill/barrier report")
-    usage = {}
     cubin_path = files.get("cubin")
-    if cubin_path and tools.get("cuobjdump"):
-        rc, text = _run([tools["cuobjdump"], "--dump-resource-usage", cubin_path], merge=False)
-        if rc == 0:
-            usage = parse_resource_usage(text)
     sass_tool = None
     if cubin_path:
         text, rc = None, -1
@@ -378,48 +348,28 @@ def compile_function(name, fn, args, kwargs, options, arch, out_dir, tools, dump
 
     device = []
     for i, (ename, block) in enumerate(entries):
-        u = usage.get(ename, {})
-        p = ptxas_res.get(ename, {})
         la = launches[i] if len(launches) == len(entries) else None
         dyn = la["dynamic_shared"] if la and isinstance(la.get("dynamic_shared"), int) else None
-        static = u.get("SHARED", p.get("smem_static"))
         device.append({
             "name": ename, "block": block,
             "num_warps": (block[0] * block[1] * block[2] + 31) // 32 if block else None,
-            "registers": u.get("REG", p.get("registers")),
-            "static_shared": static, "dynamic_shared": dyn,
-            "shared": (static or 0) + (dyn or 0) if (static is not None or dyn is not None) else None,
-            "stack_frame": p.get("stack_frame", u.get("STACK")), "local": u.get("LOCAL"),
-            "spill_stores": p.get("spill_stores"), "spill_loads": p.get("spill_loads"),
-            "barriers": p.get("barriers"),
-            "cubin_resource_usage": u or None, "ptxas": p or None,
+            "dynamic_shared": dyn,
         })
     if not device:
         notes.append("no .entry in the PTX: the function launches no kernel")
     if len(device) > 1:
         notes.append("%d device kernels: the top-level figures are the maximum over them" % len(device))
 
-    def top(key):
-        vals = [d[key] for d in device if d.get(key) is not None]
-        return max(vals) if vals else None
-
+    warps = [d["num_warps"] for d in device if d["num_warps"] is not None]
     block = device[0]["block"] if len(device) == 1 else None
     entry = {
         "name": name,
         "kernel_name": device[0]["name"] if device else None,
         "device_kernels": device,
         "files": files,
-        "num_warps": top("num_warps"),
+        "num_warps": max(warps) if warps else None,
         "num_stages": None,
         "block": block,
-        "shared": top("shared"),
-        "static_shared": top("static_shared"),
-        "dynamic_shared": top("dynamic_shared"),
-        "registers": top("registers"),
-        "spill_stores": top("spill_stores"),
-        "spill_loads": top("spill_loads"),
-        "stack_frame": top("stack_frame"),
-        "barriers": top("barriers"),
         "gpu_name": gpu_name,
         "target": {"backend": "cuda", "arch": arch},
         "launches": launches,

@@ -65,15 +65,14 @@ Per kernel it writes DIR/<kernel>/<kernel>.{ttir,ttgir,llir,ptx,cubin} (plus any
 other stage the installed Triton produces, e.g. .source), <kernel>.sass when
 nvdisasm (`-c -g`, with version-file line info) or cuobjdump is found next to
 TRITON_PTXAS_PATH / TRITON_PTXAS_BLACKWELL_PATH, on PATH or in Triton's bin/,
-<kernel>.ptxas.txt (the `ptxas -v` report: registers, spills, stack, barriers) and
-meta.json. Registers come from `cuobjdump --dump-resource-usage` of the cubin when
-available.
+<kernel>.ptxas.txt (the `ptxas -v` report) and meta.json. The script parses no tool's
+report: rung reads registers, spills, stack and barriers from the .ptxas.txt and the
+cubin's `cuobjdump --dump-resource-usage`.
 
 stdout carries exactly one JSON object:
     {"version_file", "target", "triton_version", "python", "out", "tools", "launch",
      "kernels": [{"name", "kernel_name", "files": {ext: path}, "num_warps", "num_stages",
-                  "num_ctas", "shared", "registers", "spill_stores", "spill_loads",
-                  "stack_frame", "barriers", "gpu_name", "target", "signature",
+                  "num_ctas", "shared", "ptxas_source", "gpu_name", "target", "signature",
                   "constexprs", "inferred", "notes", "captured", "grid", ...}],
      "skipped": [{"name", "reason"}], "warnings": [str],
      "errors": [{"kernel", "type", "message", "traceback", "lineno", "col", "file", ...}]}
@@ -106,7 +105,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from aot_common import JsonOut, import_version  # noqa: E402
 from aot_common import LAST_LOG as _LAST_LOG, Capture as _Capture, format_exc as _format_exc  # noqa: E402
 from aot_common import (  # noqa: E402
-    PTXAS_PATTERNS as _PTXAS_PATTERNS, load_sig_json, run_tool as _run, supervise as _supervise)
+    load_sig_json, run_tool as _run, supervise as _supervise)
 # The version's kernels and types (triton_kernels.py), and run()'s launches captured
 # (triton_capture.py, which the zygote's prewarm also imports).
 import triton_kernels  # noqa: E402
@@ -178,15 +177,6 @@ def _ptxas_for(arch):
         pass
     return os.environ.get("TRITON_PTXAS_PATH") or _tool("ptxas")
 
-
-
-def parse_ptxas_v(text):
-    out = {}
-    for k, pat in _PTXAS_PATTERNS.items():
-        m = re.search(pat, text or "")
-        if m:
-            out[k] = int(m.group(1))
-    return out
 
 
 # --------------------------------------------------------------------------- compile
@@ -383,12 +373,12 @@ def compile_kernel(name, jf, prep, target, out_dir, tools):
     gpu_name = m.group(1) if m else None
     notes = list(prep["notes"])
 
-    # resources: the ptxas -v report Triton printed (TRITON_DUMP_PTXAS_LOG), else run ptxas -v ourselves
-    res = parse_ptxas_v(log)
-    ptxas_report = None
-    if "registers" in res:
+    # The `ptxas -v` report (rung parses it, with the cubin's resource usage): the one Triton
+    # printed (TRITON_DUMP_PTXAS_LOG), else ptxas -v run again on the PTX.
+    ptxas_report, ptxas_source = None, None
+    if "Compiling entry function" in (log or ""):
         ptxas_report = "\n".join(l for l in log.splitlines() if l.startswith("ptxas") or "bytes stack frame" in l)
-        res["source"] = "ptxas -v (Triton's own ptxas run)"
+        ptxas_source = "ptxas -v (Triton's own ptxas run)"
     elif ptx and gpu_name:
         ptxas = _ptxas_for(target.arch)
         if ptxas:
@@ -404,8 +394,7 @@ def compile_kernel(name, jf, prep, target, out_dir, tools):
                 cmd += [pf, "-o", os.path.join(td, name + ".cubin")]
                 rc, text = _run(cmd)
             ptxas_report = text.replace(td + os.sep, "")
-            res = parse_ptxas_v(text)
-            res["source"] = "ptxas -v re-run on the PTX: " + " ".join(
+            ptxas_source = "ptxas -v re-run on the PTX: " + " ".join(
                 os.path.basename(c) if c.startswith(td) else c for c in cmd)
     if ptxas_report:
         fp = os.path.join(kdir, "%s.ptxas.txt" % name)
@@ -414,13 +403,6 @@ def compile_kernel(name, jf, prep, target, out_dir, tools):
         files["ptxas"] = os.path.abspath(fp)
 
     cubin_path = files.get("cubin")
-    if cubin_path and tools.get("cuobjdump"):
-        rc, text = _run([tools["cuobjdump"], "--dump-resource-usage", cubin_path])
-        m2 = re.search(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)", text)
-        if rc == 0 and m2:
-            res["registers"] = int(m2.group(1))  # exact: read from the cubin Triton produced
-            res["cubin_resource_usage"] = {"REG": int(m2.group(1)), "STACK": int(m2.group(2)),
-                                           "SHARED": int(m2.group(3)), "LOCAL": int(m2.group(4))}
     sass_tool = None
     if cubin_path:
         text, rc = None, -1
@@ -448,11 +430,7 @@ def compile_kernel(name, jf, prep, target, out_dir, tools):
         "num_stages": md.get("num_stages", prep["options"]["num_stages"]),
         "num_ctas": md.get("num_ctas"),
         "shared": shared,
-        "registers": res.get("registers"),
-        "spill_stores": res.get("spill_stores"),
-        "spill_loads": res.get("spill_loads"),
-        "stack_frame": res.get("stack_frame"),
-        "barriers": res.get("barriers"),
+        "ptxas_source": ptxas_source,
         "gpu_name": gpu_name,
         "target": md.get("target"),
         "signature": prep["signature"],
@@ -479,7 +457,7 @@ def compile_kernel(name, jf, prep, target, out_dir, tools):
             entry[extra] = md[extra]
     meta = dict(entry)
     meta.update({"triton_version": getattr(triton, "__version__", None),
-                 "resources": res, "sass_tool": sass_tool, "options": prep["options"],
+                 "sass_tool": sass_tool, "options": prep["options"],
                  "divisible_by_16": prep["divisible_by_16"], "triton_metadata": md})
     fp = os.path.join(kdir, "meta.json")
     with open(fp, "w") as f:

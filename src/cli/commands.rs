@@ -46,8 +46,10 @@ pub fn run(cli: Cli) -> Result<i32> {
         Some(Command::Mcp) => mcp_cmd(&ws_dir),
         Some(Command::Chat(args)) => Ok(super::chat::chat_cmd(&ws_dir, &args)),
         Some(Command::Auto(args)) => Ok(super::auto::auto_cmd(&ws_dir, &args)),
-        Some(Command::Schema { worker, watch }) => {
-            let schema = if worker {
+        Some(Command::Schema { worker, watch, aot }) => {
+            let schema = if aot {
+                rung::model::aot::schema()
+            } else if worker {
                 rung::model::protocol::schema()
             } else if watch {
                 rung::watch::schema()

@@ -73,7 +73,8 @@ pub enum Command {
     },
     /// Write the demo workspace into DIR (default ./rung-demo), set up if needed, check it, show it.
     Demo { dir: Option<PathBuf> },
-    /// Print the JSON schema of `rung check --json`, or with `--worker` of the worker protocol.
+    /// Print the JSON schema of `rung check --json` (or of the worker protocol, the watch events,
+    /// the ahead-of-time scripts' reply).
     Schema {
         /// The worker protocol's schema (the JSON lines between rung and its workers).
         #[arg(long)]
@@ -81,6 +82,9 @@ pub enum Command {
         /// The schema of `rung watch --json` events.
         #[arg(long, conflicts_with = "worker")]
         watch: bool,
+        /// The schema of what the ahead-of-time scripts (Triton, CuTe DSL) print.
+        #[arg(long, conflicts_with_all = ["worker", "watch"])]
+        aot: bool,
     },
     /// Watch the workspace: every save rebuilds and re-checks that version (newest wins); a change
     /// to rung.toml, the reference or checks.py re-runs every version. `--json`: one event per

@@ -2,6 +2,7 @@
 //! the stages that fill them, so that the report (and everything that reads it: the CLI, the
 //! TUI, the MCP server) depends on data only, never on a stage.
 
+pub mod aot;
 pub mod bench;
 pub mod build;
 pub mod diag;

@@ -5,6 +5,7 @@
 //!
 //! Every parser is tested on real output captured from its tool (`tests/fixtures/build/`).
 
+mod cuobjdump;
 mod nvcc;
 mod ptxas;
 mod python;
@@ -12,6 +13,7 @@ mod python;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub use cuobjdump::{combine, parse_resource_usage};
 pub use nvcc::{HostLinker, NvccFrontend, NvlinkOutput};
 pub use ptxas::{KernelResources, PtxasOutput, parse_resources};
 pub use python::PythonTraceback;

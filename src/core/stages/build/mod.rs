@@ -583,22 +583,6 @@ mod tests {
     use super::choose_arch;
 
     #[test]
-    fn cuobjdump_resource_usage_parses_per_kernel() {
-        // As cuobjdump 13.2 prints it for a fatbin (a plain cubin has no `arch =` header).
-        let text = "\nFatbin elf code:\n================\narch = sm_90\ncode version = [1,8]\n\n\
-                    Resource usage:\n Common:\n  GLOBAL:0\n Function add_kernel:\n  REG:26 STACK:0 SHARED:0 LOCAL:8 CONSTANT[0]:560 TEXTURE:0 SURFACE:0 SAMPLER:0\n\
-                    Function _Z4tailPf:\n  REG:40 STACK:16 SHARED:1024 LOCAL:0 CONSTANT[0]:360 TEXTURE:0 SURFACE:0 SAMPLER:0\n";
-        let r = super::parse_resource_usage(text);
-        assert_eq!(r.len(), 2, "{r:?}");
-        assert_eq!((r[0].name.as_str(), r[0].registers, r[0].cmem0_bytes), ("add_kernel", 26, Some(560)));
-        assert_eq!((r[0].arch.as_str(), r[0].spill_store_bytes), ("sm_90", 8));
-        assert_eq!(
-            (r[1].name.as_str(), r[1].registers, r[1].shared_bytes, r[1].stack_frame_bytes),
-            ("_Z4tailPf", 40, 1024, 16)
-        );
-    }
-
-    #[test]
     fn target_choice() {
         let plain = "extern \"C\" __global__ void k() {}";
         let wgmma = "asm volatile(\"wgmma.fence.sync.aligned;\");";

@@ -1,67 +1,21 @@
 //! Python versions built ahead of time (Triton, CuTe DSL) by the scripts rung carries, and the
-//! kernels that really launched, captured at run time; their resources read from the cubin.
+//! kernels that really launched, captured at run time. The scripts parse no tool's report: each
+//! kernel's resources are read here, from its cubin and its `ptxas -v` report.
 
 use crate::assets::{CUTE_AOT, TRITON_AOT};
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use serde::Deserialize;
-
 use crate::diag::{Diagnostic, Pos};
+use crate::model::aot::{AotKernel, AotReport};
 pub use crate::model::build::{Artefact, BuildDetail, KernelBuild};
 use crate::model::report::Verdict;
-use crate::parsers::{KernelResources, OutputParser, PythonTraceback};
+use crate::parsers::{KernelResources, OutputParser, PythonTraceback, combine, parse_resource_usage, parse_resources};
 use crate::store::Objects;
 use crate::toolchain::Toolchain;
 use crate::workspace::Workspace;
 
 use super::*;
-
-/// What triton_aot.py prints.
-#[derive(Deserialize)]
-pub(super) struct AotReport {
-    #[serde(default)]
-    kernels: Vec<AotKernel>,
-    #[serde(default)]
-    warnings: Vec<String>,
-    #[serde(default)]
-    errors: Vec<AotError>,
-}
-
-#[derive(Deserialize)]
-pub(super) struct AotKernel {
-    name: String,
-    /// Compiled from a launch captured by calling run(), not from an inferred signature.
-    #[serde(default)]
-    captured: bool,
-    #[serde(default)]
-    files: BTreeMap<String, String>,
-    num_warps: Option<u32>,
-    num_stages: Option<u32>,
-    #[serde(default)]
-    shared: Option<u32>,
-    registers: Option<u32>,
-    spill_stores: Option<u32>,
-    spill_loads: Option<u32>,
-    stack_frame: Option<u32>,
-    barriers: Option<u32>,
-    gpu_name: Option<String>,
-    #[serde(default)]
-    notes: Vec<String>,
-}
-
-#[derive(Deserialize)]
-pub(super) struct AotError {
-    kernel: Option<String>,
-    #[serde(rename = "type")]
-    kind: String,
-    message: String,
-    #[serde(default)]
-    traceback: Option<String>,
-    lineno: Option<u32>,
-    col: Option<u32>,
-}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum AotTool {
@@ -198,18 +152,11 @@ pub(super) fn build_python_aot(
             }
         }
         detail.notes.extend(k.notes.iter().map(|n| format!("{}: {n}", k.name)));
+        let read = |kind: &str| k.files.get(kind).and_then(|p| std::fs::read_to_string(s.env.ws.root.join(p)).ok());
+        let ptxas = read("ptxas").map(|t| parse_resources(&t)).unwrap_or_default();
+        let cubin = k.files.get("cubin").and_then(|c| cubin_resources(tc, &s.env.ws.root.join(c))).unwrap_or_default();
         detail.kernels.push(KernelBuild {
-            resources: KernelResources {
-                name: k.name.clone(),
-                arch: k.gpu_name.clone().unwrap_or_else(|| arch.to_string()),
-                registers: k.registers.unwrap_or(0),
-                barriers: k.barriers.unwrap_or(0),
-                shared_bytes: k.shared.unwrap_or(0),
-                stack_frame_bytes: k.stack_frame.unwrap_or(0),
-                spill_store_bytes: k.spill_stores.unwrap_or(0),
-                spill_load_bytes: k.spill_loads.unwrap_or(0),
-                cmem0_bytes: None,
-            },
+            resources: aot_resources(k, &combine(&ptxas, &cubin), arch),
             num_warps: k.num_warps,
             num_stages: k.num_stages,
         });
@@ -268,6 +215,29 @@ pub fn captured(
     Some((Verdict::Pass, summary, detail))
 }
 
+/// An ahead-of-time kernel's resources from its reports (`device`, parsed and combined): the
+/// largest figure over the device kernels it launches (a CuTe DSL function may launch several),
+/// and its shared memory as the compiler's metadata gives it, else the static shared memory
+/// plus what its launch asks for.
+fn aot_resources(k: &AotKernel, device: &[KernelResources], arch: &str) -> KernelResources {
+    let max = |f: fn(&KernelResources) -> u32| device.iter().map(f).max().unwrap_or(0);
+    let launched = |r: &KernelResources| {
+        let dynamic = k.device_kernels.iter().find(|d| d.name == r.name).and_then(|d| d.dynamic_shared);
+        r.shared_bytes + dynamic.unwrap_or(0)
+    };
+    KernelResources {
+        name: k.name.clone(),
+        arch: k.gpu_name.clone().or_else(|| device.first().map(|r| r.arch.clone())).unwrap_or_else(|| arch.to_string()),
+        registers: max(|r| r.registers),
+        barriers: max(|r| r.barriers),
+        shared_bytes: k.shared.unwrap_or_else(|| device.iter().map(launched).max().unwrap_or(0)),
+        stack_frame_bytes: max(|r| r.stack_frame_bytes),
+        spill_store_bytes: max(|r| r.spill_store_bytes),
+        spill_load_bytes: max(|r| r.spill_load_bytes),
+        cmem0_bytes: device.iter().filter_map(|r| r.cmem0_bytes).max(),
+    }
+}
+
 /// Each kernel's resources in a cubin, from `cuobjdump --dump-resource-usage`
 /// (`Function k: REG:26 STACK:0 SHARED:0 LOCAL:0 ...`).
 pub fn cubin_resources(tc: &Toolchain, cubin: &Path) -> Option<Vec<KernelResources>> {
@@ -275,47 +245,4 @@ pub fn cubin_resources(tc: &Toolchain, cubin: &Path) -> Option<Vec<KernelResourc
     let out = std::process::Command::new(&tool.path).arg("--dump-resource-usage").arg(cubin).output().ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
     Some(parse_resource_usage(&text))
-}
-
-/// Parses `cuobjdump --dump-resource-usage`: a `Function <name>:` line, then its fields
-/// (`REG:26 STACK:0 SHARED:0 LOCAL:0 CONSTANT[0]:576 ...`) on the next line.
-pub fn parse_resource_usage(text: &str) -> Vec<KernelResources> {
-    let mut arch = String::new();
-    let mut out = Vec::new();
-    let mut pending: Option<String> = None;
-    for line in text.lines() {
-        let line = line.trim();
-        if let Some(rest) = line.strip_prefix("arch = ") {
-            arch = rest.trim().to_string();
-            continue;
-        }
-        if let Some(rest) = line.strip_prefix("Function ") {
-            let (name, fields) = rest.split_once(':').unwrap_or((rest, ""));
-            pending = Some(name.trim().to_string());
-            if fields.trim().is_empty() {
-                continue;
-            }
-        }
-        let Some(name) = pending.take() else { continue };
-        let fields = line.rsplit_once("Function ").map_or(line, |(_, r)| r.split_once(':').map_or(r, |(_, f)| f));
-        let field = |key: &str| -> Option<u32> {
-            fields
-                .split_whitespace()
-                .find_map(|f| f.strip_prefix(key).and_then(|v| v.strip_prefix(':')))
-                .and_then(|v| v.parse().ok())
-        };
-        out.push(KernelResources {
-            name,
-            arch: arch.clone(),
-            registers: field("REG").unwrap_or(0),
-            barriers: 0,
-            shared_bytes: field("SHARED").unwrap_or(0),
-            stack_frame_bytes: field("STACK").unwrap_or(0),
-            // Local memory is what spills (and local arrays) use; cuobjdump does not split it.
-            spill_store_bytes: field("LOCAL").unwrap_or(0),
-            spill_load_bytes: field("LOCAL").unwrap_or(0),
-            cmem0_bytes: field("CONSTANT[0]"),
-        });
-    }
-    out
 }
