@@ -252,6 +252,29 @@ fn a_triton_error_is_reported_at_its_line() {
     assert!(d[0].3.contains("bee"), "{d:?}");
 }
 
+/// ptxas rejects a Triton kernel's inline PTX: rung parses ptxas's messages itself (the script
+/// only saves the rejected PTX) and places them at the version's line through its `.loc`s.
+#[test]
+fn a_triton_ptxas_error_is_placed_at_the_inline_asm_line() {
+    let Some(_) = real_nvcc() else { return };
+    let (_tmp, ws) = workspace("vector-add");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/build/triton-ptxas-error/version.py");
+    let src = std::fs::read_to_string(fixture).unwrap();
+    // Bound to the workspace's parameters (a, b, out, n); the kernel stays as it was captured.
+    let run = src.find("def run(").unwrap();
+    let src = format!(
+        "{}def run(a, b, out, n):\n    square_kernel[(triton.cdiv(n, 256),)](a, out, n, BLOCK=256)\n",
+        &src[..run]
+    );
+    let (stage, d) = build_diagnostics(&ws, "v014-ptxas.py", &src);
+    assert_eq!(stage["verdict"], "fail", "{stage}");
+    assert_eq!((d[0].0.as_str(), d[0].1), ("versions/v014-ptxas.py", 10), "the error itself, at the asm line: {d:?}");
+    let ptxas: Vec<_> = d.iter().filter(|x| x.3.starts_with("ptxas: ")).collect();
+    assert!(!ptxas.is_empty(), "ptxas's own messages: {d:?}");
+    assert!(ptxas.iter().all(|x| x.0 == "versions/v014-ptxas.py" && x.1 == 10), "{ptxas:?}");
+    assert!(ptxas.iter().any(|x| x.3.contains(".f32x")), "{ptxas:?}");
+}
+
 #[test]
 fn a_python_syntax_error_is_reported_at_its_line() {
     let Some(_) = real_nvcc() else { return };

@@ -1,14 +1,19 @@
 """Helpers shared by rung's ahead-of-time compile scripts (triton_aot.py, cute_aot.py): finding
-the user's frame in a traceback, exception chains, mapping a PTX line back to its source through
-the PTX's `.loc` directives, the one JSON reply, capturing the compiler's output, importing
-the version file, running a tool, the guesses from a parameter's name, and the supervisor that
-turns a compiler crash into one JSON reply. rung writes this file beside the script it runs."""
+the user's frame in a traceback, exception chains, the one JSON reply, capturing the compiler's
+output, importing the version file, the compiler's modules imported at first use, finding and
+running a tool, the files each kernel leaves (its folder, its SASS), the command line, the
+guesses from a parameter's name, and the supervisor that turns a compiler crash into one JSON
+reply. rung writes this file beside the script it runs."""
 
+import argparse
+import glob
+import importlib
 import importlib.util
 import json
 import os
 import re
 import signal
+import site
 import subprocess
 import sys
 import tempfile
@@ -37,20 +42,6 @@ def _chain(e):
         out.append(cur)
         cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
     return out
-
-
-def ptx_line_to_source(ptx, ptx_line):
-    """(file, line, col) of the last `.loc` at or before PTX line `ptx_line` (1-based)."""
-    files = {}
-    for m in re.finditer(r'^\s*\.file\s+(\d+)\s+"([^"]*)"(?:\s*,\s*\d+\s*,\s*\d+)?(?:\s+"([^"]*)")?', ptx,
-                         re.MULTILINE):
-        files[int(m.group(1))] = os.path.join(m.group(2), m.group(3)) if m.group(3) else m.group(2)
-    lines = ptx.split("\n")
-    for i in range(min(ptx_line, len(lines)) - 1, -1, -1):
-        m = re.match(r"\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)", lines[i])
-        if m:
-            return files.get(int(m.group(1))), int(m.group(2)), int(m.group(3))
-    return None
 
 
 # --------------------------------------------------------------------------- the JSON reply
@@ -202,7 +193,7 @@ def import_version(path):
         }
 
 
-# --------------------------------------------------------------------------- names and tools
+# --------------------------------------------------------------------------- names, tools, the command line
 
 # A parameter's name says what it likely is when nothing else does.
 INT_PREFIXES = ("stride", "n_", "num_", "len", "offset", "off_", "seq", "max_seqlen", "start", "end")
@@ -213,6 +204,136 @@ FLOAT_NAMES = {"eps", "epsilon", "scale", "alpha", "beta", "sm_scale", "softmax_
 # A compiler's `file:line:col: error: message` line.
 DIAG_RE = re.compile(r"^(?P<file>[^\s:][^:]*?):(?P<line>\d+):(?P<col>\d+): (?P<sev>error|warning|note|remark): ?(?P<msg>.*)$",
                      re.MULTILINE)
+
+
+class Lazy(object):
+    """A module imported at its first use (`triton = Lazy("triton")`): the supervisor, which only
+    starts the compiling process, never imports the compiler, and no module has to be handed it."""
+
+    def __init__(self, name):
+        self.__dict__["_name"] = name
+
+    def __getattr__(self, attr):
+        return getattr(importlib.import_module(self.__dict__["_name"]), attr)
+
+
+def tool_dirs():
+    """Where a CUDA tool may be, in order: CUTE_AOT_CUDA_BIN, beside the ptxas rung chose
+    (TRITON_PTXAS_PATH), CUDA_HOME/bin, PATH, this Python's nvidia-* wheels, rung's own
+    environment, /usr/local/cuda/bin."""
+    dirs = []
+    if os.environ.get("CUTE_AOT_CUDA_BIN"):
+        dirs.append(os.environ["CUTE_AOT_CUDA_BIN"])
+    for k in ("TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH"):
+        if os.environ.get(k):
+            dirs.append(os.path.dirname(os.environ[k]))
+    for k in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(k):
+            dirs.append(os.path.join(os.environ[k], "bin"))
+    dirs.extend(os.environ.get("PATH", "").split(os.pathsep))
+    sps = []
+    try:
+        sps.extend(site.getsitepackages())
+    except Exception:
+        pass
+    sps.append(os.path.join(sys.prefix, "lib", "python%d.%d" % sys.version_info[:2], "site-packages"))
+    for sp in sps:
+        for sub in ("cu13", "cuda_nvcc", "cuda_nvdisasm", "cuda_cuobjdump", "cu12"):
+            dirs.append(os.path.join(sp, "nvidia", sub, "bin"))
+    dirs.extend(sorted(glob.glob(os.path.expanduser("~/.cache/rung/env/lib/python3*/site-packages/nvidia/cu13/bin"))))
+    dirs.append("/usr/local/cuda/bin")
+    return [d for d in dirs if d]
+
+
+def find_tool(name, env_var=None, also=()):
+    """The CUDA tool `name`: the path in `env_var` when set, else the first executable in
+    tool_dirs() and then `also`."""
+    env = os.environ.get(env_var) if env_var else None
+    for c in ([env] if env else []) + [os.path.join(d, name) for d in tool_dirs() + list(also)]:
+        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    return None
+
+
+def parse_arch(s):
+    """A compute capability as `--arch` takes it (80, 90a, sm_90a, compute_100a) -> (90, "a")."""
+    m = re.match(r"^(?:sm_?|compute_?)?(\d{2,3})([af]?)$", str(s).strip().lower())
+    if not m or not 70 <= int(m.group(1)) < 200:
+        raise ValueError("bad --arch %r (want a compute capability such as 80, 90, 90a, sm_90a, 100a)" % s)
+    return int(m.group(1)), m.group(2)
+
+
+def parse_cli(ap, argv, out, result, script):
+    """The script's arguments (`ap` holds its own; --version-file, --arch and --out are added
+    here), with every usage error ending in the one JSON reply (exit 2): the
+    hidden `--_result` (where a worker writes its reply) is read before parsing, so even a bad
+    command line reaches the supervisor. Adds the hidden `--_result` and `--_skip` (kernels that
+    crashed an earlier worker), and sets result's "version_file" and "out"."""
+    ap.add_argument("--version-file", required=True)
+    ap.add_argument("--arch", required=True, help="compute capability: 80, 90, 90a, sm_90a, 100a ...")
+    ap.add_argument("--out", required=True, help="output directory")
+    ap.add_argument("--_result", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--_skip", action="append", default=[], help=argparse.SUPPRESS)
+    usage_error = []
+    ap.error = lambda msg: (usage_error.append(msg), sys.exit(2))
+    raw = list(sys.argv[1:] if argv is None else argv)
+    for i, a in enumerate(raw):
+        if a == "--_result" and i + 1 < len(raw):
+            out.result_path = raw[i + 1]
+        elif a.startswith("--_result="):
+            out.result_path = a.split("=", 1)[1]
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as e:
+        if e.code in (0, None):
+            sys.exit(0)  # --help
+        msg = usage_error[0] if usage_error else "bad command line"
+        sys.stderr.write(ap.format_usage() + "%s: error: %s\n" % (script, msg))
+        result["errors"].append({"kernel": None, "type": "UsageError", "message": msg,
+                                 "traceback": None, "lineno": None})
+        out.emit(result, 2)
+    out.result_path = args._result or out.result_path
+    result["version_file"], result["out"] = os.path.abspath(args.version_file), os.path.abspath(args.out)
+    return args
+
+
+# --------------------------------------------------------------------------- a kernel's files
+
+
+def clean_kernel_dir(kdir, stem):
+    """Removes what an earlier run left for this kernel (so a failed build leaves no stale IR)."""
+    if not os.path.isdir(kdir):
+        return
+    for f in os.listdir(kdir):
+        if f == "meta.json" or f.startswith(stem + "."):
+            try:
+                os.remove(os.path.join(kdir, f))
+            except OSError:
+                pass
+
+
+def write_file(path, data):
+    """Writes text or bytes; returns the absolute path."""
+    with open(path, "wb" if isinstance(data, (bytes, bytearray)) else "w") as f:
+        f.write(data)
+    return os.path.abspath(path)
+
+
+def write_sass(tools, cubin_path, kdir, stem, notes):
+    """<stem>.sass from the cubin: nvdisasm -c -g (with the version file's line info), else
+    cuobjdump --dump-sass. Returns (path or None, the tool used or None); says why in `notes`."""
+    rc, text, used = -1, None, None
+    if tools.get("nvdisasm"):
+        rc, text = run_tool([tools["nvdisasm"], "-c", "-g", cubin_path], merge=False)
+        used = "nvdisasm -c -g"
+    if (rc != 0 or not text) and tools.get("cuobjdump"):
+        rc, text = run_tool([tools["cuobjdump"], "--dump-sass", cubin_path], merge=False)
+        used = "cuobjdump --dump-sass"
+    if rc == 0 and text:
+        return write_file(os.path.join(kdir, "%s.sass" % stem), text), used
+    notes.append("no SASS: nvdisasm/cuobjdump not found or failed")
+    return None, None
+
 
 def run_tool(cmd, timeout=300, merge=True):
     """(status, output) of a tool; with merge=False its stderr goes to ours rather than into the

@@ -75,9 +75,9 @@ Error types: SyntaxError / ImportError (importing the version file; lineno in it
 CompilationError (anything raised by cute.compile while tracing or compiling, its class
 in "exception": DSLUserCodeError, ValueError ...; lineno/col in the version file from
 the DSL's diagnostic, else the innermost traceback frame in the file; "function" the
-enclosing def; "rendered" the DSL's own report, "suggestion" its hint), PTXASError
-(ptxas messages seen in the DSL's log, in "ptxas", mapped through the PTX .loc
-directives when the PTX was dumped), CompilerCrash (the
+enclosing def; "rendered" the DSL's own report, "suggestion" its hint; "ptxas_log" the
+ptxas messages seen in the DSL's log, which rung parses and maps through the .loc
+directives of the dumped PTX, saved as <function>.failed.ptx), CompilerCrash (the
 compiler process died; the remaining functions are still compiled by a fresh worker
 process), SignatureError, UsageError, NoKernelsFound, FileNotFoundError.
 "traceback" is always a string ("" when there is none). Everything the DSL, the tools or
@@ -104,10 +104,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from aot_common import JsonOut, _chain, import_version  # noqa: E402
 from aot_common import LAST_LOG as _LAST_LOG, Capture as _Capture, format_exc as _format_exc, tail as _tail  # noqa: E402
 from aot_common import (  # noqa: E402
-    load_sig_json, run_tool as _run, supervise as _supervise)
+    clean_kernel_dir, find_tool, load_sig_json, parse_arch, parse_cli, run_tool as _run, supervise as _supervise,
+    write_file, write_sass)
 from aot_common import strip_ansi as _plain  # noqa: E402
 # The version's functions, their parameters' types and arguments, and its errors (cute_version.py).
-import cute_version  # noqa: E402
 from cute_version import (  # noqa: E402
     _def_line, _fn_ast, _inner, _literal_kwargs, _names_in, _sanitize, _split_spec, build_args, build_error, dtype_of,
     find_functions, infer_ranks, make_launcher)
@@ -136,44 +136,9 @@ _emit, _progress = _OUT.emit, _OUT.progress
 # --------------------------------------------------------------------------- tools
 
 
-def _tool_dirs():
-    dirs = []
-    for k in ("CUTE_AOT_CUDA_BIN",):
-        if os.environ.get(k):
-            dirs.append(os.environ[k])
-    for k in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(k):
-            dirs.append(os.path.join(os.environ[k], "bin"))
-    for k in ("TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH"):
-        if os.environ.get(k):
-            dirs.append(os.path.dirname(os.environ[k]))
-    dirs.extend(os.environ.get("PATH", "").split(os.pathsep))
-    import glob
-    import site
-    sps = []
-    try:
-        sps.extend(site.getsitepackages())
-    except Exception:
-        pass
-    sps.append(os.path.join(sys.prefix, "lib", "python%d.%d" % sys.version_info[:2], "site-packages"))
-    for sp in sps:
-        for sub in ("cu13", "cuda_nvcc", "cuda_nvdisasm", "cuda_cuobjdump", "cu12"):
-            dirs.append(os.path.join(sp, "nvidia", sub, "bin"))
-    dirs.extend(sorted(glob.glob(os.path.expanduser("~/.cache/rung/env/lib/python3*/site-packages/nvidia/cu13/bin"))))
-    dirs.extend(["/usr/local/cuda/bin"])
-    return dirs
-
-
 def _tool(name):
-    env = os.environ.get("CUTE_AOT_%s" % name.upper())
-    if env and os.path.isfile(env) and os.access(env, os.X_OK):
-        return env
-    for d in _tool_dirs():
-        c = os.path.join(d, name) if d else None
-        if c and os.path.isfile(c) and os.access(c, os.X_OK):
-            return c
-    return None
-
+    """A CUDA tool: CUTE_AOT_<NAME>, else where aot_common looks."""
+    return find_tool(name, "CUTE_AOT_%s" % name.upper())
 
 
 def ptx_entries(ptx):
@@ -232,25 +197,6 @@ def parse_launches(llvm_text, func_name):
 # --------------------------------------------------------------------------- compile
 
 
-def clean_kernel_dir(out_dir, name):
-    """Remove what an earlier run left for this function (so a failed build leaves no stale IR)."""
-    kdir = os.path.join(out_dir, _sanitize(name))
-    if not os.path.isdir(kdir):
-        return
-    for f in os.listdir(kdir):
-        if f == "meta.json" or f.startswith(_sanitize(name) + "."):
-            try:
-                os.remove(os.path.join(kdir, f))
-            except OSError:
-                pass
-
-
-def _write(path, data):
-    with open(path, "wb" if isinstance(data, (bytes, bytearray)) else "w") as f:
-        f.write(data)
-    return os.path.abspath(path)
-
-
 def compile_function(name, fn, args, kwargs, options, arch, out_dir, tools, dump_dir):
     from cutlass.cutlass_dsl.cutlass import CuTeDSL
     os.makedirs(dump_dir, exist_ok=True)
@@ -290,9 +236,9 @@ def compile_function(name, fn, args, kwargs, options, arch, out_dir, tools, dump
         files[kind] = os.path.abspath(dst)
     arts = getattr(compiled, "artifacts", None)
     if "ptx" not in files and isinstance(getattr(arts, "PTX", None), str):
-        files["ptx"] = _write(os.path.join(kdir, "%s.ptx" % stem), arts.PTX)
+        files["ptx"] = write_file(os.path.join(kdir, "%s.ptx" % stem), arts.PTX)
     if "cubin" not in files and isinstance(getattr(arts, "CUBIN", None), (bytes, bytearray)):
-        files["cubin"] = _write(os.path.join(kdir, "%s.cubin" % stem), arts.CUBIN)
+        files["cubin"] = write_file(os.path.join(kdir, "%s.cubin" % stem), arts.CUBIN)
     llvm_text = None
     try:
         llvm_text = str(compiled.ir_module)
@@ -301,7 +247,7 @@ def compile_function(name, fn, args, kwargs, options, arch, out_dir, tools, dump
     if llvm_text:
         elided = re.sub(r'(llvm\.mlir\.global internal constant @\w*binary\w*\()"(?:[^"\\]|\\.)*"',
                         r'\1"<embedded cubin elided: see %s.cubin>"' % stem, llvm_text)
-        files["llvm.mlir"] = _write(os.path.join(kdir, "%s.llvm.mlir" % stem), elided)
+        files["llvm.mlir"] = write_file(os.path.join(kdir, "%s.llvm.mlir" % stem), elided)
 
     ptx = ""
     if "ptx" in files:
@@ -324,7 +270,7 @@ def compile_function(name, fn, args, kwargs, options, arch, out_dir, tools, dump
             cmd = [ptxas, "-v", "-lineinfo", "--gpu-name=%s" % gpu_name, pf, "-o", os.path.join(td, stem + ".cubin")]
             rc, text = _run(cmd)
         report = text.replace(td + os.sep, "")
-        files["ptxas"] = _write(os.path.join(kdir, "%s.ptxas.txt" % stem), report.rstrip("\n") + "\n")
+        files["ptxas"] = write_file(os.path.join(kdir, "%s.ptxas.txt" % stem), report.rstrip("\n") + "\n")
         if rc != 0:
             notes.append("ptxas -v (%s) failed on the DSL's PTX (exit %d): see %s.ptxas.txt; "
                          "registers come from the cubin" % (ptxas, rc, stem))
@@ -333,18 +279,9 @@ def compile_function(name, fn, args, kwargs, options, arch, out_dir, tools, dump
     cubin_path = files.get("cubin")
     sass_tool = None
     if cubin_path:
-        text, rc = None, -1
-        if tools.get("nvdisasm"):
-            rc, text = _run([tools["nvdisasm"], "-c", "-g", cubin_path], merge=False)
-            sass_tool = "nvdisasm -c -g"
-        if (rc != 0 or not text) and tools.get("cuobjdump"):
-            rc, text = _run([tools["cuobjdump"], "--dump-sass", cubin_path], merge=False)
-            sass_tool = "cuobjdump --dump-sass"
-        if rc == 0 and text:
-            files["sass"] = _write(os.path.join(kdir, "%s.sass" % stem), text)
-        else:
-            sass_tool = None
-            notes.append("no SASS: nvdisasm/cuobjdump not found or failed")
+        sass, sass_tool = write_sass(tools, cubin_path, kdir, stem, notes)
+        if sass:
+            files["sass"] = sass
 
     device = []
     for i, (ename, block) in enumerate(entries):
@@ -384,14 +321,6 @@ def compile_function(name, fn, args, kwargs, options, arch, out_dir, tools, dump
 # --------------------------------------------------------------------------- main
 
 
-def _parse_arch(s):
-    m = re.match(r"^(?:sm_?|compute_?)?(\d{2,3})([af]?)$", str(s).strip().lower())
-    if not m or not 70 <= int(m.group(1)) < 200:
-        raise ValueError("bad --arch %r (want a compute capability such as 80, 90a, sm_90a, 100a)" % s)
-    return "sm_%s%s" % (m.group(1), m.group(2))
-
-
-
 def _init_value(v):
     if isinstance(v, str) and re.match(r"^(cutlass|cute)\.\w+$", v):
         try:
@@ -406,44 +335,18 @@ def _init_value(v):
 def main(argv=None):
     global cutlass, cute
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--version-file", required=True)
-    ap.add_argument("--arch", required=True, help="compute capability: 80, 90a, sm_90a, 100a ...")
-    ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--signature-json", default=None,
                     help="JSON object (or a file holding it): function -> {param: spec} (see the module doc)")
     ap.add_argument("--kernel", "--function", action="append", default=None, dest="kernel",
                     help="only these functions (repeatable)")
     ap.add_argument("--options", default="", help="extra cute.compile options, e.g. \"--opt-level 2\"")
     ap.add_argument("--no-lineinfo", action="store_true", help="compile without --generate-line-info")
-    ap.add_argument("--_result", default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--_skip", action="append", default=[], help=argparse.SUPPRESS)
-    usage_error = []
-    ap.error = lambda msg: (usage_error.append(msg), sys.exit(2))
-    raw = list(sys.argv[1:] if argv is None else argv)
-    for i, a in enumerate(raw):  # known before parsing, so usage errors reach the supervisor too
-        if a == "--_result" and i + 1 < len(raw):
-            _OUT.result_path = raw[i + 1]
-        elif a.startswith("--_result="):
-            _OUT.result_path = a.split("=", 1)[1]
-
     result = {"version_file": None, "target": None, "cutlass_dsl_version": None, "python": sys.version.split()[0],
               "out": None, "kernels": [], "skipped": [], "warnings": [], "errors": []}
+    args = parse_cli(ap, argv, _OUT, result, "cute_aot.py")
+    path, out_dir = result["version_file"], result["out"]
     try:
-        args = ap.parse_args(argv)
-    except SystemExit as e:
-        if e.code in (0, None):
-            sys.exit(0)  # --help
-        msg = usage_error[0] if usage_error else "bad command line"
-        sys.stderr.write(ap.format_usage() + "cute_aot.py: error: %s\n" % msg)
-        result["errors"].append({"kernel": None, "type": "UsageError", "message": msg,
-                                 "traceback": "", "lineno": None})
-        _emit(result, 2)
-    _OUT.result_path = args._result or _OUT.result_path
-    path = os.path.abspath(args.version_file)
-    out_dir = os.path.abspath(args.out)
-    result["version_file"], result["out"] = path, out_dir
-    try:
-        arch = _parse_arch(args.arch)
+        arch = "sm_%d%s" % parse_arch(args.arch)
         specs = load_sig_json(args.signature_json, "function")
     except ValueError as e:
         result["errors"].append({"kernel": None, "type": "UsageError", "message": str(e),
@@ -474,7 +377,6 @@ def main(argv=None):
                                  "traceback": _format_exc(e), "lineno": None})
         _emit(result, 1)
     cutlass, cute = _cutlass, _cute
-    cute_version.bind(cutlass, cute)
     result["cutlass_dsl_version"] = getattr(cutlass, "__version__", None)
     try:
         from cutlass.base_dsl import Arch
@@ -560,7 +462,7 @@ def main(argv=None):
         dump_dir = os.path.join(work, "f%03d" % idx)
         _LAST_LOG[0] = ""
         _progress(result, name)
-        clean_kernel_dir(out_dir, name)
+        clean_kernel_dir(os.path.join(out_dir, _sanitize(name)), _sanitize(name))
         notes, signature, constexprs = [], {}, {}
         try:
             try:
@@ -600,7 +502,7 @@ def main(argv=None):
                 except Exception:
                     break
                 shutil.rmtree(dump_dir, ignore_errors=True)
-                clean_kernel_dir(out_dir, name)
+                clean_kernel_dir(os.path.join(out_dir, _sanitize(name)), _sanitize(name))
             tried.append(rank)
             _LAST_LOG[0] = ""
             try:
@@ -622,7 +524,7 @@ def main(argv=None):
             if ptx:
                 kdir = os.path.join(out_dir, _sanitize(name))
                 os.makedirs(kdir, exist_ok=True)
-                err["files"] = {"failed_ptx": _write(os.path.join(kdir, "%s.failed.ptx" % _sanitize(name)), ptx)}
+                err["files"] = {"failed_ptx": write_file(os.path.join(kdir, "%s.failed.ptx" % _sanitize(name)), ptx)}
             if len(tried) > 1:
                 err["notes"] = ["also failed with %s taken as rank %s tensors"
                                 % (", ".join(guessed), " and ".join(str(r) for r in tried[1:]))]

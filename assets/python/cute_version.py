@@ -11,19 +11,14 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from aot_common import _chain, _last_frame_in, _same_file, ptx_line_to_source  # noqa: E402
+from aot_common import Lazy, _chain, _last_frame_in, _same_file  # noqa: E402
 from aot_common import format_exc as _format_exc, tail as _tail, strip_ansi as _plain  # noqa: E402
 from aot_common import DIAG_RE as _DIAG_RE, FLOAT_NAMES as _FLOAT_NAMES, INT_PREFIXES as _INT_PREFIXES  # noqa: E402
 
-# CUTLASS and CuTe, bound by cute_aot.main once imported: the supervisor never imports them.
-cutlass = None
-cute = None
-
-
-def bind(cutlass_module, cute_module):
-    """cutlass and cutlass.cute, once imported."""
-    global cutlass, cute
-    cutlass, cute = cutlass_module, cute_module
+# CUTLASS and CuTe, imported at first use (by then the script has imported it, or failed saying why): the
+# supervisor never imports it.
+cutlass = Lazy('cutlass')
+cute = Lazy('cutlass.cute')
 
 
 # --------------------------------------------------------------------------- types
@@ -583,10 +578,6 @@ def make_launcher(mod, kname, kobj, block, tmpdir):
 # --------------------------------------------------------------------------- errors
 
 
-_PTXAS_MSG_RE = re.compile(r"ptxas (?P<file>\S+), line (?P<line>\d+); (?P<sev>error|warning)\s*: (?P<msg>.*)$",
-                           re.MULTILINE)
-
-
 def _enclosing_function(file_lines, lineno):
     try:
         tree = ast.parse("\n".join(file_lines))
@@ -654,38 +645,16 @@ def build_error(name, e, log, path, file_lines, dump_dir=None):
                 if d["severity"] == "error" and os.path.exists(d["file"]) and _same_file(d["file"], path):
                     err.update({"lineno": d["lineno"], "col": d["col"], "file": d["file"]})
                     break
-    # 4) ptxas messages against the dumped PTX, mapped through its .loc directives
-    pmsgs = []
-    for m in _PTXAS_MSG_RE.finditer(text):
-        item = (m.group("file"), int(m.group("line")), m.group("sev"), m.group("msg").strip())
-        if item not in pmsgs:
-            pmsgs.append(item)
-    if pmsgs:
-        ptx = None
+    # 4) ptxas's messages: rung parses them and maps them back through the .loc directives of
+    # the dumped PTX, saved beside them (failed_ptx), as it does nvcc's.
+    if "ptxas" in text:
         if dump_dir and os.path.isdir(dump_dir):
             for f in sorted(os.listdir(dump_dir)):
                 if f.endswith(".ptx"):
                     with open(os.path.join(dump_dir, f)) as fh:
-                        ptx = fh.read()
+                        err["failed_ptx"] = fh.read()
                     break
-        if ptx:
-            err["failed_ptx"] = ptx
-        out = []
-        for f, line, sev, pm in pmsgs[:100]:
-            d = {"ptx_file": f, "ptx_line": line, "severity": sev, "message": pm}
-            loc = ptx_line_to_source(ptx, line) if ptx else None
-            if loc:
-                d.update({"file": loc[0], "lineno": loc[1], "col": loc[2] or None})
-            out.append(d)
-        err["ptxas"] = out
-        if err["type"] == "CompilationError":
-            err["type"] = "PTXASError"
-        if err["lineno"] is None:
-            for d in out:
-                if d["severity"] == "error" and d.get("file") and os.path.exists(d["file"]) \
-                        and _same_file(d["file"], path):
-                    err.update({"lineno": d["lineno"], "col": d.get("col"), "file": d["file"]})
-                    break
+        err["ptxas_log"] = _tail(text)
     # column: the undefined name, else the DSL's caret
     ln = err["lineno"]
     if isinstance(ln, int) and 0 < ln <= len(file_lines) and err["file"] and _same_file(err["file"], path):

@@ -79,8 +79,8 @@ stdout carries exactly one JSON object:
 Error types: SyntaxError / ImportError (importing the version file; lineno in it),
 CompilationError (Triton front end; lineno mapped from Triton's function-relative
 "at L:C" to the version file, "chain" lists call sites through helpers), PTXASError
-and other backend errors ("ptxas" maps each ptxas message through the PTX .loc
-directives to the version file; the rejected PTX is saved as <kernel>.failed.ptx),
+and other backend errors ("ptxas_log" holds ptxas's messages, which rung parses and maps
+through the .loc directives of the rejected PTX, saved as <kernel>.failed.ptx),
 CompilerCrash (the compiler process died; the remaining kernels are still compiled
 by a fresh worker process), UsageError, NoKernelsFound, FileNotFoundError.
 Everything Triton, ptxas or the version module print goes to stderr.
@@ -97,7 +97,6 @@ import inspect
 import json
 import os
 import re
-import shutil
 import sys
 import tempfile
 
@@ -105,11 +104,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from aot_common import JsonOut, import_version  # noqa: E402
 from aot_common import LAST_LOG as _LAST_LOG, Capture as _Capture, format_exc as _format_exc  # noqa: E402
 from aot_common import (  # noqa: E402
-    load_sig_json, run_tool as _run, supervise as _supervise)
+    clean_kernel_dir, find_tool, load_sig_json, parse_arch, parse_cli, run_tool as _run, supervise as _supervise,
+    write_sass)
 # The version's kernels and types (triton_kernels.py), and run()'s launches captured
 # (triton_capture.py, which the zygote's prewarm also imports).
-import triton_kernels  # noqa: E402
-import triton_capture  # noqa: E402
 from triton_kernels import (  # noqa: E402
     _constexpr_value, _jit_src, _launches, _names_used, _unwrap, build_error, find_kernels, infer_arg_type,
     infer_constexpr, normalize_type)
@@ -142,21 +140,9 @@ _emit, _progress = _OUT.emit, _OUT.progress
 
 
 def _tool(name):
-    env = os.environ.get("TRITON_%s_PATH" % name.upper())
-    cands = [env] if env else []
-    for k in ("TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH"):
-        p = os.environ.get(k)
-        if p:
-            cands.append(os.path.join(os.path.dirname(p), name))
-    w = shutil.which(name)
-    if w:
-        cands.append(w)
-    if triton is not None:
-        cands.append(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name))
-    for c in cands:
-        if c and os.path.isfile(c) and os.access(c, os.X_OK):
-            return c
-    return None
+    """A CUDA tool: TRITON_<NAME>_PATH, where aot_common looks, then Triton's own bin/."""
+    also = [os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")] if triton else []
+    return find_tool(name, "TRITON_%s_PATH" % name.upper(), also)
 
 
 def _ptxas_for(arch):
@@ -316,19 +302,6 @@ def _metadata_dict(md):
     return json.loads(json.dumps(d, default=_json_default))
 
 
-def clean_kernel_dir(out_dir, name):
-    """Remove what an earlier run left for this kernel (so a failed build leaves no stale IR)."""
-    kdir = os.path.join(out_dir, name)
-    if not os.path.isdir(kdir):
-        return
-    for f in os.listdir(kdir):
-        if f == "meta.json" or f.startswith(name + "."):
-            try:
-                os.remove(os.path.join(kdir, f))
-            except OSError:
-                pass
-
-
 def compile_kernel(name, jf, prep, target, out_dir, tools):
     backend = None
     try:
@@ -402,24 +375,11 @@ def compile_kernel(name, jf, prep, target, out_dir, tools):
             f.write(ptxas_report.rstrip("\n") + "\n")
         files["ptxas"] = os.path.abspath(fp)
 
-    cubin_path = files.get("cubin")
     sass_tool = None
-    if cubin_path:
-        text, rc = None, -1
-        if tools.get("nvdisasm"):
-            rc, text = _run([tools["nvdisasm"], "-c", "-g", cubin_path])
-            sass_tool = "nvdisasm -c -g"
-        if rc != 0 and tools.get("cuobjdump"):
-            rc, text = _run([tools["cuobjdump"], "--dump-sass", cubin_path])
-            sass_tool = "cuobjdump --dump-sass"
-        if rc == 0 and text:
-            fp = os.path.join(kdir, "%s.sass" % name)
-            with open(fp, "w") as f:
-                f.write(text)
-            files["sass"] = os.path.abspath(fp)
-        else:
-            sass_tool = None
-            notes.append("no SASS: nvdisasm/cuobjdump not found or failed")
+    if files.get("cubin"):
+        sass, sass_tool = write_sass(tools, files["cubin"], kdir, name, notes)
+        if sass:
+            files["sass"] = sass
 
     shared = md.get("shared")
     entry = {
@@ -469,20 +429,9 @@ def compile_kernel(name, jf, prep, target, out_dir, tools):
 # --------------------------------------------------------------------------- main
 
 
-def _parse_arch(s):
-    m = re.match(r"^(?:sm_?|compute_?)?(\d{2,3})([af]?)$", str(s).strip().lower())
-    if not m or not 70 <= int(m.group(1)) < 200:
-        raise ValueError("bad --arch %r (want a compute capability such as 80, 90, 90a, sm_90a, 100)" % s)
-    return int(m.group(1))
-
-
-
 def main(argv=None):
     global triton, tl
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--version-file", required=True)
-    ap.add_argument("--arch", required=True, help="compute capability: 90, 90a, sm_90a, 100 ...")
-    ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--signature-json", default=None,
                     help="JSON object (or a file holding it): kernel -> {signature, constexprs, num_warps, num_stages}")
     ap.add_argument("--launch-json", default=None,
@@ -492,36 +441,13 @@ def main(argv=None):
     ap.add_argument("--kernel", action="append", default=None, help="only these kernels (repeatable)")
     ap.add_argument("--num-warps", type=int, default=4, help="default when not in --signature-json")
     ap.add_argument("--num-stages", type=int, default=3, help="default when not in --signature-json")
-    ap.add_argument("--_result", default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--_skip", action="append", default=[], help=argparse.SUPPRESS)
     ap.add_argument("--_run_crash", default=None, help=argparse.SUPPRESS)
-    usage_error = []
-    ap.error = lambda msg: (usage_error.append(msg), sys.exit(2))
-    raw = list(sys.argv[1:] if argv is None else argv)
-    for i, a in enumerate(raw):  # known before parsing, so usage errors reach the supervisor too
-        if a == "--_result" and i + 1 < len(raw):
-            _OUT.result_path = raw[i + 1]
-        elif a.startswith("--_result="):
-            _OUT.result_path = a.split("=", 1)[1]
-
     result = {"version_file": None, "target": None, "triton_version": None, "python": sys.version.split()[0],
               "out": None, "kernels": [], "skipped": [], "warnings": [], "errors": []}
+    args = parse_cli(ap, argv, _OUT, result, "triton_aot.py")
+    path, out_dir = result["version_file"], result["out"]
     try:
-        args = ap.parse_args(argv)
-    except SystemExit as e:
-        if e.code in (0, None):
-            sys.exit(0)  # --help
-        msg = usage_error[0] if usage_error else "bad command line"
-        sys.stderr.write(ap.format_usage() + "triton_aot.py: error: %s\n" % msg)
-        result["errors"].append({"kernel": None, "type": "UsageError", "message": msg,
-                                 "traceback": None, "lineno": None})
-        _emit(result, 2)
-    _OUT.result_path = args._result or _OUT.result_path
-    path = os.path.abspath(args.version_file)
-    out_dir = os.path.abspath(args.out)
-    result["version_file"], result["out"] = path, out_dir
-    try:
-        arch = _parse_arch(args.arch)
+        arch = parse_arch(args.arch)[0]
         specs = load_sig_json(args.signature_json, "kernel")
         launch = load_launch_json(args.launch_json) if args.launch_json is not None else None
     except ValueError as e:
@@ -545,8 +471,6 @@ def main(argv=None):
                                  "lineno": None})
         _emit(result, 1)
     triton, tl = _triton, _tl
-    triton_kernels.bind(triton, tl)
-    triton_capture.bind(triton, tl)
     result["triton_version"] = getattr(triton, "__version__", None)
     target = GPUTarget("cuda", arch, 32)
     result["target"] = {"backend": "cuda", "arch": arch, "warp_size": 32}
@@ -685,7 +609,7 @@ def main(argv=None):
                                       % (name, "; ".join(prep["notes"]) or "from annotations"))
         _LAST_LOG[0] = ""
         _progress(result, name)
-        clean_kernel_dir(out_dir, name)
+        clean_kernel_dir(os.path.join(out_dir, name), name)
         try:
             entry = compile_kernel(name, jf, prep, target, out_dir, tools)
             result["kernels"].append(entry)

@@ -11,19 +11,13 @@ import sys
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from aot_common import _last_frame_in, _same_file, import_version  # noqa: E402
+from aot_common import Lazy, _last_frame_in, _same_file, import_version  # noqa: E402
 from aot_common import Capture as _Capture, format_exc as _format_exc, tail as _tail  # noqa: E402
 
-# Triton, bound by triton_aot.main (or warm_cache) once it is imported: the supervisor never
-# imports it.
-triton = None
-tl = None
-
-
-def bind(triton_module, language):
-    """Triton and triton.language, once imported."""
-    global triton, tl
-    triton, tl = triton_module, language
+# Triton, imported at first use (by then the script has imported it, or failed saying why): the
+# supervisor never imports it.
+triton = Lazy('triton')
+tl = Lazy('triton.language')
 
 
 # --------------------------------------------------------------------------- launch capture
@@ -505,12 +499,8 @@ def warm_cache(version_file, launch, arch):
     ASTSource / triton.compile call as JITFunction._do_compile, so the GPU's own launch later
     finds it in the cache. rung's zygote calls this in its prewarm children. Returns how many
     kernels were compiled; raises when run() cannot be captured (the GPU run then compiles)."""
-    global triton, tl
-    import triton as _triton
-    import triton.language as _tl
     import triton.compiler  # noqa: F401
     from triton.backends.compiler import GPUTarget
-    triton, tl = _triton, _tl
     mod, err = import_version(version_file)
     if mod is None:
         raise RuntimeError(err.get("message") if err else "cannot import %s" % version_file)

@@ -66,6 +66,13 @@ pub struct AotError {
     pub traceback: Option<String>,
     pub lineno: Option<u32>,
     pub col: Option<u32>,
+    /// ptxas's messages, as the compiler's log holds them: rung parses them and maps each to
+    /// the version's line through the `.loc` directives of the rejected PTX (`files.failed_ptx`).
+    #[serde(default)]
+    pub ptxas_log: Option<String>,
+    /// What it saved for the error (`failed_ptx`: the PTX ptxas rejected) → path.
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
 }
 
 /// The JSON schema of [`AotReport`], as committed in `schema/aot.schema.json`.

@@ -6,11 +6,16 @@ use crate::assets::{CUTE_AOT, TRITON_AOT};
 use std::path::Path;
 use std::process::Command;
 
-use crate::diag::{Diagnostic, Pos};
-use crate::model::aot::{AotKernel, AotReport};
+use std::collections::BTreeMap;
+
+use crate::diag::{Diagnostic, Pos, Severity};
+use crate::model::aot::{AotError, AotKernel, AotReport};
 pub use crate::model::build::{Artefact, BuildDetail, KernelBuild};
 use crate::model::report::Verdict;
-use crate::parsers::{KernelResources, OutputParser, PythonTraceback, combine, parse_resource_usage, parse_resources};
+use crate::parsers::{
+    KernelResources, OutputParser, PtxLineMap, PtxasOutput, PythonTraceback, combine, parse_resource_usage,
+    parse_resources,
+};
 use crate::store::Objects;
 use crate::toolchain::Toolchain;
 use crate::workspace::Workspace;
@@ -97,7 +102,13 @@ pub(super) fn build_python_aot(
         }
     };
     for e in &report.errors {
-        let pos = Pos::new(e.lineno.unwrap_or(0), e.col.unwrap_or(0));
+        let ptxas = ptxas_diagnostics(s, e);
+        // No line of its own: the first ptxas error placed in the version says where.
+        let placed = ptxas.iter().find(|d| d.severity == Severity::Error && d.line > 0 && d.file == s.v.path);
+        let pos = match (e.lineno, placed) {
+            (None, Some(d)) => Pos::new(d.line, d.column),
+            _ => Pos::new(e.lineno.unwrap_or(0), e.col.unwrap_or(0)),
+        };
         let head = e.message.lines().last().unwrap_or(&e.message).trim();
         let msg = match &e.kernel {
             Some(k) => format!("{}: {head} (in {k})", e.kind),
@@ -109,6 +120,7 @@ pub(super) fn build_python_aot(
             None => e.message.clone(),
         });
         s.diagnostics.push(d);
+        s.diagnostics.extend(ptxas);
     }
     detail.notes.extend(report.warnings.iter().cloned());
     if !report.errors.is_empty() || !out.status.success() {
@@ -162,6 +174,18 @@ pub(super) fn build_python_aot(
         });
     }
     Ok(files)
+}
+
+/// An error's ptxas messages, parsed as nvcc's are and placed at the version's lines through the
+/// `.loc` directives of the PTX ptxas rejected.
+fn ptxas_diagnostics(s: &Session, e: &AotError) -> Vec<Diagnostic> {
+    let Some(log) = e.ptxas_log.as_deref() else { return vec![] };
+    let mut ctx = s.ctx.clone();
+    if let Some(ptx) = e.files.get("failed_ptx").and_then(|p| std::fs::read_to_string(s.env.ws.root.join(p)).ok()) {
+        // The only PTX the messages can cite: whatever temporary name ptxas printed.
+        ctx.ptx = BTreeMap::from([(String::from("failed.ptx"), PtxLineMap::new(&ptx))]);
+    }
+    PtxasOutput.parse(log, &ctx)
 }
 
 /// The build result of a Triton version compiled at launch, made after the run rung captured
