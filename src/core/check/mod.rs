@@ -158,12 +158,74 @@ pub fn check_with(
     let mut versions = Vec::new();
     let here = crate::model::report::RanOn { device: machine.device, ..crate::gpu::ran_on_here(&machine.gpu) };
     emit(store, &Streamed::Machine(here.clone()));
-    for v in chosen {
-        let mut r = check_version(ws, store, v, seed, machine, runners, opts)?;
+    let lanes = build_lanes(chosen.len());
+    let mut run = |built: Built, store: &mut Store| -> Result<(), StoreError> {
+        let cx = RunCtx { ws, store, machine, runners, opts, seed, cancel: None };
+        let mut r = run_phase(cx, built)?.expect("not cancelled");
         r.ran_on.get_or_insert_with(|| here.clone());
         versions.push(r);
+        Ok(())
+    };
+    if lanes <= 1 {
+        for v in chosen {
+            let built = build_phase(ws, store, v, seed, machine, None)?.expect("not cancelled");
+            run(built, store)?;
+        }
+    } else {
+        // The CPU rungs of every version on `lanes` threads, each with its own connection to the
+        // history; the GPU rungs here, one version at a time in the order chosen, each as soon as
+        // its build is done, while the builds after it go on.
+        let streams = store.streams();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|scope| -> Result<(), StoreError> {
+            let (tx, rx) = std::sync::mpsc::channel::<(usize, Result<Built, StoreError>)>();
+            for _ in 0..lanes {
+                let (tx, next, chosen) = (tx.clone(), &next, &chosen);
+                scope.spawn(move || {
+                    let mut own = match Store::open(&ws.state_dir()) {
+                        Ok(s) => s,
+                        Err(e) => {
+                            let _ = tx.send((next.fetch_add(1, std::sync::atomic::Ordering::SeqCst), Err(e)));
+                            return;
+                        }
+                    };
+                    if streams {
+                        own.stream_results();
+                    }
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let Some(v) = chosen.get(i) else { return };
+                        let built =
+                            build_phase(ws, &mut own, v, seed, machine, None).map(|b| b.expect("not cancelled"));
+                        if tx.send((i, built)).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+            drop(tx);
+            let mut done: BTreeMap<usize, Built> = BTreeMap::new();
+            let mut due = 0;
+            for (i, built) in rx {
+                done.insert(i, built?);
+                while let Some(b) = done.remove(&due) {
+                    run(b, store)?;
+                    due += 1;
+                }
+            }
+            Ok(())
+        })?;
     }
     Ok(report_of(ws, seed, diagnostics, versions))
+}
+
+/// How many versions a check builds at once: one per core, at most eight (each build is one
+/// compiler process, a Triton or CuTe DSL one holding a few hundred MB), never more than there are
+/// versions; `RUNG_BUILD_THREADS` overrides.
+fn build_lanes(versions: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get()).min(8);
+    let wanted = std::env::var("RUNG_BUILD_THREADS").ok().and_then(|n| n.trim().parse::<usize>().ok());
+    wanted.unwrap_or(cores).max(1).min(versions.max(1))
 }
 
 /// The check's report of these versions, with its exit code.
@@ -182,20 +244,6 @@ fn report_of(ws: &Workspace, seed: u64, diagnostics: Vec<Diagnostic>, versions: 
     };
     report.exit_code = exit::for_report(&report);
     report
-}
-
-fn check_version(
-    ws: &Workspace,
-    store: &mut Store,
-    v: &VersionFile,
-    seed: u64,
-    machine: &Machine,
-    runners: &mut Option<Runners>,
-    opts: &CheckOptions,
-) -> Result<VersionReport, StoreError> {
-    let built = build_phase(ws, store, v, seed, machine, None)?.expect("not cancelled");
-    let cx = RunCtx { ws, store, machine, runners, opts, seed, cancel: None };
-    Ok(run_phase(cx, built)?.expect("not cancelled"))
 }
 
 /// A version after its CPU rungs (prepare, build): what the GPU rungs need next.

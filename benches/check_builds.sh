@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# How much faster `rung check --no-bench` builds many CUDA versions at once than one at a time.
+#
+#   benches/check_builds.sh [RUNG] [N]     (default: target/release/rung, 200 versions)
+#
+# Writes a vector-add workspace with N distinct CUDA versions (v001-naive.cu with a comment that
+# makes each one a new source, so no build is a cache hit), checks it once with
+# RUNG_BUILD_THREADS=1 (the total compile time) and once as rung chooses, each in a fresh copy,
+# and prints both wall times, the cores, and the parallel time over (serial time / lanes): the
+# target is at most 1.2.
+set -euo pipefail
+rung=$(realpath "${1:-target/release/rung}")
+n=${2:-200}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$rung" new "$tmp/base" -t vector-add >/dev/null
+rm -f "$tmp/base"/versions/*
+src=$(ls "$(dirname "$0")/../assets/templates/vector-add/versions/"*naive.cu)
+for i in $(seq 1 "$n"); do
+    id=$(printf 'v%03d' "$i")
+    { printf '// variant %d\n' "$i"; cat "$src"; } >"$tmp/base/versions/$id-naive.cu"
+done
+cores=$(nproc)
+lanes=$(( cores < 8 ? cores : 8 ))
+run() { # $1: label, $2: threads or empty
+    rm -rf "$tmp/ws" && cp -r "$tmp/base" "$tmp/ws" && rm -rf "$tmp/ws/.rung"
+    local t0 t1
+    t0=$(date +%s.%N)
+    (cd "$tmp/ws" && RUNG_BUILD_THREADS=$2 "$rung" check --no-bench --json >"$tmp/$1.json" 2>/dev/null) || true
+    t1=$(date +%s.%N)
+    python3 - "$tmp/$1.json" "$1" "$t0" "$t1" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+builds = [s for v in report["versions"] for s in v["stages"] if s["stage"] == "build"]
+passed = sum(1 for s in builds if s["verdict"] == "pass")
+wall = float(sys.argv[4]) - float(sys.argv[3])
+print("%-8s %3d versions, %3d builds passed, wall %.1f s, sum of build rungs %.1f s"
+      % (sys.argv[2], len(report["versions"]), passed, wall, sum(s["duration_ms"] for s in builds) / 1000))
+open(sys.argv[1] + ".wall", "w").write(str(wall))
+PY
+}
+run serial 1
+run parallel ""
+python3 - "$tmp/serial.json.wall" "$tmp/parallel.json.wall" "$lanes" "$cores" <<'PY'
+import sys
+serial, parallel = float(open(sys.argv[1]).read()), float(open(sys.argv[2]).read())
+lanes, cores = int(sys.argv[3]), int(sys.argv[4])
+print("cores %d, lanes %d: parallel / (serial / lanes) = %.2f (target <= 1.2); speedup %.2fx"
+      % (cores, lanes, parallel / (serial / lanes), serial / parallel))
+PY
