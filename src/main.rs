@@ -1,7 +1,6 @@
 //! The `rung` command: a thin shell over the core library.
 
 mod cli;
-mod tui;
 
 fn main() -> std::process::ExitCode {
     cli::main()

@@ -227,7 +227,32 @@ fn the_module_graph_has_no_loops() {
     let mut found = check(src, "rung");
     found.extend(check(&src.join("core"), "rung_core"));
     found.extend(check(&src.join("model"), "rung_model"));
+    found.extend(check(&src.join("agent"), "rung_agent"));
+    found.extend(check(&src.join("tui"), "rung_tui"));
     assert!(found.is_empty(), "{}", found.join("\n\n"));
+}
+
+/// The crates above the core stand in one order: the agent (the verbs and the chat agent) has no
+/// terminal UI, command line or protocol server under it; the TUI has no command line or
+/// protocol server. `cargo tree` says so of each, as built.
+#[test]
+fn the_agent_and_the_tui_stand_on_the_core_and_not_on_each_other_s_shells() {
+    for (krate, banned) in
+        [("rung-agent", &["ratatui", "crossterm", "clap", "rmcp", "rung-tui"][..]), ("rung-tui", &["clap", "rmcp"][..])]
+    {
+        let tree = std::process::Command::new(env!("CARGO"))
+            .args(["tree", "--offline", "-p", krate, "-e", "normal", "--prefix", "none"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("cargo tree runs");
+        assert!(tree.status.success(), "cargo tree: {}", String::from_utf8_lossy(&tree.stderr));
+        let tree = String::from_utf8_lossy(&tree.stdout);
+        assert!(tree.lines().any(|l| l.starts_with("rung-core ")), "{krate} stands on the core: {tree}");
+        for name in banned {
+            let hit: Vec<&str> = tree.lines().filter(|l| l.split(' ').next() == Some(*name)).collect();
+            assert!(hit.is_empty(), "`cargo tree -p {krate}` lists {name}: {hit:?}");
+        }
+    }
 }
 
 #[test]
@@ -380,6 +405,7 @@ fn the_libraries_return_no_string_errors() {
     let re = regex::Regex::new(r"Result<.*,\s*String>").unwrap();
     let mut found = Vec::new();
     for dir in ["core", "model", "agent", "mcp", "selftest"] {
+        // (The agent crate holds the verbs too: src/agent/verbs.)
         for f in rust_files(&src.join(dir)) {
             let text = code_only(&std::fs::read_to_string(&f).unwrap());
             for (i, line) in text.lines().enumerate() {

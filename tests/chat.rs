@@ -2,13 +2,8 @@
 //! reply, a code block, tool calls and an error, each also asserting the text it must show, and
 //! its keys (send, history, slash commands, newline).
 
-// The panel lives in the binary's TUI; this test compiles it against the library.
-#[path = "../src/tui/chat/mod.rs"]
-mod chat;
-
 use std::time::Duration;
 
-use chat::{Activity, ChatOutcome, ChatPanel, SlashCommand};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -16,6 +11,7 @@ use ratatui::buffer::Buffer;
 use ratatui::style::Color;
 use ratatui::widgets::Block;
 use rung::agent::{AgentError, AgentEvent, Conversation, Message, Role, ToolCall, Usage};
+use rung_tui::chat::{Activity, ChatOutcome, ChatPanel, SlashCommand};
 
 fn draw(panel: &ChatPanel, width: u16, height: u16) -> (String, Buffer) {
     let mut term = Terminal::new(TestBackend::new(width, height)).unwrap();

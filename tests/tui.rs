@@ -2,10 +2,7 @@
 //! history: snapshots of each pane (each also asserting the figures it must show, so an accepted
 //! snapshot that lost them still fails), and review keys that must reach the store.
 
-// The TUI lives in the binary; this test compiles the same module against the library.
-#[path = "../src/tui/mod.rs"]
-#[allow(dead_code)] // `run` and the terminal's setup are the binary's, not these tests'
-mod tui;
+use rung_tui as tui;
 
 mod common;
 

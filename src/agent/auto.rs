@@ -11,7 +11,7 @@
 //! user approves: auto mode proposes, rejects what fails, and builds on what is faster.
 //!
 //! The loop is [`run`], blocking; the shells give it the climb: `rung auto` runs the rungs itself
-//! ([`crate::check`]), the TUI waits for its scheduler's result of the proposal.
+//! ([`rung_core::check`]), the TUI waits for its scheduler's result of the proposal.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -20,9 +20,9 @@ use serde::{Deserialize, Serialize};
 
 use super::propose::{self, Proposed, Record};
 use super::{Agent, AgentError, AgentEvent, Cancel, Conversation, Message, ToolBox};
-use crate::model::report::{Stage, StageDetail, StageResult, Verdict, VersionReport};
-use crate::store::{Status, Store};
-use crate::workspace::Workspace;
+use rung_core::model::report::{Stage, StageDetail, StageResult, Verdict, VersionReport};
+use rung_core::store::{Status, Store};
+use rung_core::workspace::Workspace;
 
 /// A proposal must beat the parent's median by this fraction to replace it: less is within the
 /// bench's own noise (its stopping rule aims at a 1% confidence interval).
@@ -130,7 +130,7 @@ impl Measure {
     /// From the history: the latest results of the file as it is now.
     pub fn recorded(ws: &Workspace, store: &Store, id: &str) -> Option<Measure> {
         let v = ws.version(id)?;
-        let results = crate::service::results(ws, store, v).ok()?;
+        let results = rung_core::service::results(ws, store, v).ok()?;
         results.source_hash.as_ref()?;
         let stages: Vec<StageResult> =
             results.current().filter_map(|r| serde_json::from_value(r.payload.clone()).ok()).collect();
@@ -387,14 +387,14 @@ pub struct AutoEnd {
 pub fn climb_here(
     root: &Path,
     id: &str,
-    opts: &crate::check::CheckOptions,
-    machine: &crate::check::Machine,
-    runners: &mut Option<crate::runners::Runners>,
+    opts: &rung_core::check::CheckOptions,
+    machine: &rung_core::check::Machine,
+    runners: &mut Option<rung_core::runners::Runners>,
 ) -> Result<(Measure, VersionReport), ClimbError> {
     let ws = Workspace::open(root)?;
     let mut store = Store::open(&ws.state_dir())?;
-    let opts = crate::check::CheckOptions { versions: vec![id.to_string()], ..opts.clone() };
-    let report = crate::check::check_with(&ws, &mut store, &opts, machine, runners)?;
+    let opts = rung_core::check::CheckOptions { versions: vec![id.to_string()], ..opts.clone() };
+    let report = rung_core::check::check_with(&ws, &mut store, &opts, machine, runners)?;
     let v = report.versions.into_iter().next().ok_or_else(|| ClimbError::NoVersion(id.to_string()))?;
     Ok((Measure::of_report(&v), v))
 }
@@ -407,9 +407,9 @@ pub type Climb<'a> = dyn FnMut(&str) -> Result<Measure, ClimbError> + 'a;
 #[derive(Debug, thiserror::Error)]
 pub enum ClimbError {
     #[error(transparent)]
-    Open(#[from] crate::workspace::OpenError),
+    Open(#[from] rung_core::workspace::OpenError),
     #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] rung_core::store::StoreError),
     #[error("{0} is not a version")]
     NoVersion(String),
     #[error("stopped by the user")]

@@ -1,4 +1,5 @@
-//! The chat agent's core: providers behind one [`Provider`] trait (any OpenAI-compatible
+//! rung's agent side: the verbs an agent calls on a workspace ([`verbs`], which the MCP server
+//! offers too), and the chat agent's core: providers behind one [`Provider`] trait (any OpenAI-compatible
 //! chat-completions endpoint, the Anthropic Messages API, an external command), streaming token
 //! by token; retries, time limits and cancellation; the tools a model may call; token and cost
 //! accounting; conversations kept in `.rung/chat/`; API keys that never reach a file or a
@@ -16,6 +17,7 @@ pub mod prompt;
 pub mod propose;
 pub mod secrets;
 pub mod tools;
+pub mod verbs;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

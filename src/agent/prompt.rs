@@ -7,8 +7,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::store::{Status, Store};
-use crate::workspace::Workspace;
+use rung_core::store::{Status, Store};
+use rung_core::workspace::Workspace;
 
 /// Characters of one file quoted whole at the most.
 const FILE_CHARS: usize = 6000;
@@ -73,7 +73,7 @@ pub fn workspace_context(root: &Path, focus: Option<&str>, query: &str) -> Strin
                 fence(&v.path),
                 quoted(&source, FILE_CHARS)
             );
-            let results = store.as_ref().and_then(|s| crate::service::results(&ws, s, v).ok());
+            let results = store.as_ref().and_then(|s| rung_core::service::results(&ws, s, v).ok());
             let hash = results.as_ref().and_then(|r| r.source_hash.clone());
             let current: Vec<_> = results.iter().flat_map(|r| r.current()).collect();
             if current.is_empty() {
@@ -110,7 +110,7 @@ pub fn workspace_context(root: &Path, focus: Option<&str>, query: &str) -> Strin
             }
         }
     }
-    let passages = crate::context::search(&ws.root, &ws.state_dir(), query, PASSAGES, PASSAGE_TOKENS);
+    let passages = rung_core::context::search(&ws.root, &ws.state_dir(), query, PASSAGES, PASSAGE_TOKENS);
     if !passages.is_empty() {
         out.push_str("\n## Passages from context/ that match the request (search_context finds more)\n");
         for p in passages {
@@ -122,7 +122,13 @@ pub fn workspace_context(root: &Path, focus: Option<&str>, query: &str) -> Strin
 
 /// The ptxas resources of each kernel of the version's last build, and the first instructions
 /// of its SASS: what a reader of the parent looks at first (spills, registers, vector widths).
-fn sass_excerpt(out: &mut String, ws: &Workspace, id: &str, results: &[crate::store::ResultRow], hash: Option<&str>) {
+fn sass_excerpt(
+    out: &mut String,
+    ws: &Workspace,
+    id: &str,
+    results: &[rung_core::store::ResultRow],
+    hash: Option<&str>,
+) {
     let build = results.iter().find(|r| r.stage == "build" && Some(r.source_hash.as_str()) == hash);
     let kernels = build
         .and_then(|r| r.payload.get("detail"))
@@ -148,7 +154,7 @@ fn sass_excerpt(out: &mut String, ws: &Workspace, id: &str, results: &[crate::st
         let _ = write!(out, "\n### Its kernels' resources (ptxas)\n{}\n", lines.join("\n"));
     }
     let Some((_, text)) = ws.dumps(id, "sass") else { return };
-    let listing = crate::asm::parse(crate::asm::AsmKind::Sass, &text);
+    let listing = rung_core::asm::parse(rung_core::asm::AsmKind::Sass, &text);
     let Some(k) = listing.iter().find(|k| k.lines.iter().any(|l| l.instr.is_some())) else { return };
     let instrs: Vec<&str> = k.lines.iter().map(|l| l.text.as_str()).collect();
     let shown = instrs.len().min(SASS_LINES);

@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::{Status, Store};
 use crate::verbs::{self as mcp, Context, Extension, SubmitArgs};
-use crate::workspace::Workspace;
+use rung_core::store::{Status, Store};
+use rung_core::workspace::Workspace;
 
 /// The slug's longest form, so a file name stays readable in the versions pane.
 const SLUG_CHARS: usize = 24;
@@ -142,7 +142,7 @@ impl Record {
         Record {
             version: String::new(),
             parent: None,
-            created_unix_ms: crate::store::now_ms(),
+            created_unix_ms: rung_core::store::now_ms(),
             provider: conv.provider.clone(),
             model: conv.model.clone(),
             conversation: conv.id.clone(),
@@ -218,7 +218,7 @@ pub fn propose(
     let path = PathBuf::from(out.data.get("path").and_then(|v| v.as_str()).unwrap_or_default());
     record.version = id.clone();
     record.parent = parent.map(str::to_string);
-    let state = root.join(crate::workspace::STATE_DIR);
+    let state = root.join(rung_core::workspace::STATE_DIR);
     let dir = records_dir(&state);
     let file = dir.join(format!("{id}.json"));
     let text = serde_json::to_string_pretty(&record)?;

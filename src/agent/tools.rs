@@ -41,7 +41,7 @@ pub struct SearchArgs {
     pub max_results: Option<usize>,
 }
 
-pub use crate::context::Passage;
+pub use rung_core::context::Passage;
 
 fn schema_of<T: JsonSchema>() -> Value {
     let mut settings = schemars::generate::SchemaSettings::draft2020_12();
@@ -120,17 +120,17 @@ pub fn read_file(root: &Path, args: &ReadFileArgs) -> Result<String, ToolError> 
 pub const SEARCH_BUDGET_TOKENS: usize = 2000;
 
 /// Passages of `context/` (and rung's own notes) for the query, best first by BM25 over an index
-/// kept in `.rung/` and brought up to date first ([`crate::context`]).
+/// kept in `.rung/` and brought up to date first ([`rung_core::context`]).
 pub fn search_context(root: &Path, query: &str, limit: usize) -> Result<Vec<Passage>, ToolError> {
-    if crate::context::terms(query).is_empty() {
+    if rung_core::context::terms(query).is_empty() {
         return Err(ToolError::new(
             Some("query"),
             "the query has no words",
             "give words such as `wgmma shared memory`",
         ));
     }
-    let state = root.join(crate::workspace::STATE_DIR);
-    Ok(crate::context::search(root, &state, query, limit, SEARCH_BUDGET_TOKENS))
+    let state = root.join(rung_core::workspace::STATE_DIR);
+    Ok(rung_core::context::search(root, &state, query, limit, SEARCH_BUDGET_TOKENS))
 }
 
 /// The tools of one workspace.
@@ -284,7 +284,7 @@ mod tests {
         assert_eq!(found[0].line, 1);
         assert!(found[0].text.contains("wgmma needs shared memory descriptors"), "{}", found[0].text);
         // The index it kept, in .rung/.
-        assert!(ws.join(".rung").join(crate::context::INDEX_FILE).is_file());
+        assert!(ws.join(".rung").join(rung_core::context::INDEX_FILE).is_file());
         assert!(search_context(&ws, "?!", 5).is_err());
     }
 

@@ -93,8 +93,8 @@ fn tui_cmd(dir: &Path, args: &TuiArgs) -> Result<i32> {
         Err(code) => return Ok(code),
     };
     let opts =
-        crate::tui::Options { check: args.check, no_bench: args.no_bench, color: color(), theme: args.theme.clone() };
-    crate::tui::run(&ws.root, &opts)
+        rung_tui::Options { check: args.check, no_bench: args.no_bench, color: color(), theme: args.theme.clone() };
+    rung_tui::run(&ws.root, &opts)
 }
 
 fn new(dir: &Path, template: &str) -> Result<i32> {

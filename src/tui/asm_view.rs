@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use rung::asm::diff::{AsmDiff, KernelDiff, Row};
-use rung::asm::{self, AsmKind, Normalize};
+use rung_core::asm::diff::{AsmDiff, KernelDiff, Row};
+use rung_core::asm::{self, AsmKind, Normalize};
 
 /// How many computed diffs are kept: enough to move between a few versions and back.
 const CACHED: usize = 8;
@@ -47,7 +47,7 @@ pub struct Listing {
 impl Listing {
     /// `None` when the version has no listing of this kind.
     pub fn stat(state_dir: &Path, id: &str, kind: AsmKind) -> Option<Listing> {
-        let files = rung::workspace::dump_files(state_dir, id, kind.ext());
+        let files = rung_core::workspace::dump_files(state_dir, id, kind.ext());
         if files.is_empty() {
             return None;
         }

@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
-use rung::agent::auto::{self, AutoEvent, Measure};
-use rung::agent::config::AgentConfig;
-use rung::agent::propose::{self, Proposed, Record};
-use rung::agent::tools::WorkspaceTools;
-use rung::agent::{Agent, AgentError, AgentEvent, Cancel, ChatStore, Conversation, Message, ToolBox, TurnEnd};
+use rung_agent::auto::{self, AutoEvent, Measure};
+use rung_agent::config::AgentConfig;
+use rung_agent::propose::{self, Proposed, Record};
+use rung_agent::tools::WorkspaceTools;
+use rung_agent::{Agent, AgentError, AgentEvent, Cancel, ChatStore, Conversation, Message, ToolBox, TurnEnd};
 
 use super::chat::{Activity, ChatPanel, SlashCommand};
 use super::event::Event;
@@ -212,7 +212,7 @@ impl ChatSession {
         };
         // The task, the version in focus and its results, as they are now, and the passages of
         // context/ the message asks about.
-        let context = rung::agent::prompt::workspace_context(&self.root, self.focus.as_deref(), &text);
+        let context = rung_agent::prompt::workspace_context(&self.root, self.focus.as_deref(), &text);
         let started = continued(&mut self.conversation, agent, &self.root);
         let mut conv = match started.and_then(|mut c| c.push(Message::user(text.clone())).map(|()| c)) {
             Ok(c) => c,
@@ -253,7 +253,7 @@ impl ChatSession {
 
     /// The turn ended: the conversation is back. A complete reply with a code block becomes a
     /// proposed version made from the version in focus: what was written, or why it was not.
-    pub fn finish(&mut self, end: TurnEnd) -> Option<Result<Proposed, rung::agent::propose::ProposeError>> {
+    pub fn finish(&mut self, end: TurnEnd) -> Option<Result<Proposed, rung_agent::propose::ProposeError>> {
         self.panel.finish(&end.result, Some(&end.conversation));
         let turn = self.turn.take();
         let conv = end.conversation;
@@ -342,7 +342,7 @@ impl ChatSession {
 
     /// A version's pipeline finished in the scheduler: auto mode may be waiting for it (measured
     /// only then).
-    pub fn report(&self, report: &rung::model::report::VersionReport) {
+    pub fn report(&self, report: &rung_core::model::report::VersionReport) {
         if let Some(a) = &self.auto {
             let _ = a.reports.send((report.id.clone(), Measure::of_report(report)));
         }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use rung::diag::{Diagnostic, Pos};
+use rung_core::diag::{Diagnostic, Pos};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use toml::Spanned;
@@ -38,7 +38,7 @@ struct File {
     settings: SettingsFile,
     #[serde(default)]
     keys: BTreeMap<Spanned<String>, Vec<Spanned<String>>>,
-    /// `[agent]` is the agent's own (`rung::agent::config` reads it when the chat opens): a
+    /// `[agent]` is the agent's own (`rung_agent::config` reads it when the chat opens): a
     /// mistake there must not cost the user their keys and theme.
     #[serde(default, rename = "agent")]
     _agent: Option<toml::Value>,
@@ -55,7 +55,7 @@ struct SettingsFile {
 
 /// The user's config file: `$XDG_CONFIG_HOME/rung/config.toml`, else `~/.config/rung/config.toml`
 /// (the file the agent's table is read from too).
-pub use rung::agent::config::user_path;
+pub use rung_agent::config::user_path;
 
 impl Default for Config {
     fn default() -> Config {
@@ -182,7 +182,7 @@ fn apply(mut config: Config, file: &File, text: &str, path: &Path) -> Result<Con
 
 /// Parses TOML into `T`, or one diagnostic with the file, line, column and key path.
 pub fn deserialize<T: DeserializeOwned>(text: &str, path: &Path) -> Result<T, Box<Diagnostic>> {
-    rung::tomlfile::deserialize_toml(text, path, "see the TOML syntax at toml.io", |_| None)
+    rung_core::tomlfile::deserialize_toml(text, path, "see the TOML syntax at toml.io", |_| None)
 }
 
 /// `a`, `?`, `Ctrl-z`, `Alt-x`, `Shift-Tab`, `Enter`, `F5`...

@@ -9,8 +9,8 @@ use std::sync::mpsc::Sender;
 use std::time::Duration;
 
 use crossterm::event::{KeyEvent, KeyEventKind, MouseEvent};
-use rung::agent::{AgentEvent, TurnEnd};
-use rung::watch::{WatchEvent, WatchOptions};
+use rung_agent::{AgentEvent, TurnEnd};
+use rung_core::watch::{WatchEvent, WatchOptions};
 
 // Not `Clone`: a turn's end carries its conversation (and the conversation its open file).
 #[derive(Debug)]
@@ -38,9 +38,9 @@ pub enum Event {
     /// The chat's turn ended: its conversation back, and how it ended.
     AgentDone(Box<TurnEnd>),
     /// The chat's agent, built on the thread that ran its `api_key_command`.
-    AgentBuilt(Box<Result<rung::agent::Agent, rung::agent::AgentError>>),
+    AgentBuilt(Box<Result<rung_agent::Agent, rung_agent::AgentError>>),
     /// `/model`'s provider, built on the thread that ran its `api_key_command`.
-    ModelSwitched(Box<Result<rung::agent::Agent, rung::agent::AgentError>>),
+    ModelSwitched(Box<Result<rung_agent::Agent, rung_agent::AgentError>>),
     /// Auto mode sends this message for its next proposal.
     AutoAsking(String),
     /// Auto mode wrote this proposal, which now climbs.
@@ -52,7 +52,7 @@ pub enum Event {
     /// A line of auto mode's log: a choice and why.
     AutoLog(String),
     /// Auto mode ended: the conversation back, and why it stopped.
-    AutoDone(Box<(rung::agent::Conversation, rung::agent::auto::AutoEnd)>),
+    AutoDone(Box<(rung_agent::Conversation, rung_agent::auto::AutoEnd)>),
 }
 
 /// How often the input thread looks at its stop and pause flags.
@@ -115,7 +115,7 @@ pub fn spawn(tx: &Sender<Event>, root: PathBuf, opts: WatchOptions, tick: Durati
         let (tx, stop) = (tx.clone(), stop.clone());
         std::thread::spawn(move || {
             let sent = tx.clone();
-            let result = rung::watch::watch(&root, &opts, stop, move |e| {
+            let result = rung_core::watch::watch(&root, &opts, stop, move |e| {
                 let _ = sent.send(Event::Watch(Box::new(e.clone())));
             });
             if let Err(e) = result {

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use rung::watch::WatchOptions;
+use rung_core::watch::WatchOptions;
 
 use app::App;
 use theme::Role;
@@ -48,7 +48,7 @@ pub fn run(root: &Path, opts: &Options) -> anyhow::Result<i32> {
     app.set_syntax_theme(&config.syntax_theme);
     app.mouse = config.mouse;
     let from = config.path.as_ref().map_or_else(|| "the defaults".to_string(), |p| p.display().to_string());
-    app.log(rung::store::now_ms(), Role::Dim, format!("settings from {from}; theme {}", app.theme.name));
+    app.log(rung_core::store::now_ms(), Role::Dim, format!("settings from {from}; theme {}", app.theme.name));
     if let Some(d) = problem {
         app.say(Role::Fail, config::problem_line(&d));
     }
@@ -59,13 +59,13 @@ pub fn run(root: &Path, opts: &Options) -> anyhow::Result<i32> {
     }
     // Jobs of the selected version queued from now on go first: the scheduler reads this at each
     // push, as the selection moves.
-    let focus = rung::watch::Focus::new(app.selected_version().map(|v| v.id.clone()));
+    let focus = rung_core::watch::Focus::new(app.selected_version().map(|v| v.id.clone()));
     let watch =
         WatchOptions { initial: opts.check, no_bench: opts.no_bench, focus: focus.clone(), ..Default::default() };
     let (tx, rx) = mpsc::channel();
     app.events = Some(tx.clone());
     // The chat reads `[agent]` from the file `rung chat` reads, when it first opens.
-    app.chat.config_path = rung::agent::config::default_path();
+    app.chat.config_path = rung_agent::config::default_path();
     app.chat.events = Some(tx.clone());
     let (mut term, _session) = terminal::enter(&app.state_dir.join("logs").join("tui.log"))?;
     let sources = event::spawn(&tx, app.root.clone(), watch, config.tick);
@@ -133,5 +133,5 @@ pub fn run(root: &Path, opts: &Options) -> anyhow::Result<i32> {
             term.draw(|f| view::draw(&app, f))?;
         }
     }
-    Ok(rung::exit::OK)
+    Ok(rung_core::exit::OK)
 }

@@ -8,10 +8,10 @@ use std::path::Path;
 
 use include_dir::{Dir, include_dir};
 use ratatui::style::{Color, Style};
-use rung::diag::{Diagnostic, Pos};
+use rung_core::diag::{Diagnostic, Pos};
 use serde::{Deserialize, Serialize};
 
-static THEMES: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/themes");
+static THEMES: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../themes");
 
 /// The theme used when neither `--theme` nor the settings name one.
 pub const DEFAULT: &str = "dark";
@@ -116,7 +116,8 @@ impl Theme {
 
     /// A UI theme's TOML; every role must have a colour.
     pub fn parse(text: &str, path: &Path) -> Result<Theme, Box<Diagnostic>> {
-        let file: ThemeFile = rung::tomlfile::deserialize_toml(text, path, "see the TOML syntax at toml.io", |_| None)?;
+        let file: ThemeFile =
+            rung_core::tomlfile::deserialize_toml(text, path, "see the TOML syntax at toml.io", |_| None)?;
         let at = |what: &str| {
             let offset = text.find(&format!("\"{what}\"")).unwrap_or(0);
             Pos::of_offset(text, offset)

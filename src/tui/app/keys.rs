@@ -3,14 +3,14 @@
 
 use anyhow::Result;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use rung::store::Status;
-use rung::watch::{EventKind, JobKind, JobState, WatchEvent};
-use rung::workspace::Workspace;
+use rung_core::store::Status;
+use rung_core::watch::{EventKind, JobKind, JobState, WatchEvent};
+use rung_core::workspace::Workspace;
 
-use crate::tui::action::Action;
-use crate::tui::chat::ChatOutcome;
-use crate::tui::layout::Pane;
-use crate::tui::theme::Role;
+use crate::action::Action;
+use crate::chat::ChatOutcome;
+use crate::layout::Pane;
+use crate::theme::Role;
 
 use super::*;
 
@@ -119,7 +119,7 @@ impl App {
                     ChatOutcome::Send(text) => {
                         // The selection, unless it was rejected: then what it was made from.
                         let selected = self.selected_version().map(|v| v.id.clone());
-                        self.chat.focus = rung::agent::propose::parent_for(&self.root, selected.as_deref());
+                        self.chat.focus = rung_agent::propose::parent_for(&self.root, selected.as_deref());
                         self.chat.send(text)
                     }
                     ChatOutcome::Command(c) => self.chat.command(c),
@@ -220,8 +220,8 @@ impl App {
             Action::Zoom => self.zoomed = !self.zoomed,
             Action::AsmKind => {
                 self.asm.kind = match self.asm.kind {
-                    rung::asm::AsmKind::Sass => rung::asm::AsmKind::Ptx,
-                    rung::asm::AsmKind::Ptx => rung::asm::AsmKind::Sass,
+                    rung_core::asm::AsmKind::Sass => rung_core::asm::AsmKind::Ptx,
+                    rung_core::asm::AsmKind::Ptx => rung_core::asm::AsmKind::Sass,
                 };
                 self.focus(Pane::Assembly);
             }
@@ -319,8 +319,8 @@ impl App {
     pub(super) fn review(&mut self, id: &str, status: Status, reason: Option<&str>) {
         let done = (|| -> Result<()> {
             let ws = Workspace::open(&self.root)?;
-            match rung::service::review(&ws, &mut self.store, id, status, reason) {
-                Err(rung::service::VersionError::NoVersion { .. }) => {
+            match rung_core::service::review(&ws, &mut self.store, id, status, reason) {
+                Err(rung_core::service::VersionError::NoVersion { .. }) => {
                     anyhow::bail!("no version `{id}` in the workspace any more")
                 }
                 r => r?,

@@ -14,19 +14,19 @@ use std::sync::mpsc::Sender;
 use anyhow::{Context, Result};
 use crossterm::event::{MouseButton, MouseEventKind};
 use ratatui::layout::{Position, Rect};
-use rung::diag::Diagnostic;
-use rung::model::report::{Stage, StageResult, Verdict};
-use rung::stages::bench::SizeBench;
-use rung::store::{Status, Store};
-use rung::watch::{EventKind, JobKind, JobState};
-use rung::workspace::Workspace;
+use rung_core::diag::Diagnostic;
+use rung_core::model::report::{Stage, StageResult, Verdict};
+use rung_core::stages::bench::SizeBench;
+use rung_core::store::{Status, Store};
+use rung_core::watch::{EventKind, JobKind, JobState};
+use rung_core::workspace::Workspace;
 
-use crate::tui::action::{Action, Keymap};
-use crate::tui::asm_view::{Against, AsmView, DiffKey, Listing, Need};
-use crate::tui::chat_session::ChatSession;
-use crate::tui::event::Event;
-use crate::tui::layout::{self, Arrangement, Pane};
-use crate::tui::theme::{Role, Theme};
+use crate::action::{Action, Keymap};
+use crate::asm_view::{Against, AsmView, DiffKey, Listing, Need};
+use crate::chat_session::ChatSession;
+use crate::event::Event;
+use crate::layout::{self, Arrangement, Pane};
+use crate::theme::{Role, Theme};
 
 /// Lines the log pane keeps.
 pub const LOG_LINES: usize = 2000;
@@ -322,7 +322,7 @@ impl App {
     /// A message on the bottom line, kept in the log too.
     pub fn say(&mut self, role: Role, text: impl Into<String>) {
         let text = text.into();
-        self.log(rung::store::now_ms(), role, text.clone());
+        self.log(rung_core::store::now_ms(), role, text.clone());
         self.message = Some(text);
     }
 
@@ -462,7 +462,7 @@ impl App {
                 true
             }
             Event::AsmDiff(d) => {
-                let now = rung::store::now_ms();
+                let now = rung_core::store::now_ms();
                 match &d.error {
                     Some(e) => self.log(now, Role::Fail, e.clone()),
                     None => {
@@ -510,7 +510,7 @@ impl App {
             }
             Event::AutoLog(line) => {
                 self.chat.panel.push_notice(format!("auto: {line}"), false);
-                self.log(rung::store::now_ms(), Role::Accent, format!("auto: {line}"));
+                self.log(rung_core::store::now_ms(), Role::Accent, format!("auto: {line}"));
                 true
             }
             Event::AutoDone(done) => {
@@ -565,7 +565,7 @@ impl App {
                 Ok(o) => {
                     let text = String::from_utf8_lossy(&o.stdout);
                     let first = text.lines().next().unwrap_or("").trim().to_string();
-                    if o.status.success() || o.status.code() == Some(rung::exit::CHECK_FAILED) {
+                    if o.status.success() || o.status.code() == Some(rung_core::exit::CHECK_FAILED) {
                         Ok(first)
                     } else {
                         let err = String::from_utf8_lossy(&o.stderr);
@@ -613,7 +613,7 @@ impl App {
                         .filter(|w| !approved || w.status == Some(Status::Approved))
                         .filter_map(|w| Some((w, w.bench.as_ref()?)))
                         .collect();
-                    rung::stages::bench::fastest(&benched)
+                    rung_core::stages::bench::fastest(&benched)
                 };
                 let (best, what) = match fastest(true) {
                     Some(b) => (b, "best approved"),
@@ -677,7 +677,7 @@ impl App {
         let Some(right) = Listing::stat(&self.state_dir, &v.id, kind) else {
             let when = if self.running.contains_key(&v.id) {
                 "it is being built"
-            } else if kind == rung::asm::AsmKind::Sass && v.path.extension().is_some_and(|e| e == "py") {
+            } else if kind == rung_core::asm::AsmKind::Sass && v.path.extension().is_some_and(|e| e == "py") {
                 "a Triton version's SASS comes from its build with the CUDA toolchain (`rung setup`), or from its run on a GPU"
             } else {
                 "it gets one when it builds: save it, or run `rung check` on it"

@@ -5,13 +5,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Result;
-use rung::diag::Diagnostic;
-use rung::model::report::{Stage, StageDetail, StageResult, Verdict};
-use rung::stages::bench::{ROLE_REFERENCE, SizeBench};
-use rung::store::Store;
-use rung::workspace::{VersionFile, Workspace};
+use rung_core::diag::Diagnostic;
+use rung_core::model::report::{Stage, StageDetail, StageResult, Verdict};
+use rung_core::stages::bench::{ROLE_REFERENCE, SizeBench};
+use rung_core::store::Store;
+use rung_core::workspace::{VersionFile, Workspace};
 
-use crate::tui::theme::Role;
+use crate::theme::Role;
 
 use super::*;
 
@@ -29,7 +29,7 @@ pub(super) fn version_view(ws: &Workspace, store: &Store, v: &VersionFile) -> Re
     let root = ws.root.as_path();
     let row = store.version(&v.id)?;
     // Only results of the file as it is now, as on the text status screen.
-    let results: Vec<_> = rung::service::results(ws, store, v)?.current().cloned().collect();
+    let results: Vec<_> = rung_core::service::results(ws, store, v)?.current().cloned().collect();
     let mut view = VersionView {
         id: v.id.clone(),
         name: display_name(v),
@@ -144,8 +144,8 @@ pub(super) fn timing(ws: &Workspace, store: &Store, versions: &[VersionView]) ->
 /// misses the work left on another stream).
 pub fn one_timer(g: &mut GpuTiming) {
     let benches: Vec<&SizeBench> = g.points.iter().map(|p| &p.bench).collect();
-    g.mixed_timers = rung::stages::bench::mixed_timers(&benches);
-    let figures: Vec<(f64, f64, f64)> = rung::stages::bench::one_timer(&benches)
+    g.mixed_timers = rung_core::stages::bench::mixed_timers(&benches);
+    let figures: Vec<(f64, f64, f64)> = rung_core::stages::bench::one_timer(&benches)
         .0
         .into_iter()
         .map(|s| (s.median * 1e3, s.min * 1e3, s.max * 1e3))

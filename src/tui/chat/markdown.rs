@@ -1,5 +1,5 @@
 //! Markdown to styled lines for the chat panel (pulldown-cmark's events): headings, emphasis,
-//! inline code, lists, quotes, and fenced code blocks highlighted by `rung::highlight`. A reply
+//! inline code, lists, quotes, and fenced code blocks highlighted by `rung_core::highlight`. A reply
 //! that is still streaming renders too: an unclosed fence is a code block up to the end.
 
 use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Parser, Tag, TagEnd};
@@ -64,7 +64,7 @@ impl Builder {
         let label = if lang.is_empty() { "code".to_string() } else { lang.to_string() };
         let dim = self.paint(Style::new().fg(Color::DarkGray));
         self.lines.push(Line::from(Span::styled(format!("{CODE_INDENT}┌ {label}"), dim)));
-        let runs = if self.color { rung::highlight::colour_runs(lang, body.iter().copied()) } else { None };
+        let runs = if self.color { rung_core::highlight::colour_runs(lang, body.iter().copied()) } else { None };
         for (i, l) in body.iter().enumerate() {
             let mut spans = vec![Span::styled(format!("{CODE_INDENT}│ "), dim)];
             match runs.as_ref().and_then(|r| r.get(i)) {

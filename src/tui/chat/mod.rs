@@ -12,7 +12,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Widget};
 use ratatui_textarea::TextArea;
-use rung::agent::{AgentError, AgentEvent, Conversation, Message, Role, Usage};
+use rung_agent::{AgentError, AgentEvent, Conversation, Message, Role, Usage};
 
 /// What a key did.
 #[derive(Debug, Clone, PartialEq, Eq)]

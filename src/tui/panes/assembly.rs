@@ -10,15 +10,15 @@ use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Widget, Wrap};
-use rung::asm::diff::{KernelDiff, Row, RowKind, Side};
-use rung::asm::mix;
-use rung::model::report::{Stage, StageDetail};
-use rung::parsers::KernelResources;
+use rung_core::asm::diff::{KernelDiff, Row, RowKind, Side};
+use rung_core::asm::mix;
+use rung_core::model::report::{Stage, StageDetail};
+use rung_core::parsers::KernelResources;
 
 use super::{SPINNER, paint};
-use crate::tui::app::App;
-use crate::tui::asm_view::kernel_name;
-use crate::tui::theme::Role;
+use crate::app::App;
+use crate::asm_view::kernel_name;
+use crate::theme::Role;
 
 /// Lines above the listing: what is compared, the resources, the instruction mix.
 const HEADER: u16 = 3;
@@ -126,7 +126,7 @@ pub fn draw(app: &App, block: Block, area: Rect, buf: &mut Buffer) {
 type Field = fn(&KernelResources) -> u32;
 
 /// Registers, shared memory, spills and stack of the kernel in both versions, from their builds.
-fn resources_line(app: &App, key: &crate::tui::asm_view::DiffKey, k: &KernelDiff) -> Line<'static> {
+fn resources_line(app: &App, key: &crate::asm_view::DiffKey, k: &KernelDiff) -> Line<'static> {
     let t = &app.theme;
     let of = |id: Option<&str>, name: Option<&str>| -> Option<KernelResources> {
         let v = app.versions.iter().find(|v| Some(v.id.as_str()) == id)?;
@@ -205,7 +205,7 @@ fn listing(app: &App, area: Rect, buf: &mut Buffer) {
             .iter()
             .map(|(_, r)| r.filter(|r| r.kind == RowKind::Equal).and_then(pick).map_or("", |s| s.text.as_str()))
             .collect();
-        let Some(runs) = rung::highlight::colour_runs_with(theme, asm.kind.ext(), texts.iter().copied()) else {
+        let Some(runs) = rung_core::highlight::colour_runs_with(theme, asm.kind.ext(), texts.iter().copied()) else {
             return vec![None; rows.len()];
         };
         runs.into_iter()

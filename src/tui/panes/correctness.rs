@@ -9,15 +9,15 @@ use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Widget, Wrap};
-use rung::metrics::Comparison;
-use rung::model::report::{Stage, StageDetail, Verdict};
-use rung::stages::run::{CheckDetail, OutputCheck};
-use rung::watch::JobKind;
+use rung_core::metrics::Comparison;
+use rung_core::model::report::{Stage, StageDetail, Verdict};
+use rung_core::stages::run::{CheckDetail, OutputCheck};
+use rung_core::watch::JobKind;
 
 use super::{SPINNER, sizes_label};
-use crate::tui::app::{App, VersionView, verdict_role};
-use crate::tui::layout::Pane;
-use crate::tui::theme::{Role, Theme};
+use crate::app::{App, VersionView, verdict_role};
+use crate::layout::Pane;
+use crate::theme::{Role, Theme};
 
 /// Shades of the heat map, from no error to the largest.
 const SHADES: [char; 5] = [' ', '░', '▒', '▓', '█'];

@@ -6,11 +6,11 @@ use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, List, ListItem, ListState, Paragraph, StatefulWidget, Widget};
-use rung::diag::{Diagnostic, Severity};
+use rung_core::diag::{Diagnostic, Severity};
 
 use super::{SELECTED, highlight, paint};
-use crate::tui::app::App;
-use crate::tui::theme::Role;
+use crate::app::App;
+use crate::theme::Role;
 
 pub fn draw(app: &App, block: Block, area: Rect, buf: &mut Buffer) {
     let version = app.selected_version();

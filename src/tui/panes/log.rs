@@ -7,9 +7,9 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Widget};
 
-use crate::tui::app::App;
-use crate::tui::layout::Pane;
-use crate::tui::theme::Role;
+use crate::app::App;
+use crate::layout::Pane;
+use crate::theme::Role;
 
 pub fn draw(app: &App, block: Block, area: Rect, buf: &mut Buffer) {
     if app.log.is_empty() {

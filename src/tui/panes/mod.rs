@@ -68,7 +68,7 @@ pub const SELECTED: &str = "▶ ";
 pub const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
 /// `n=1024, m=64` for a test size.
-pub fn sizes_label(sizes: &rung::spec::SizeSet) -> String {
+pub fn sizes_label(sizes: &rung_core::spec::SizeSet) -> String {
     if sizes.is_empty() {
         return "-".into();
     }

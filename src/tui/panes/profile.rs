@@ -10,15 +10,15 @@ use ratatui::layout::Rect;
 use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Widget, Wrap};
-use rung::model::report::{Stage, StageDetail, StageResult};
-use rung::profile::KernelProfile;
-use rung::stages::profile::ProfileDetail;
+use rung_core::model::report::{Stage, StageDetail, StageResult};
+use rung_core::profile::KernelProfile;
+use rung_core::stages::profile::ProfileDetail;
 
 use super::SPINNER;
-use crate::tui::app::{App, VersionView, verdict_role};
-use crate::tui::asm_view::Against;
-use crate::tui::layout::Pane;
-use crate::tui::theme::Role;
+use crate::app::{App, VersionView, verdict_role};
+use crate::asm_view::Against;
+use crate::layout::Pane;
+use crate::theme::Role;
 
 pub fn draw(app: &App, block: Block, area: Rect, buf: &mut Buffer) {
     let t = &app.theme;

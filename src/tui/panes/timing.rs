@@ -9,12 +9,12 @@ use ratatui::style::{Modifier, Style};
 use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Block, Chart, Dataset, GraphType, LegendPosition, Paragraph, Widget};
-use rung::watch::JobKind;
+use rung_core::watch::JobKind;
 
 use super::SPINNER;
 use super::versions::format_us;
-use crate::tui::app::{App, GpuTiming};
-use crate::tui::theme::Role;
+use crate::app::{App, GpuTiming};
+use crate::theme::Role;
 
 /// Charts side by side at most; more GPUs are listed by name.
 const MAX_CHARTS: usize = 3;

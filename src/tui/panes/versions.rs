@@ -6,13 +6,13 @@ use ratatui::layout::{Constraint, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Cell, Paragraph, Row, StatefulWidget, Table, TableState, Widget};
-use rung::model::report::{Stage, Verdict};
-use rung::store::Status;
-use rung::watch::JobKind;
+use rung_core::model::report::{Stage, Verdict};
+use rung_core::store::Status;
+use rung_core::watch::JobKind;
 
 use super::{SELECTED, SPINNER, highlight, paint};
-use crate::tui::app::{App, RUNGS, VersionView};
-use crate::tui::theme::Role;
+use crate::app::{App, RUNGS, VersionView};
+use crate::theme::Role;
 
 pub fn draw(app: &App, block: Block, area: Rect, buf: &mut Buffer) {
     if app.versions.is_empty() {

@@ -5,13 +5,13 @@ use std::path::PathBuf;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::asm::diff::Row;
-use crate::asm::mix::InstructionMix;
-use crate::asm::{self, AsmKind};
-use crate::diag::Diagnostic;
-use crate::model::report::{Stage, Verdict};
-use crate::store::Status;
-use crate::workspace::{Format, VersionKind};
+use rung_core::asm::diff::Row;
+use rung_core::asm::mix::InstructionMix;
+use rung_core::asm::{self, AsmKind};
+use rung_core::diag::Diagnostic;
+use rung_core::model::report::{Stage, Verdict};
+use rung_core::store::Status;
+use rung_core::workspace::{Format, VersionKind};
 
 // ---------------------------------------------------------------------------------------------
 // Results: the structured content of each tool (their schemas are the tools' output schemas).

@@ -1,8 +1,8 @@
 //! The verbs an agent can call on a workspace (list, read, submit, check, results, listings,
 //! diffs, profile, history), as plain functions over the core: open the workspace and the history,
 //! call the service the CLI calls, and return a typed result with a short text for the model. The
-//! MCP server ([`crate::mcp`]) wires them to the protocol; the chat agent ([`crate::agent`]) hands
-//! the same verbs to its model.
+//! MCP server (`rung::mcp`) wires them to the protocol; the chat agent ([`crate`]) hands the same
+//! verbs to its model.
 //!
 //! Every call reads the workspace again, so files written by a person, an editor or
 //! `submit_version` are seen at once. Builds and checks go through one [`Engine`], whose workers
@@ -28,11 +28,11 @@ use std::sync::{Mutex, MutexGuard};
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::check::Machine;
-use crate::model::report::Verdict;
-use crate::runners::Runners;
-use crate::store::{ResultRow, Store, StoreError};
-use crate::workspace::{self, Format, VersionFile, VersionKind, Workspace};
+use rung_core::check::Machine;
+use rung_core::model::report::Verdict;
+use rung_core::runners::Runners;
+use rung_core::store::{ResultRow, Store, StoreError};
+use rung_core::workspace::{self, Format, VersionFile, VersionKind, Workspace};
 
 /// The largest source `submit_version` accepts: 1 MiB.
 pub const MAX_SOURCE_BYTES: usize = 1 << 20;

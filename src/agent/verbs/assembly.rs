@@ -2,12 +2,12 @@
 
 use std::fmt::Write as _;
 
-use crate::asm::diff::{Row, RowKind};
-use crate::asm::mix::InstructionMix;
-use crate::asm::{self, AsmKind, Normalize};
-use crate::check::Machine;
-use crate::service::{self, DiffQuery, Listing, ListingError};
-use crate::workspace::{VersionFile, Workspace};
+use rung_core::asm::diff::{Row, RowKind};
+use rung_core::asm::mix::InstructionMix;
+use rung_core::asm::{self, AsmKind, Normalize};
+use rung_core::check::Machine;
+use rung_core::service::{self, DiffQuery, Listing, ListingError};
+use rung_core::workspace::{VersionFile, Workspace};
 
 use super::*;
 
@@ -166,7 +166,7 @@ pub fn diff_asm(ctx: &Context, args: &DiffAsmArgs) -> Result<Reply, ToolError> {
             let end = e.min(s + budget);
             truncated |= end < e;
             budget -= end - s;
-            let first = |f: fn(&Row) -> Option<&crate::asm::diff::Side>| {
+            let first = |f: fn(&Row) -> Option<&rung_core::asm::diff::Side>| {
                 k.rows[s..e].iter().find_map(|r| f(r).map(|x| x.line + 1)).unwrap_or(0)
             };
             hunks.push(Hunk {

@@ -2,22 +2,22 @@
 
 use std::fmt::Write as _;
 
-use crate::check::{self, CheckOptions, Machine};
-use crate::diag::Diagnostic;
-use crate::model::report::{CheckReport, Verdict};
-use crate::store::{ResultRow, Status, VersionRow, sha256_hex};
-use crate::workspace::{self};
+use rung_core::check::{self, CheckOptions, Machine};
+use rung_core::diag::Diagnostic;
+use rung_core::model::report::{CheckReport, Verdict};
+use rung_core::store::{ResultRow, Status, VersionRow, sha256_hex};
+use rung_core::workspace::{self};
 
 use super::*;
 
 pub(super) fn exit_words(code: i32) -> &'static str {
     match code {
-        crate::exit::OK => "every rung that could run here passed",
-        crate::exit::CHECK_FAILED => "a version ran but is wrong",
-        crate::exit::BUILD_FAILED => "a version does not build",
-        crate::exit::WORKSPACE_INVALID => "the workspace is invalid",
-        crate::exit::INTERNAL => "rung or a tool broke (not the version's fault)",
-        crate::exit::REGRESSION => "a benchmark regressed",
+        rung_core::exit::OK => "every rung that could run here passed",
+        rung_core::exit::CHECK_FAILED => "a version ran but is wrong",
+        rung_core::exit::BUILD_FAILED => "a version does not build",
+        rung_core::exit::WORKSPACE_INVALID => "the workspace is invalid",
+        rung_core::exit::INTERNAL => "rung or a tool broke (not the version's fault)",
+        rung_core::exit::REGRESSION => "a benchmark regressed",
         _ => "see the versions below",
     }
 }

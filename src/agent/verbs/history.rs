@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
-use crate::model::report::Stage;
-use crate::service::{self, HistoryQuery, VersionError};
+use rung_core::model::report::Stage;
+use rung_core::service::{self, HistoryQuery, VersionError};
 
 use super::*;
 
@@ -70,7 +70,7 @@ pub fn history(ctx: &Context, args: &HistoryArgs) -> Result<Reply, ToolError> {
         out.stage.map(|s| format!(" ({s})")).unwrap_or_default()
     );
     for e in &out.results {
-        let when = crate::store::rfc3339(
+        let when = rung_core::store::rfc3339(
             std::time::UNIX_EPOCH + std::time::Duration::from_millis(e.started_at_ms.max(0) as u64),
         );
         let stale = if e.current == Some(false) { " (older source)" } else { "" };

@@ -5,8 +5,8 @@ use std::path::Path;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::asm::AsmKind;
-use crate::model::report::Stage;
+use rung_core::asm::AsmKind;
+use rung_core::model::report::Stage;
 
 // ---------------------------------------------------------------------------------------------
 // Arguments. Their JSON schemas (generated from these types) are the tools' input schemas.

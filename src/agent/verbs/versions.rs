@@ -3,9 +3,9 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::model::report::Verdict;
-use crate::store::{Status, Store, sha256_hex};
-use crate::workspace::{self, Format, VersionKind, Workspace};
+use rung_core::model::report::Verdict;
+use rung_core::store::{Status, Store, sha256_hex};
+use rung_core::workspace::{self, Format, VersionKind, Workspace};
 
 use super::*;
 
@@ -246,7 +246,7 @@ pub fn submit_version(ctx: &Context, args: &SubmitArgs) -> Result<Reply, ToolErr
     };
     // The kind, as discovery will see the file.
     let probe = PathBuf::from(format!("source.{}", ext.as_str()));
-    let kind = match crate::workspace::detect_kind(&probe, &args.source) {
+    let kind = match rung_core::workspace::detect_kind(&probe, &args.source) {
         Ok(k) => k,
         Err(_) if ws.format != Format::Rung && ext == Extension::Py => VersionKind::PyTorch,
         Err(why) => {
