@@ -635,6 +635,30 @@ fn timing_pane_leaves_out_failed_benches() {
     }
 }
 
+/// A version's job that ends reloads that version and the history recorded since, without a
+/// new scan: a bench recorded after the App opened becomes the timing's point and the best, a
+/// failed one after it leaves that point as it was, and the version's own row shows its new rungs.
+#[test]
+fn a_finished_job_reloads_its_version_and_the_new_history_rows() {
+    let (_tmp, ws) = checked_workspace();
+    let mut app = App::open(&ws, false).unwrap();
+    let best = |app: &App| app.timing[0].best().map(|p| (p.version.clone(), (p.median_us * 100.0).round() / 100.0));
+    assert_eq!(best(&app), Some(("v002".to_string(), 12.3)));
+    record(&ws, "v001", &[result(Stage::Bench, Verdict::Pass, vec![], bench(0.005, None))]);
+    app.update(done("v001", Verdict::Pass, vec![]));
+    assert_eq!(best(&app), Some(("v001".to_string(), 5.0)), "the new row is read");
+    record(&ws, "v001", &[result(Stage::Bench, Verdict::Fail, vec![], bench(0.001, None))]);
+    app.update(done("v001", Verdict::Fail, vec![]));
+    assert_eq!(best(&app), Some(("v001".to_string(), 5.0)), "a failed bench is no point");
+    let v001 = app.versions.iter().find(|v| v.id == "v001").unwrap();
+    assert_eq!(v001.verdicts.get(&Stage::Bench), Some(&Verdict::Fail), "the version's row is reloaded");
+    // v003 fails to build; its build passing now shows without any other event.
+    record(&ws, "v003", &[result(Stage::Build, Verdict::Pass, vec![], StageDetail::None)]);
+    app.update(done("v003", Verdict::Pass, vec![]));
+    let v003 = app.versions.iter().find(|v| v.id == "v003").unwrap();
+    assert_eq!(v003.verdicts.get(&Stage::Build), Some(&Verdict::Pass));
+}
+
 fn done(version: &str, verdict: Verdict, stages: Vec<StageResult>) -> Event {
     Event::Watch(Box::new(WatchEvent {
         unix_ms: 1_764_633_601_000,

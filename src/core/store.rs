@@ -352,6 +352,17 @@ impl Store {
         self.results_of(None, Some(stage), limit)
     }
 
+    /// One stage's results recorded after the row `after`, oldest first, at most the newest
+    /// `limit` of them.
+    pub fn stage_results_after(&self, stage: &str, after: i64, limit: usize) -> Result<Vec<ResultRow>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT * FROM (SELECT * FROM results WHERE stage = ?1 AND id > ?2 ORDER BY id DESC LIMIT ?3) ORDER BY id")
+            .map_err(self.err())?;
+        let rows = st.query_map(params![stage, after, limit as i64], result_row).map_err(self.err())?;
+        rows.collect::<Result<_, _>>().map_err(self.err())
+    }
+
     /// Results, newest first, of one version or all, of one stage or all.
     pub fn results_of(
         &self,

@@ -64,6 +64,8 @@ pub struct VersionView {
     pub failures: Vec<String>,
     /// The newest result of each rung, of the file as it is now.
     pub results: BTreeMap<Stage, StageResult>,
+    /// The hash of the file as it is now; `None` when it cannot be read.
+    pub source_hash: Option<String>,
 }
 
 /// One line of the log pane.
@@ -191,6 +193,10 @@ pub struct App {
     pub versions: Vec<VersionView>,
     /// Per GPU, in the order first benched.
     pub timing: Vec<GpuTiming>,
+    /// The history's bench and roofline rows, parsed once (`timing` is made from them).
+    timing_rows: views::TimingRows,
+    /// The workspace as the last full reload found it: a version's own reload needs no new scan.
+    ws: Option<Workspace>,
     pub log: VecDeque<LogLine>,
     /// Problems with the workspace itself (rung.toml, duplicate ids).
     pub workspace_diagnostics: Vec<Diagnostic>,
@@ -266,6 +272,8 @@ impl App {
             mouse: true,
             versions: vec![],
             timing: vec![],
+            timing_rows: Default::default(),
+            ws: None,
             log: VecDeque::new(),
             workspace_diagnostics: vec![],
             pane: Pane::ALL[0],
@@ -295,6 +303,7 @@ impl App {
             .filter(|s| !s.is_empty());
         app.set_syntax_theme(&Theme::default().syntax);
         app.load(&ws)?;
+        app.ws = Some(ws);
         Ok(app)
     }
 
@@ -328,9 +337,31 @@ impl App {
 
     /// Reads the workspace and the history again.
     pub fn refresh(&mut self) {
-        let loaded = Workspace::open(&self.root).map_err(anyhow::Error::from).and_then(|ws| self.load(&ws));
+        let loaded = Workspace::open(&self.root).map_err(anyhow::Error::from).and_then(|ws| {
+            self.load(&ws)?;
+            self.ws = Some(ws);
+            Ok(())
+        });
         if let Err(e) = loaded {
             self.message = Some(format!("{e:#}"));
+        }
+    }
+
+    /// Reloads one version's results (a job of it ended): its view and the timing, without a new
+    /// scan of the workspace. Anything else (a version the last scan did not see) reloads all.
+    pub fn refresh_version(&mut self, id: &str) {
+        let (Some(ws), Some(row)) = (self.ws.as_ref(), self.versions.iter().position(|v| v.id == id)) else {
+            return self.refresh();
+        };
+        let Some(v) = ws.version(id).filter(|v| v.path == self.versions[row].path) else { return self.refresh() };
+        let reloaded = version_view(ws, &self.store, v).and_then(|view| {
+            self.versions[row] = view;
+            self.timing = timing(&mut self.timing_rows, &self.store, &self.versions)?;
+            Ok(())
+        });
+        match reloaded {
+            Ok(()) => self.clamp_diagnostic(),
+            Err(e) => self.message = Some(format!("{e:#}")),
         }
     }
 
@@ -339,7 +370,7 @@ impl App {
         self.problem = ws.spec.as_ref().map_or_else(|| format!("{:?} problem", ws.format), |s| s.name.clone());
         self.workspace_diagnostics = ws.diagnostics.clone();
         self.versions = ws.versions.iter().map(|v| version_view(ws, &self.store, v)).collect::<Result<Vec<_>>>()?;
-        self.timing = timing(ws, &self.store, &self.versions)?;
+        self.timing = timing(&mut self.timing_rows, &self.store, &self.versions)?;
         let listed = |id: &String| self.versions.iter().position(|v| &v.id == id);
         let wanted = self.select_when_listed.as_ref().and_then(listed);
         if wanted.is_some() {
@@ -430,13 +461,13 @@ impl App {
                         JobState::Done if job == JobKind::Build => {}
                         JobState::Done | JobState::Failed | JobState::Cancelled => {
                             self.running.remove(&version);
-                            self.refresh();
+                            self.refresh_version(&version);
                         }
                     },
                     EventKind::Done { version, report, .. } => {
                         self.running.remove(&version);
                         self.chat.report(&report);
-                        self.refresh();
+                        self.refresh_version(&version);
                     }
                     EventKind::Workspace { diagnostics } => self.workspace_diagnostics = diagnostics,
                     EventKind::Started { .. } => {

@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::Result;
 use rung_core::diag::Diagnostic;
 use rung_core::model::report::{Stage, StageDetail, StageResult, Verdict};
-use rung_core::stages::bench::{ROLE_REFERENCE, SizeBench};
+use rung_core::stages::bench::{BenchDetail, ROLE_REFERENCE, RooflineDetail, SizeBench};
 use rung_core::store::Store;
 use rung_core::workspace::{VersionFile, Workspace};
 
@@ -29,9 +29,11 @@ pub(super) fn version_view(ws: &Workspace, store: &Store, v: &VersionFile) -> Re
     let root = ws.root.as_path();
     let row = store.version(&v.id)?;
     // Only results of the file as it is now, as on the text status screen.
-    let results: Vec<_> = rung_core::service::results(ws, store, v)?.current().cloned().collect();
+    let all = rung_core::service::results(ws, store, v)?;
+    let results: Vec<_> = all.current().cloned().collect();
     let mut view = VersionView {
         id: v.id.clone(),
+        source_hash: all.source_hash.clone(),
         name: display_name(v),
         path: v.path.clone(),
         status: row.as_ref().map(|r| r.status),
@@ -81,17 +83,53 @@ pub fn verdict_role(v: Verdict) -> Role {
     }
 }
 
+/// The passing bench and roofline rows of the history, parsed once: a refresh reads only the
+/// rows recorded since the last one (every row's payload parsed again on each refresh made a
+/// reload of 200 versions cost tens of milliseconds).
+#[derive(Default)]
+pub struct TimingRows {
+    /// Oldest first, so GPUs keep the order they were first benched in and newer rows win.
+    benches: Vec<(String, String, BenchDetail)>,
+    roofs: Vec<RooflineDetail>,
+    last_bench: i64,
+    last_roof: i64,
+}
+
+impl TimingRows {
+    /// Reads the rows recorded since the last call, keeping the newest `HISTORY_ROWS` of each.
+    fn update(&mut self, store: &Store) -> Result<()> {
+        for r in store.stage_results_after(Stage::Bench.name(), self.last_bench, HISTORY_ROWS)? {
+            self.last_bench = self.last_bench.max(r.id);
+            if r.verdict != Verdict::Pass.name() {
+                continue;
+            }
+            if let Ok(StageResult { detail: StageDetail::Bench(b), .. }) = serde_json::from_value(r.payload) {
+                self.benches.push((r.version, r.source_hash, b));
+            }
+        }
+        for r in store.stage_results_after(Stage::Roofline.name(), self.last_roof, HISTORY_ROWS)? {
+            self.last_roof = self.last_roof.max(r.id);
+            if r.verdict != Verdict::Pass.name() {
+                continue;
+            }
+            if let Ok(StageResult { detail: StageDetail::Roofline(d), .. }) = serde_json::from_value(r.payload) {
+                self.roofs.push(d);
+            }
+        }
+        let keep = |n: usize| n.saturating_sub(HISTORY_ROWS);
+        self.benches.drain(..keep(self.benches.len()));
+        self.roofs.drain(..keep(self.roofs.len()));
+        Ok(())
+    }
+}
+
 /// Every version's newest passing bench per GPU, with the reference's time and the roofline's
 /// floor on that GPU. This is history: a version edited since keeps its old point, marked.
-pub(super) fn timing(ws: &Workspace, store: &Store, versions: &[VersionView]) -> Result<Vec<GpuTiming>> {
+pub(super) fn timing(rows: &mut TimingRows, store: &Store, versions: &[VersionView]) -> Result<Vec<GpuTiming>> {
+    rows.update(store)?;
     let mut gpus: Vec<GpuTiming> = Vec::new();
-    // Oldest first, so GPUs keep the order they were first benched in and newer rows win.
-    let mut rows = store.stage_history(Stage::Bench.name(), HISTORY_ROWS)?;
-    rows.reverse();
-    for row in rows.iter().filter(|r| r.verdict == Verdict::Pass.name()) {
-        let Some(ordinal) = versions.iter().position(|v| v.id == row.version) else { continue };
-        let Ok(result) = serde_json::from_value::<StageResult>(row.payload.clone()) else { continue };
-        let StageDetail::Bench(b) = result.detail else { continue };
+    for (version, source_hash, b) in &rows.benches {
+        let Some(ordinal) = versions.iter().position(|v| &v.id == version) else { continue };
         let Some(first) = b.sizes.first() else { continue };
         let key = if b.uuid.is_empty() { &b.gpu } else { &b.uuid };
         let gpu = match gpus.iter().position(|g| (if g.uuid.is_empty() { &g.gpu } else { &g.uuid }) == key) {
@@ -101,9 +139,9 @@ pub(super) fn timing(ws: &Workspace, store: &Store, versions: &[VersionView]) ->
                 gpus.last_mut().expect("just pushed")
             }
         };
-        let current = ws.version(&row.version).and_then(|v| ws.source_hash(v)).as_ref() == Some(&row.source_hash);
+        let current = versions[ordinal].source_hash.as_ref() == Some(source_hash);
         let point = TimingPoint {
-            version: row.version.clone(),
+            version: version.clone(),
             ordinal,
             median_us: 0.0,
             min_us: 0.0,
@@ -111,17 +149,13 @@ pub(super) fn timing(ws: &Workspace, store: &Store, versions: &[VersionView]) ->
             current,
             bench: first.clone(),
         };
-        gpu.points.retain(|p| p.version != row.version);
+        gpu.points.retain(|p| &p.version != version);
         gpu.points.push(point);
         if let Some(r) = b.speedups.iter().find(|s| s.role == ROLE_REFERENCE) {
             gpu.reference_us = Some(r.other.median * 1e3);
         }
     }
-    let mut roofs = store.stage_history(Stage::Roofline.name(), HISTORY_ROWS)?;
-    roofs.reverse();
-    for row in roofs.iter().filter(|r| r.verdict == Verdict::Pass.name()) {
-        let Ok(result) = serde_json::from_value::<StageResult>(row.payload.clone()) else { continue };
-        let StageDetail::Roofline(r) = result.detail else { continue };
+    for r in &rows.roofs {
         let (Some(g), Some(pct)) = (
             gpus.iter_mut()
                 .find(|g| if g.uuid.is_empty() { g.gpu == r.ceilings.gpu } else { g.uuid == r.ceilings.uuid }),
