@@ -741,3 +741,63 @@ fn the_request_carries_the_task_the_version_in_focus_its_results_and_rejection_r
     assert!(first.contains("No version in focus") && !first.contains("The version in focus"), "{first}");
     assert!(first.contains("- v001: reads x twice"), "{first}");
 }
+
+/// `rung chat` with a kernel in the reply: without --propose it says in one line that nothing
+/// was written and how to write it; with --propose it writes the block as a new version made
+/// from --version, as the TUI's chat does.
+#[test]
+fn rung_chat_says_how_to_propose_and_proposes_with_propose() {
+    let (_tmp, ws) = common::new_workspace("vector-add");
+    let kernel = std::fs::read_to_string(ws.join("versions/v001-naive.cu")).unwrap();
+    let reply = format!("Use a grid-stride loop.\n\n```cuda\n{}\n// grid-stride\n```\n", kernel.trim_end());
+    let server = Server::start(vec![
+        Reply::stream(&common::loopback::openai_text(&reply), &[]),
+        Reply::stream(&common::loopback::openai_text(&reply), &[]),
+    ]);
+    let cfg = ws.join("agent.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[agent]\nprovider = \"local\"\n\n[agent.providers.local]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\nretries = 0\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let chat = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_rung"))
+            .args([
+                "-C",
+                ws.to_str().unwrap(),
+                "chat",
+                "make it faster",
+                "--no-tools",
+                "--config",
+                cfg.to_str().unwrap(),
+            ])
+            .args(extra)
+            .env("NO_PROXY", "127.0.0.1")
+            .env_remove("HTTP_PROXY")
+            .env_remove("http_proxy")
+            .env_remove("ALL_PROXY")
+            .env_remove("all_proxy")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let versions = || std::fs::read_dir(ws.join("versions")).unwrap().count();
+    let before = versions();
+    let err = chat(&["--version", "v001"]);
+    assert!(err.contains("the reply has code and nothing was written: `rung chat --propose --version v001`"), "{err}");
+    assert_eq!(versions(), before, "nothing written without --propose");
+    let err = chat(&["--version", "v001", "--propose"]);
+    assert!(err.contains("[proposed v004 (versions/v004-agent-"), "{err}");
+    assert!(err.contains("made from v001: `rung check v004` climbs its rungs]"), "{err}");
+    assert_eq!(versions(), before + 1);
+    let written = std::fs::read_dir(ws.join("versions"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("v004-"))
+        .unwrap();
+    assert!(std::fs::read_to_string(written).unwrap().contains("// grid-stride"));
+}

@@ -434,3 +434,37 @@ fn profile_without_a_gpu_says_so_and_records_it() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("versions here: v001, v002, v003"));
 }
+
+/// A missing reference is one error, the same whether rung.toml names it or not: at the line
+/// that names it when it does, every version's run skipped for that reason (never a Python
+/// FileNotFoundError from the check), and a last line that does not say "passed" beside exit 4.
+#[test]
+fn a_missing_reference_is_one_clear_error_both_ways() {
+    let (_tmp, ws) = new_workspace("vector-add");
+    std::fs::remove_file(ws.join("reference.py")).unwrap();
+    let unnamed = rung(&ws, &["check"]);
+    let toml = std::fs::read_to_string(ws.join("rung.toml")).unwrap();
+    let named = toml.replace("# reference = \"reference.py\"", "reference = \"ref_missing.py\"");
+    assert_ne!(named, toml, "the template names its reference in a comment");
+    std::fs::write(ws.join("rung.toml"), &named).unwrap();
+    let line = named.lines().position(|l| l.starts_with("reference =")).unwrap() + 1;
+    let with_name = rung(&ws, &["check"]);
+    for (out, error) in [
+        (&unnamed, "rung.toml: error: no reference".to_string()),
+        (&with_name, format!("rung.toml:{line}:13: error: the reference `ref_missing.py` does not exist")),
+    ] {
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(4), "{text}");
+        assert!(text.contains(&error), "{error}\n{text}");
+        assert!(!text.contains("FileNotFoundError"), "{text}");
+        let last = text.lines().last().unwrap();
+        assert!(last.starts_with("the workspace is invalid (1 error above)"), "{last}");
+        assert!(!last.contains("passed"), "{last}");
+        // Each version that got as far as the run rung skipped it for that reason.
+        let runs: Vec<&str> = text.lines().filter(|l| l.trim_start().starts_with("– run")).collect();
+        assert!(
+            runs.iter().all(|l| l.contains("no reference") || l.contains("no GPU") || l.contains("no nvcc")),
+            "{runs:?}"
+        );
+    }
+}

@@ -444,6 +444,8 @@ fn an_agent_proposal_climbs_is_approved_and_becomes_the_next_parent() {
     let s = t.wait_for("the reply and the proposal", |s| s.contains("proposed v004"));
     assert!(s.contains("Four times the block: a quarter of the programs"), "the reply streamed:\n{s}");
     assert!(s.contains("made from v003"), "{s}");
+    // The chat has the keys: the notice says how to get them back before `a` approves.
+    assert!(s.contains("Tab gives the keys") && !s.contains("now; a approves"), "{s}");
     let file = ws.join("versions/v004-agent-bigger-blocks.py");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), faster, "the reply's block, byte for byte");
 

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use rung::agent::config::{self, AgentConfig};
+use rung::agent::propose;
 use rung::agent::tools::WorkspaceTools;
 use rung::agent::{self, Agent, AgentEvent, Cancel, ChatStore, Message, NoTools, ToolBox};
 use rung::exit;
@@ -48,6 +49,10 @@ pub struct ChatArgs {
     /// the reference alone.
     #[arg(long, value_name = "VERSION")]
     pub version: Option<String>,
+    /// Write the reply's code block as a new version, made from --version (as the TUI's chat
+    /// does); without it a reply's code is only printed.
+    #[arg(long)]
+    pub propose: bool,
 }
 
 pub fn chat_cmd(dir: &Path, args: &ChatArgs) -> i32 {
@@ -69,6 +74,7 @@ fn chat(dir: &Path, args: &ChatArgs) -> Result<i32, agent::AgentError> {
         if args.no_tools { Box::new(NoTools) } else { Box::new(WorkspaceTools::new(dir.to_path_buf())) };
     let provider = agent.provider.as_ref();
     let mut out = std::io::stdout();
+    let first = conv.messages.len() - 1;
     let context = agent::prompt::workspace_context(dir, args.version.as_deref(), &args.message);
     let result = agent.turn(&mut conv, tools.as_ref(), &context, &Cancel::new(), &mut |ev| match ev {
         AgentEvent::Text(t) => {
@@ -90,10 +96,39 @@ fn chat(dir: &Path, args: &ChatArgs) -> Result<i32, agent::AgentError> {
     if let Some(p) = &conv.path {
         eprintln!("[saved in {}]", p.display());
     }
-    match result {
-        Ok(()) => Ok(exit::OK),
+    if let Err(e) = result {
+        eprintln!("rung chat: {e}");
+        return Ok(exit::INTERNAL);
+    }
+    let reply = propose::last_reply(&conv.messages[first.min(conv.messages.len())..]);
+    if !args.propose {
+        if propose::proposal_code(&reply).is_some() {
+            eprintln!(
+                "[the reply has code and nothing was written: `rung chat --propose{}` writes it as a new version]",
+                args.version.as_ref().map(|v| format!(" --version {v}")).unwrap_or_default()
+            );
+        }
+        return Ok(exit::OK);
+    }
+    let parent = propose::parent_for(dir, args.version.as_deref());
+    let record = propose::Record::of_turn(&conv, agent.system_with(&context), args.message.clone(), reply.clone());
+    match propose::propose(dir, parent.as_deref(), &reply, record) {
+        Ok(Some(p)) => {
+            eprintln!(
+                "[proposed {} ({}){}: `rung check {}` climbs its rungs]",
+                p.id,
+                p.path.display(),
+                p.parent.as_ref().map(|p| format!(", made from {p}")).unwrap_or_default(),
+                p.id
+            );
+            Ok(exit::OK)
+        }
+        Ok(None) => {
+            eprintln!("[the reply has no code block: nothing proposed]");
+            Ok(exit::OK)
+        }
         Err(e) => {
-            eprintln!("rung chat: {e}");
+            eprintln!("rung chat: the reply's code was not written as a version: {e}");
             Ok(exit::INTERNAL)
         }
     }

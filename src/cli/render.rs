@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use rung::diag::Severity;
+use rung::exit;
 use rung::gpu::GpuProbe;
 use rung::model::report::{CheckReport, Stage, Verdict};
 use rung::store::{ResultRow, Store, StoreError};
@@ -125,18 +126,36 @@ pub fn check_report(r: &CheckReport, on: bool) -> String {
             }
         }
     }
+    out.push_str(&summary_line(r));
+    out.push('\n');
+    out
+}
+
+/// The check's last line. It says "passed" only when the exit code does: a check that exits
+/// otherwise leads with why.
+pub fn summary_line(r: &CheckReport) -> String {
     // A skipped rung did not run: a version whose other rungs passed has passed what ran.
     let pass = r.versions.iter().filter(|v| matches!(v.verdict, Verdict::Pass | Verdict::Skipped)).count();
     let skipped = r.versions.iter().filter(|v| v.verdict == Verdict::Skipped).count();
     let note = if skipped > 0 { format!(", {skipped} with rungs skipped") } else { String::new() };
-    let _ = writeln!(
-        out,
-        "{pass} of {} versions passed every rung that ran{note} (seed {}, exit {})",
-        r.versions.len(),
-        r.seed,
-        r.exit_code
-    );
-    out
+    let n = r.versions.len();
+    let tail = format!("(seed {}, exit {})", r.seed, r.exit_code);
+    if r.exit_code == exit::OK {
+        return format!("{pass} of {n} versions passed every rung that ran{note} {tail}");
+    }
+    let why = match r.exit_code {
+        exit::WORKSPACE_INVALID => {
+            let errors = r.diagnostics.iter().filter(|d| d.is_error()).count();
+            format!("the workspace is invalid ({errors} error{} above)", if errors == 1 { "" } else { "s" })
+        }
+        exit::INTERNAL => "rung or a tool broke (see above)".into(),
+        exit::BUILD_FAILED => "a version does not build".into(),
+        exit::CHECK_FAILED => "a version is wrong".into(),
+        exit::REGRESSION => "a bench regressed".into(),
+        _ => "the check did not pass".into(),
+    };
+    let failed = n - pass;
+    format!("{why}: {failed} of {n} versions failed a rung{note} {tail}")
 }
 
 /// The diagnostic's source line with a caret under its column, as compilers print it.

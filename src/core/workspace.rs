@@ -108,19 +108,31 @@ impl Workspace {
                 .or_else(|| ["reference.cu", "reference.py"].iter().map(PathBuf::from).find(|p| root.join(p).is_file()))
         });
         let mut diagnostics = Vec::new();
+        let mut reference = reference;
         if let (Some(s), Some(r)) = (&spec, &reference)
             && !root.join(r).is_file()
         {
+            // At `reference = ...` in rung.toml, its value under the caret.
+            let text = std::fs::read_to_string(&s.path).unwrap_or_default();
+            let pos = text
+                .lines()
+                .enumerate()
+                .find(|(_, l)| l.trim_start().starts_with("reference") && l.contains('='))
+                .map_or(Pos::WHOLE_FILE, |(i, l)| {
+                    let col = l.find('"').or_else(|| l.find('=')).map_or(1, |c| c + 1);
+                    Pos::new(i as u32 + 1, col as u32)
+                });
             diagnostics.push(
-                Diagnostic::error(
-                    spec::FILE_NAME,
-                    Pos::WHOLE_FILE,
-                    format!("the reference `{}` does not exist", r.display()),
-                )
-                .with_help(format!("create it, or fix problem.reference in {}", s.path.display())),
+                Diagnostic::error(spec::FILE_NAME, pos, format!("the reference `{}` does not exist", r.display()))
+                    .with_help(format!(
+                        "create {} (def reference(...)), or point problem.reference in {} at the one you have",
+                        r.display(),
+                        spec::FILE_NAME
+                    )),
             );
-        }
-        if format == Format::Rung && reference.is_none() {
+            // No reference at all, as far as the rungs go: each says so the same way.
+            reference = None;
+        } else if format == Format::Rung && reference.is_none() {
             diagnostics.push(
                 Diagnostic::error(
                     spec::FILE_NAME,

@@ -253,7 +253,13 @@ impl ChatSession {
 
     /// The turn ended: the conversation is back. A complete reply with a code block becomes a
     /// proposed version made from the version in focus: what was written, or why it was not.
-    pub fn finish(&mut self, end: TurnEnd) -> Option<Result<Proposed, rung_agent::propose::ProposeError>> {
+    /// `review` says how to approve or reject from where the notice shows: the chat has the keys,
+    /// so the review keys work only after Tab gives them back.
+    pub fn finish(
+        &mut self,
+        end: TurnEnd,
+        review: &str,
+    ) -> Option<Result<Proposed, rung_agent::propose::ProposeError>> {
         self.panel.finish(&end.result, Some(&end.conversation));
         let turn = self.turn.take();
         let conv = end.conversation;
@@ -268,7 +274,7 @@ impl ChatSession {
         match &proposed {
             Some(Ok(p)) => self.panel.push_notice(
                 format!(
-                    "proposed {} ({}){}: it climbs the rungs now; a approves, r rejects",
+                    "proposed {} ({}){}: it climbs the rungs now; {review}",
                     p.id,
                     p.path.display(),
                     p.parent.as_ref().map(|p| format!(", made from {p}")).unwrap_or_default()

@@ -516,7 +516,12 @@ impl App {
                 true
             }
             Event::AgentDone(end) => {
-                match self.chat.finish(*end) {
+                let review = format!(
+                    "Tab gives the keys back, then {} approves, {} rejects",
+                    self.key_of(Action::Approve),
+                    self.key_of(Action::Reject)
+                );
+                match self.chat.finish(*end, &review) {
                     Some(Ok(p)) => self.proposed(&p.id, &p.path, p.parent.as_deref()),
                     Some(Err(e)) => self.say(Role::Fail, format!("the agent's code was not written: {e}")),
                     None => {}
@@ -556,6 +561,16 @@ impl App {
 
     /// The agent wrote a version: it is selected as soon as the versions pane lists it, so the
     /// user sees it climb and `a`/`r` act on it.
+    /// The first key bound to `action`, as the key bar names it; "(unbound)" when none is.
+    pub fn key_of(&self, action: Action) -> String {
+        self.keymap
+            .by_action_keys()
+            .into_iter()
+            .find(|(a, _)| *a == action)
+            .and_then(|(_, keys)| keys.first().map(crate::action::key_name))
+            .unwrap_or_else(|| "(unbound)".into())
+    }
+
     fn proposed(&mut self, id: &str, path: &Path, parent: Option<&str>) {
         self.select_when_listed = Some(id.to_string());
         let from = parent.map(|p| format!(", made from {p}")).unwrap_or_default();

@@ -155,7 +155,7 @@ pub fn run_and_check(
         _ => None,
     };
     let Some(reference) = ws.reference.clone() else {
-        return skipped("the workspace has no reference");
+        return skipped("no reference to check against (the workspace's error says why): run and check skipped");
     };
     // A CUDA reference runs through the native worker, like a CUDA version.
     let ref_plan = if reference.extension().is_some_and(|e| e == "py") {
