@@ -93,6 +93,10 @@ impl Raw {
 
     /// The reply to request `id`; every line before it must be JSON-RPC too.
     fn reply(&mut self, id: u64) -> serde_json::Value {
+        self.reply_to(serde_json::Value::from(id))
+    }
+
+    fn reply_to(&mut self, id: serde_json::Value) -> serde_json::Value {
         loop {
             let line = self.lines.recv_timeout(Duration::from_secs(60)).expect("a reply within 60 s");
             let v: serde_json::Value = serde_json::from_str(&line)
@@ -129,6 +133,10 @@ fn raw_json_rpc_gets_only_protocol_on_stdout_and_a_bad_line_does_not_stop_the_se
     assert_eq!(init["result"]["serverInfo"]["name"], "rung", "{init}");
     raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
     raw.send("this line is not JSON-RPC");
+    // JSON-RPC's answer to a line that is not JSON: a parse error with a null id.
+    let parse = raw.reply_to(serde_json::Value::Null);
+    assert_eq!(parse["error"]["code"], -32700, "{parse}");
+    assert!(parse["error"]["message"].as_str().unwrap().starts_with("Parse error"), "{parse}");
 
     let listed = raw.call(2, "list_versions", serde_json::json!({}));
     assert_eq!(listed["isError"], false, "{listed}");

@@ -330,9 +330,11 @@ pub fn serve(dir: &Path) -> Result<(), ServeError> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ServeError::Runtime)?;
     let ctx = Arc::new(Context::new(dir));
     let server = RungServer::new(ctx.clone());
+    let output = Arc::new(std::sync::Mutex::new(output));
+    let input = parse_errors_answered(input, output.clone()).map_err(ServeError::Streams)?;
     let outcome = runtime.block_on(async move {
         let input = tokio::fs::File::from_std(input);
-        let output = tokio::fs::File::from_std(output);
+        let output = LineWriter { out: output, pending: Vec::new() };
         let running = server.serve((input, output)).await.map_err(|e| ServeError::Initialize(e.to_string()))?;
         let _ = running.waiting().await;
         Ok(())
@@ -341,6 +343,102 @@ pub fn serve(dir: &Path) -> Result<(), ServeError> {
     // A read of standard input cannot be cancelled; do not wait for one at exit.
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     outcome
+}
+
+/// The client's lines as the server reads them, less those that are not JSON: JSON-RPC answers
+/// each of those with a parse error (-32700, id null), which this writes itself, a whole line at a
+/// time beside the server's. A thread copies the lines into a pipe the server reads; the end of
+/// the input closes it.
+fn parse_errors_answered(
+    input: std::fs::File,
+    output: Arc<std::sync::Mutex<std::fs::File>>,
+) -> std::io::Result<std::fs::File> {
+    use std::io::{BufRead, Write};
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe(2) fills two descriptors this process then owns; the result is checked.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors are fresh and owned by nothing else.
+    let (read, mut write) = unsafe { (std::fs::File::from_raw_fd(fds[0]), std::fs::File::from_raw_fd(fds[1])) };
+    std::thread::spawn(move || {
+        let mut lines = std::io::BufReader::new(input);
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match lines.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            if line.trim().is_empty() {
+                continue;
+            }
+            match serde_json::from_str::<serde_json::Value>(&line) {
+                Ok(_) => {
+                    if write.write_all(line.as_bytes()).and_then(|()| write.flush()).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    let reply = serde_json::json!({
+                        "jsonrpc": "2.0",
+                        "id": null,
+                        "error": { "code": -32700, "message": format!("Parse error: the line is not JSON ({e})") },
+                    });
+                    let mut out = output.lock().unwrap_or_else(|p| p.into_inner());
+                    let _ = writeln!(out, "{reply}").and_then(|()| out.flush());
+                }
+            }
+        }
+    });
+    Ok(read)
+}
+
+/// The server's side of standard output: what it writes goes out a whole line at a time, under
+/// the lock the parse errors take too, so the two never interleave inside a message.
+struct LineWriter {
+    out: Arc<std::sync::Mutex<std::fs::File>>,
+    pending: Vec<u8>,
+}
+
+impl tokio::io::AsyncWrite for LineWriter {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        use std::io::Write;
+        self.pending.extend_from_slice(buf);
+        if let Some(end) = self.pending.iter().rposition(|b| *b == b'\n') {
+            let whole: Vec<u8> = self.pending.drain(..=end).collect();
+            let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+            if let Err(e) = out.write_all(&whole).and_then(|()| out.flush()) {
+                return std::task::Poll::Ready(Err(e));
+            }
+        }
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        use std::io::Write;
+        if self.pending.is_empty() {
+            return std::task::Poll::Ready(Ok(()));
+        }
+        let rest = std::mem::take(&mut self.pending);
+        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        std::task::Poll::Ready(out.write_all(&rest).and_then(|()| out.flush()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        self.poll_flush(cx)
+    }
 }
 
 /// Takes the standard streams for the protocol: returns copies of descriptors 0 and 1, then
