@@ -659,6 +659,33 @@ fn a_finished_job_reloads_its_version_and_the_new_history_rows() {
     assert_eq!(v003.verdicts.get(&Stage::Build), Some(&Verdict::Pass));
 }
 
+/// What another process records (a `rung check` in another terminal, an agent's check or review
+/// over MCP) shows within a tick, with no event from this TUI's watcher: the TUI follows the
+/// history itself.
+#[test]
+fn results_and_reviews_recorded_elsewhere_show_at_the_next_tick() {
+    let (_tmp, ws) = new_workspace();
+    let mut app = App::open(&ws, false).unwrap();
+    let text = pane_text(&app, Pane::Correctness, 100, 30);
+    assert!(text.contains("not checked yet"), "{text}");
+    assert!(!app.update(Event::Tick), "nothing changed: nothing to draw");
+    // Another process: its own handle on the history.
+    let pass = |stage| result(stage, Verdict::Pass, vec![], StageDetail::None);
+    record(&ws, "v001", &[pass(Stage::Prepare), pass(Stage::Build)]);
+    let mut other = Store::open(&ws.join(".rung")).unwrap();
+    let w = Workspace::open(&ws).unwrap();
+    rung::service::review(&w, &mut other, "v002", Status::Rejected, Some("slower than v001")).unwrap();
+    assert!(app.update(Event::Tick), "the tick saw the new rows");
+    let v001 = app.versions.iter().find(|v| v.id == "v001").unwrap();
+    assert_eq!(v001.verdicts.get(&Stage::Build), Some(&Verdict::Pass));
+    let v002 = app.versions.iter().find(|v| v.id == "v002").unwrap();
+    assert_eq!(v002.status, Some(Status::Rejected));
+    assert_eq!(v002.reason.as_deref(), Some("slower than v001"));
+    let screen = screen_text(&app, 160, 40);
+    assert!(screen.lines().any(|l| l.contains("v002") && l.contains("✗ reje")), "{screen}");
+    assert!(!app.update(Event::Tick), "and once seen, nothing more");
+}
+
 fn done(version: &str, verdict: Verdict, stages: Vec<StageResult>) -> Event {
     Event::Watch(Box::new(WatchEvent {
         unix_ms: 1_764_633_601_000,

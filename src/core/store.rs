@@ -426,6 +426,30 @@ impl Store {
     }
 
     /// Direct access for read-only queries and tests (e.g. holding a read transaction open).
+    /// SQLite's `data_version`: it changes when another connection (another process, or another
+    /// thread's handle) commits to the database, and not for this handle's own writes.
+    pub fn data_version(&self) -> Result<i64, StoreError> {
+        self.conn.query_row("PRAGMA data_version", [], |r| r.get(0)).map_err(self.err())
+    }
+
+    /// The versions with a result recorded after the row `after`, and the newest row id.
+    pub fn versions_with_results_after(&self, after: i64) -> Result<(Vec<String>, i64), StoreError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT version, MAX(id) FROM results WHERE id > ?1 GROUP BY version")
+            .map_err(self.err())?;
+        let rows =
+            st.query_map(params![after], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))).map_err(self.err())?;
+        let mut versions = Vec::new();
+        let mut newest = after;
+        for row in rows {
+            let (v, id) = row.map_err(self.err())?;
+            newest = newest.max(id);
+            versions.push(v);
+        }
+        Ok((versions, newest))
+    }
+
     pub fn connection(&self) -> &Connection {
         &self.conn
     }

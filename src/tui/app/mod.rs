@@ -197,6 +197,9 @@ pub struct App {
     timing_rows: views::TimingRows,
     /// The workspace as the last full reload found it: a version's own reload needs no new scan.
     ws: Option<Workspace>,
+    /// The history as last seen: its `data_version` and newest result row ([`App::follow_store`]).
+    data_version: i64,
+    seen_result: i64,
     pub log: VecDeque<LogLine>,
     /// Problems with the workspace itself (rung.toml, duplicate ids).
     pub workspace_diagnostics: Vec<Diagnostic>,
@@ -274,6 +277,8 @@ impl App {
             timing: vec![],
             timing_rows: Default::default(),
             ws: None,
+            data_version: 0,
+            seen_result: 0,
             log: VecDeque::new(),
             workspace_diagnostics: vec![],
             pane: Pane::ALL[0],
@@ -304,6 +309,8 @@ impl App {
         app.set_syntax_theme(&Theme::default().syntax);
         app.load(&ws)?;
         app.ws = Some(ws);
+        app.data_version = app.store.data_version().unwrap_or(0);
+        app.seen_result = app.store.versions_with_results_after(0).map_or(0, |(_, newest)| newest);
         Ok(app)
     }
 
@@ -444,7 +451,7 @@ impl App {
             }
             Event::Tick => {
                 self.frame = self.frame.wrapping_add(1);
-                !self.running.is_empty()
+                self.follow_store() | !self.running.is_empty()
             }
             Event::Watch(e) => {
                 self.log_event(&e);
@@ -561,6 +568,35 @@ impl App {
 
     /// The agent wrote a version: it is selected as soon as the versions pane lists it, so the
     /// user sees it climb and `a`/`r` act on it.
+    /// What other processes (a `rung check` in another terminal, an agent over MCP) and this
+    /// process's own threads recorded since the last look: each version with new results, or
+    /// whose review changed, is reloaded. Cheap when nothing changed (one pragma), so every tick
+    /// asks. Returns whether anything was reloaded.
+    pub fn follow_store(&mut self) -> bool {
+        let Ok(now) = self.store.data_version() else { return false };
+        if now == self.data_version {
+            return false;
+        }
+        self.data_version = now;
+        let Ok((mut changed, newest)) = self.store.versions_with_results_after(self.seen_result) else { return false };
+        self.seen_result = newest;
+        if let Ok(rows) = self.store.versions() {
+            for row in rows {
+                let shown = self.versions.iter().find(|v| v.id == row.id);
+                if shown.is_some_and(|v| v.status != Some(row.status) || v.reason != row.reason) {
+                    changed.push(row.id);
+                }
+            }
+        }
+        changed.sort();
+        changed.dedup();
+        changed.retain(|id| self.versions.iter().any(|v| &v.id == id));
+        for id in &changed {
+            self.refresh_version(id);
+        }
+        !changed.is_empty()
+    }
+
     /// The first key bound to `action`, as the key bar names it; "(unbound)" when none is.
     pub fn key_of(&self, action: Action) -> String {
         self.keymap
