@@ -235,6 +235,28 @@ fn compile_errors_pane_before_any_check() {
     }
 }
 
+/// A rung.toml that does not load at start opens the TUI anyway, its error at its line in the
+/// compile-errors pane; saving the fix (the watcher's change event) loads the versions.
+#[test]
+fn a_broken_rung_toml_opens_with_its_error_and_the_fix_loads_the_workspace() {
+    let (_tmp, ws) = new_workspace();
+    let toml = std::fs::read_to_string(ws.join("rung.toml")).unwrap();
+    std::fs::write(ws.join("rung.toml"), format!("{toml}\n[[inputs]]\nname = 3\n")).unwrap();
+    let mut app = App::open(&ws, false).expect("a broken rung.toml still opens");
+    assert!(app.versions.is_empty());
+    let text = pane_text(&app, Pane::Diagnostics, 120, 20);
+    let line = toml.lines().count() + 3;
+    assert!(text.contains(&format!("rung.toml:{line}:8")) && text.contains("expected a string"), "{text}");
+    std::fs::write(ws.join("rung.toml"), &toml).unwrap();
+    app.update(Event::Watch(Box::new(WatchEvent {
+        unix_ms: 1_764_633_600_000,
+        kind: EventKind::Changed { paths: vec!["rung.toml".into()], versions: vec![], all: true },
+    })));
+    assert_eq!(app.versions.iter().map(|v| v.id.as_str()).collect::<Vec<_>>(), ["v001", "v002", "v003"]);
+    let text = pane_text(&app, Pane::Diagnostics, 120, 20);
+    assert!(!text.contains("expected a string"), "the error is gone with the fix: {text}");
+}
+
 #[test]
 fn compile_errors_pane_shows_the_failed_version_s_diagnostic_with_its_line() {
     let (_tmp, ws) = checked_workspace();

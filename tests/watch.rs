@@ -580,3 +580,34 @@ fn three_versions_run_side_by_side_on_three_devices_and_queue_on_one() {
     let wall1 = ordered.last().unwrap().2 - ordered[0].1;
     eprintln!("three versions: {wall3} ms on three simulated devices, {wall1} ms on one");
 }
+
+/// A rung.toml that does not load at start is no reason to exit: the watch starts, says what is
+/// wrong at its line, and once the file is fixed says so and climbs every version. (No compiler
+/// is needed: without one the build jobs still start and end.)
+#[test]
+fn a_broken_rung_toml_at_start_is_watched_until_fixed() {
+    let (_tmp, ws) = workspace();
+    let toml = std::fs::read_to_string(ws.join("rung.toml")).unwrap();
+    std::fs::write(ws.join("rung.toml"), format!("{toml}\n[[inputs]]\nname = 3\n")).unwrap();
+    let line = toml.lines().count() + 3;
+    let mut w = Watch::start(&ws, &[]);
+    let broken = w.wait(|e| e["event"] == "workspace", 10);
+    let d = &broken["diagnostics"][0];
+    assert_eq!(
+        (d["file"].as_str(), d["line"].as_u64(), d["severity"].as_str()),
+        (Some("rung.toml"), Some(line as u64), Some("error")),
+        "{broken}"
+    );
+    assert_eq!(d["key"], "inputs[2].name", "{broken}");
+    assert!(d["message"].as_str().unwrap().contains("expected a string"), "{broken}");
+    assert!(
+        !d["message"].as_str().unwrap().contains("rung.toml:"),
+        "the location once, not in the message too: {broken}"
+    );
+    std::fs::write(ws.join("rung.toml"), &toml).unwrap();
+    let fixed = w.wait(|e| e["event"] == "workspace", 10);
+    assert!(fixed["diagnostics"].as_array().unwrap().iter().all(|d| d["severity"] != "error"), "{fixed}");
+    for v in ["v001", "v002", "v003"] {
+        w.wait(|e| job(e, v, "build", "running") || job(e, v, "build", "queued"), 30);
+    }
+}

@@ -88,13 +88,19 @@ fn status(dir: &Path) -> Result<i32> {
 }
 
 fn tui_cmd(dir: &Path, args: &TuiArgs) -> Result<i32> {
-    let ws = match open(dir) {
-        Ok(ws) => ws,
-        Err(code) => return Ok(code),
+    // A rung.toml that does not load opens too: its errors in the compile-errors pane, the fix
+    // picked up on save.
+    let root = match Workspace::open(dir) {
+        Ok(ws) => ws.root,
+        Err(e) if e.is_fixable() => std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf()),
+        Err(_) => match open(dir) {
+            Ok(ws) => ws.root,
+            Err(code) => return Ok(code),
+        },
     };
     let opts =
         rung_tui::Options { check: args.check, no_bench: args.no_bench, color: color(), theme: args.theme.clone() };
-    rung_tui::run(&ws.root, &opts)
+    rung_tui::run(&root, &opts)
 }
 
 fn new(dir: &Path, template: &str) -> Result<i32> {
@@ -557,8 +563,12 @@ fn watch_cmd(dir: &Path, args: &WatchArgs) -> Result<i32> {
                     lines[..lines.len().saturating_sub(1)].join("\n")
                 }
                 EventKind::Removed { version } => format!("{version}: file deleted (its history stays)"),
+                EventKind::Workspace { diagnostics } if !diagnostics.iter().any(|d| d.is_error()) => {
+                    "the workspace loads again".to_string()
+                }
                 EventKind::Workspace { diagnostics } => {
-                    diagnostics.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n")
+                    let errors = diagnostics.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n");
+                    format!("{errors}\nnothing runs until this is fixed; watching for the fix")
                 }
             };
             let _ = writeln!(out, "{line}");

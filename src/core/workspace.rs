@@ -89,7 +89,44 @@ pub enum OpenError {
     Io { path: PathBuf, source: std::io::Error },
 }
 
+impl OpenError {
+    /// The errors as diagnostics, each at its own place (rung.toml's at their lines).
+    pub fn diagnostics(&self, root: &Path) -> Vec<Diagnostic> {
+        match self {
+            OpenError::Spec(e) => e.diagnostics(),
+            OpenError::Io { path, source } => {
+                vec![Diagnostic::error(path.clone(), Pos::WHOLE_FILE, source.to_string())]
+            }
+            OpenError::NotAWorkspace(_) => {
+                vec![Diagnostic::error(root.to_path_buf(), Pos::WHOLE_FILE, self.to_string())]
+            }
+        }
+    }
+
+    /// A workspace whose rung.toml is there but does not load: fixable in place, so a watch or
+    /// the TUI opens it as [`Workspace::broken`] and waits for the fix.
+    pub fn is_fixable(&self) -> bool {
+        matches!(self, OpenError::Spec(_))
+    }
+}
+
 impl Workspace {
+    /// A workspace whose rung.toml does not load: no versions, its errors as the diagnostics.
+    /// The watcher and the TUI hold it until a save makes [`Workspace::open`] succeed.
+    pub fn broken(root: &Path, diagnostics: Vec<Diagnostic>) -> Workspace {
+        let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+        Workspace {
+            root,
+            format: Format::Rung,
+            spec: None,
+            reference: None,
+            checks: None,
+            context: None,
+            versions: vec![],
+            diagnostics,
+        }
+    }
+
     /// Opens the workspace at `root` (a folder, or a KernelBench problem file).
     pub fn open(root: &Path) -> Result<Workspace, OpenError> {
         let io = |path: &Path| {

@@ -434,7 +434,12 @@ pub fn watch(
     }
 
     let now = || crate::store::now_ms();
-    let mut ws = Arc::new(Workspace::open(&root)?);
+    // A rung.toml that does not load is fixed in place: watch an empty workspace until it is.
+    let mut ws = Arc::new(match Workspace::open(&root) {
+        Ok(w) => w,
+        Err(e) if e.is_fixable() => Workspace::broken(&root, e.diagnostics(&root)),
+        Err(e) => return Err(e.into()),
+    });
     let mut states: BTreeMap<String, VersionState> = BTreeMap::new();
     // Versions seen so far: a file that is none of them is a new version.
     let mut known: BTreeSet<String> = ws.versions.iter().map(|v| v.id.clone()).collect();
@@ -449,6 +454,10 @@ pub fn watch(
             versions: ws.versions.iter().map(|v| v.id.clone()).collect(),
         },
     });
+    let mut broken = ws.spec.is_none() && ws.format == crate::workspace::Format::Rung;
+    if broken {
+        emit(&WatchEvent { unix_ms: now(), kind: EventKind::Workspace { diagnostics: ws.diagnostics.clone() } });
+    }
 
     // The version each worker lane is running, and its generation.
     let mut lane: BTreeMap<usize, (String, u64)> = BTreeMap::new();
@@ -509,11 +518,17 @@ pub fn watch(
                 let fresh = match Workspace::open(&root) {
                     Ok(w) => Arc::new(w),
                     Err(e) => {
-                        let d = Diagnostic::error(root.join("rung.toml"), crate::diag::Pos::WHOLE_FILE, e.to_string());
-                        emit(&WatchEvent { unix_ms: now(), kind: EventKind::Workspace { diagnostics: vec![d] } });
+                        let diagnostics = e.diagnostics(&root);
+                        emit(&WatchEvent { unix_ms: now(), kind: EventKind::Workspace { diagnostics } });
+                        broken = true;
                         continue;
                     }
                 };
+                if std::mem::take(&mut broken) {
+                    // Fixed: what is wrong now (perhaps nothing) replaces the errors shown.
+                    let diagnostics = fresh.diagnostics.clone();
+                    emit(&WatchEvent { unix_ms: now(), kind: EventKind::Workspace { diagnostics } });
+                }
                 for gone in ws.versions.iter().filter(|v| fresh.version(&v.id).is_none()) {
                     if let Some(st) = states.get(&gone.id) {
                         st.cancel.store(true, Ordering::SeqCst);

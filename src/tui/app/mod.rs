@@ -256,7 +256,12 @@ impl App {
     }
 
     pub fn open(root: &Path, color: bool) -> Result<App> {
-        let ws = Workspace::open(root)?;
+        // A rung.toml that does not load: open on its errors, and load for real once it is fixed.
+        let ws = match Workspace::open(root) {
+            Ok(ws) => ws,
+            Err(e) if e.is_fixable() => Workspace::broken(root, e.diagnostics(root)),
+            Err(e) => return Err(e.into()),
+        };
         let store = Store::open(&ws.state_dir())
             .with_context(|| format!("opening the history in {}", ws.state_dir().display()))?;
         let mut app = App {
@@ -344,7 +349,16 @@ impl App {
 
     /// Reads the workspace and the history again.
     pub fn refresh(&mut self) {
-        let loaded = Workspace::open(&self.root).map_err(anyhow::Error::from).and_then(|ws| {
+        let ws = match Workspace::open(&self.root) {
+            Ok(ws) => Ok(ws),
+            // Broken again: keep what is shown, with the errors in the compile-errors pane.
+            Err(e) if e.is_fixable() => {
+                self.workspace_diagnostics = e.diagnostics(&self.root);
+                return;
+            }
+            Err(e) => Err(anyhow::Error::from(e)),
+        };
+        let loaded = ws.and_then(|ws| {
             self.load(&ws)?;
             self.ws = Some(ws);
             Ok(())
