@@ -331,7 +331,7 @@ fn approve_and_reject_by_key_persist_in_the_history() {
 }
 
 #[test]
-fn enter_on_a_diagnostic_records_the_jump() {
+fn enter_on_a_diagnostic_shows_the_source_at_its_line_and_e_edits_there() {
     let (_tmp, ws) = checked_workspace();
     let mut app = App::open(&ws, false).unwrap();
     press(&mut app, "jj");
@@ -340,6 +340,28 @@ fn enter_on_a_diagnostic_records_the_jump() {
     app.update(key(KeyCode::Enter));
     let jump = app.jump.clone().expect("a jump target");
     assert_eq!((jump.file, jump.line, jump.column), (PathBuf::from("versions/v003-triton.py"), 8, 39));
+    // The source, inside rung: the line marked, a caret under column 39, the message under it.
+    let source = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
+    let line8 = source.lines().nth(7).unwrap();
+    let screen = screen_text(&app, 120, 30);
+    let rows: Vec<&str> = screen.lines().collect();
+    let at = rows.iter().position(|r| r.contains(" 8 ▶ ")).unwrap_or_else(|| panic!("line 8 marked:\n{screen}"));
+    assert!(rows[at].contains(line8.trim()), "{screen}");
+    let caret = rows[at + 1];
+    assert!(caret.contains("^ error: arange's range must be a power of 2"), "{screen}");
+    // In characters: the box and the marker are wider than a byte.
+    let chars = |s: &str, byte: usize| s[..byte].chars().count();
+    let code_start =
+        chars(rows[at], rows[at].find(line8.trim_start()).unwrap()) - (line8.len() - line8.trim_start().len());
+    assert_eq!(chars(caret, caret.find('^').unwrap()), code_start + 38, "the caret under column 39:\n{screen}");
+    assert!(screen.contains("versions/v003-triton.py:8:39 · Esc closes · e edits here"), "{screen}");
+    // `e` opens the editor at that line; Esc alone closes the view.
+    app.update(key(KeyCode::Char('e')));
+    let edit = app.edit.clone().expect("an edit request");
+    assert_eq!((edit.file, edit.line), (PathBuf::from("versions/v003-triton.py"), 8));
+    app.update(key(KeyCode::Enter));
+    app.update(key(KeyCode::Esc));
+    assert!(!screen_text(&app, 120, 30).contains(" 8 ▶ "), "Esc closes the source view");
     app.update(key(KeyCode::Tab));
     assert_eq!(app.pane, Pane::Correctness);
     app.update(Event::Key(KeyEvent::new(KeyCode::BackTab, KeyModifiers::SHIFT)));

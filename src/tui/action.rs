@@ -15,7 +15,7 @@ pub enum Action {
     PageDown,
     NextPane,
     PrevPane,
-    /// Enter: in the compile-errors pane, record the diagnostic's file:line as the jump target.
+    /// Enter: in the compile-errors pane, the source at the diagnostic, its line marked.
     Jump,
     /// Open $VISUAL or $EDITOR at the selected diagnostic's line (or the version's file).
     Edit,
@@ -131,7 +131,7 @@ impl Action {
             Action::PageDown => "a screenful down",
             Action::NextPane => "next pane",
             Action::PrevPane => "previous pane",
-            Action::Jump => "jump to the selected diagnostic's line",
+            Action::Jump => "show the source at the selected diagnostic; edit opens it there",
             Action::Edit => "open $EDITOR at the selected diagnostic's line",
             Action::Approve => "approve the selected version",
             Action::Reject => "reject the selected version, with a reason",

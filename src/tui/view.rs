@@ -47,8 +47,54 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         Mode::Help => help(app, area, buf),
         Mode::Palette { input, selected } => palette(app, input, *selected, body, buf),
         Mode::Compare { selected } => compare(app, *selected, body, buf),
+        Mode::Source { at, message, top } => source(app, at, message, *top, body, buf),
         _ => {}
     }
+}
+
+/// The file at a diagnostic, over the panes: line numbers, the diagnostic's line marked, a caret
+/// under its column and the message under that, as a compiler prints it; scrolled sideways when
+/// the column would be off the right edge.
+fn source(app: &App, at: &super::app::Jump, message: &str, top: usize, body: Rect, buf: &mut Buffer) {
+    let path = app.root.join(&at.file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| format!("cannot read {}: {e}", path.display()));
+    let lines: Vec<&str> = text.lines().collect();
+    let edit = app.key_of(Action::Edit);
+    let title = format!(" {}:{}:{} · Esc closes · {edit} edits here ", at.file.display(), at.line, at.column);
+    let block = Block::bordered().title(title).border_style(app.theme.fg(Role::Accent));
+    let inner = block.inner(body);
+    Clear.render(body, buf);
+    block.render(body, buf);
+    let gutter = lines.len().max(1).to_string().len();
+    let width = usize::from(inner.width).saturating_sub(gutter + 3);
+    // The column on screen (a tab shows as four spaces), kept in view with room for the start
+    // of the message.
+    let target = lines.get((at.line as usize).saturating_sub(1)).copied().unwrap_or("");
+    let col: usize =
+        target.chars().take(at.column.saturating_sub(1) as usize).map(|c| if c == '\t' { 4 } else { 1 }).sum();
+    let left = (col + 8).saturating_sub(width);
+    let marked = app.theme.fg(Role::Fail).add_modifier(Modifier::BOLD);
+    let mut out: Vec<Line> = Vec::new();
+    let top = top.min(lines.len().saturating_sub(1));
+    for (i, l) in lines.iter().enumerate().skip(top) {
+        if out.len() >= usize::from(inner.height) {
+            break;
+        }
+        let number = i + 1;
+        let shown: String = l.replace('\t', "    ").chars().skip(left).take(width).collect();
+        let here = number == at.line as usize;
+        let gutter_style = if here { marked } else { app.theme.fg(Role::Dim) };
+        out.push(Line::from(vec![
+            Span::styled(format!("{:>gutter$} {} ", number, if here { "▶" } else { "│" }), gutter_style),
+            Span::styled(shown, if here { Style::new().add_modifier(Modifier::BOLD) } else { Style::new() }),
+        ]));
+        if here {
+            let caret_at = col.saturating_sub(left);
+            let pad = " ".repeat(gutter + 3 + caret_at);
+            out.push(Line::from(Span::styled(format!("{pad}^ {message}"), marked)));
+        }
+    }
+    Paragraph::new(out).render(inner, buf);
 }
 
 fn title_line(app: &App) -> Line<'_> {
@@ -84,6 +130,17 @@ fn bottom_line(app: &App, width: u16) -> Line<'_> {
                 Span::raw(reason.as_str()),
                 cursor,
                 Span::raw("  (Enter confirms, Esc cancels)"),
+            ]);
+        }
+        Mode::Source { .. } => {
+            return Line::from(vec![
+                Span::styled("source", bold),
+                Span::raw(format!(
+                    "  ({}/{} scroll, {} edits at the line, Esc closes)",
+                    app.key_of(Action::Down),
+                    app.key_of(Action::Up),
+                    app.key_of(Action::Edit)
+                )),
             ]);
         }
         Mode::Compare { .. } => {

@@ -76,6 +76,24 @@ impl App {
                 }
                 true
             }
+            Mode::Source { at, top, .. } => {
+                let page = usize::from(self.area.height.saturating_sub(6)).max(1);
+                match (key.code, self.keymap.action(&key)) {
+                    (KeyCode::Esc | KeyCode::Enter, _) | (_, Some(Action::Quit)) => self.mode = Mode::Normal,
+                    (_, Some(Action::Down)) => *top += 1,
+                    (_, Some(Action::Up)) => *top = top.saturating_sub(1),
+                    (_, Some(Action::PageDown)) => *top += page,
+                    (_, Some(Action::PageUp)) => *top = top.saturating_sub(page),
+                    (_, Some(Action::Edit)) => {
+                        let target = at.clone();
+                        self.mode = Mode::Normal;
+                        self.message = Some(format!("editing {}:{}", target.file.display(), target.line));
+                        self.edit = Some(target);
+                    }
+                    _ => return false,
+                }
+                true
+            }
             Mode::Compare { selected } => {
                 let selected = *selected;
                 let choices = self.compare_choices();
@@ -281,8 +299,13 @@ impl App {
                 match (self.pane, target) {
                     (Pane::Diagnostics, Some(d)) => {
                         let d = d.diagnostic;
-                        self.message = Some(format!("jump: {}", d.location()));
-                        self.jump = Some(Jump { file: d.file, line: d.line, column: d.column });
+                        let at = Jump { file: d.file.clone(), line: d.line.max(1), column: d.column };
+                        // The diagnostic's line a third of the way down the view.
+                        let above = usize::from(self.area.height.saturating_sub(6)) / 3;
+                        let top = (at.line as usize).saturating_sub(1 + above);
+                        self.message = None;
+                        self.jump = Some(at.clone());
+                        self.mode = Mode::Source { at, message: format!("{}: {}", d.severity, d.message), top };
                     }
                     (Pane::Versions, Some(_)) => self.focus(Pane::Diagnostics),
                     _ => return false,

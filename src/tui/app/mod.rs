@@ -157,6 +157,13 @@ pub enum Mode {
     Compare {
         selected: usize,
     },
+    /// The source at a diagnostic (Enter in the compile-errors pane): the file around `at`, its
+    /// line marked and the message under the column; `top` is the first line shown (0-based).
+    Source {
+        at: Jump,
+        message: String,
+        top: usize,
+    },
 }
 
 /// The actions whose names contain `input`, in keymap order (the palette's list).
