@@ -753,6 +753,7 @@ fn rung_chat_says_how_to_propose_and_proposes_with_propose() {
     let server = Server::start(vec![
         Reply::stream(&common::loopback::openai_text(&reply), &[]),
         Reply::stream(&common::loopback::openai_text(&reply), &[]),
+        Reply::stream(&common::loopback::openai_text(&reply), &[]),
     ]);
     let cfg = ws.join("agent.toml");
     std::fs::write(
@@ -800,4 +801,12 @@ fn rung_chat_says_how_to_propose_and_proposes_with_propose() {
         .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("v004-"))
         .unwrap();
     assert!(std::fs::read_to_string(written).unwrap().contains("// grid-stride"));
+    // Rejected, then proposed again word for word: written, with a warning naming the rejection.
+    let out = Command::new(env!("CARGO_BIN_EXE_rung"))
+        .args(["-C", ws.to_str().unwrap(), "reject", "v004", "--reason", "no faster"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = chat(&["--version", "v001", "--propose"]);
+    assert!(err.contains("[warning: v005 has the same source as v004 (rejected: no faster)]"), "{err}");
 }

@@ -330,6 +330,33 @@ fn approve_and_reject_by_key_persist_in_the_history() {
     assert!(app.quit);
 }
 
+/// Approving a version whose check did not pass here asks first, saying why; n keeps it as it
+/// was, y approves. A version that passed its check is approved at once.
+#[test]
+fn approving_an_unchecked_version_asks_first() {
+    let (_tmp, ws) = new_workspace();
+    let pass = |stage| result(stage, Verdict::Pass, vec![], StageDetail::None);
+    let mut skipped = result(Stage::Run, Verdict::Skipped, vec![], StageDetail::None);
+    skipped.summary = "no GPU: run and check skipped (build, PTX/SASS and diffs work)".into();
+    record(&ws, "v001", &[pass(Stage::Prepare), pass(Stage::Build), skipped]);
+    record(&ws, "v002", &[pass(Stage::Prepare), pass(Stage::Build), pass(Stage::Run), pass(Stage::Check)]);
+    let mut app = App::open(&ws, false).unwrap();
+    let status = |id: &str| Store::open(&ws.join(".rung")).unwrap().version(id).unwrap().map(|r| r.status);
+    press(&mut app, "a");
+    let screen = screen_text(&app, 160, 30);
+    assert!(
+        screen.contains("approve v001? not checked here: run: no GPU: run and check skipped")
+            && screen.contains("y approves"),
+        "{screen}"
+    );
+    press(&mut app, "n");
+    assert_eq!(status("v001"), Some(Status::Draft), "n approves nothing");
+    press(&mut app, "ay");
+    assert_eq!(status("v001"), Some(Status::Approved));
+    press(&mut app, "ja");
+    assert_eq!(status("v002"), Some(Status::Approved), "a checked version is approved at once");
+}
+
 #[test]
 fn enter_on_a_diagnostic_shows_the_source_at_its_line_and_e_edits_there() {
     let (_tmp, ws) = checked_workspace();

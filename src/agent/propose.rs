@@ -172,6 +172,8 @@ pub struct Proposed {
     pub parent: Option<String>,
     /// Where its [`Record`] lies.
     pub record: PathBuf,
+    /// Versions with this very source, with their reviews (`v006 (rejected: too slow)`).
+    pub same_as: Vec<String>,
 }
 
 /// Where proposals' records live.
@@ -225,7 +227,13 @@ pub fn propose(
     if let Err(source) = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&file, text)) {
         return Err(ProposeError::Record { path, file, source });
     }
-    Ok(Some(Proposed { id, path, parent: parent.map(str::to_string), record: file }))
+    let same_as = out
+        .data
+        .get("same_as")
+        .and_then(|v| v.as_array())
+        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    Ok(Some(Proposed { id, path, parent: parent.map(str::to_string), record: file, same_as }))
 }
 
 /// The parent a new proposal starts from when the user has `selected` a version: that version,

@@ -114,6 +114,9 @@ fn chat(dir: &Path, args: &ChatArgs) -> Result<i32, agent::AgentError> {
     let record = propose::Record::of_turn(&conv, agent.system_with(&context), args.message.clone(), reply.clone());
     match propose::propose(dir, parent.as_deref(), &reply, record) {
         Ok(Some(p)) => {
+            if !p.same_as.is_empty() {
+                eprintln!("[warning: {} has the same source as {}]", p.id, p.same_as.join(", "));
+            }
             eprintln!(
                 "[proposed {} ({}){}: `rung check {}` climbs its rungs]",
                 p.id,

@@ -274,12 +274,17 @@ impl ChatSession {
         match &proposed {
             Some(Ok(p)) => self.panel.push_notice(
                 format!(
-                    "proposed {} ({}){}: it climbs the rungs now; {review}",
+                    "proposed {} ({}){}: it climbs the rungs now; {review}{}",
                     p.id,
                     p.path.display(),
-                    p.parent.as_ref().map(|p| format!(", made from {p}")).unwrap_or_default()
+                    p.parent.as_ref().map(|p| format!(", made from {p}")).unwrap_or_default(),
+                    if p.same_as.is_empty() {
+                        String::new()
+                    } else {
+                        format!(". Warning: the same source as {}", p.same_as.join(", "))
+                    }
                 ),
-                false,
+                !p.same_as.is_empty(),
             ),
             Some(Err(e)) => self.panel.push_notice(format!("the reply's code was not written as a version: {e}"), true),
             None => {}

@@ -132,6 +132,13 @@ fn bottom_line(app: &App, width: u16) -> Line<'_> {
                 Span::raw("  (Enter confirms, Esc cancels)"),
             ]);
         }
+        Mode::ConfirmApprove { version, why } => {
+            return Line::from(vec![
+                Span::styled(format!("approve {version}? not checked here: "), bold),
+                Span::raw(why.as_str()),
+                Span::raw("  (y approves, n or Esc cancels)"),
+            ]);
+        }
         Mode::Source { .. } => {
             return Line::from(vec![
                 Span::styled("source", bold),

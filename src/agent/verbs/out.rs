@@ -88,6 +88,10 @@ pub struct SubmitOut {
     pub name: String,
     pub source_hash: String,
     pub bytes: usize,
+    /// Versions whose file holds this very source, each with its review (`v006 (rejected: too
+    /// slow)`): a resubmission of what was already tried.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub same_as: Vec<String>,
 }
 
 /// One stored stage result.

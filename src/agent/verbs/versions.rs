@@ -328,6 +328,19 @@ pub fn submit_version(ctx: &Context, args: &SubmitArgs) -> Result<Reply, ToolErr
         )));
     };
     let hash = sha256_hex(args.source.as_bytes());
+    // What was tried before, byte for byte: a rejected version's source again is worth a word.
+    let mut same_as = Vec::new();
+    for other in ws.versions.iter().filter(|o| o.id != v.id && ws.source_hash(o).as_ref() == Some(&hash)) {
+        let row = store.version(&other.id)?;
+        let review = match row {
+            Some(r) if r.status == Status::Rejected => {
+                format!(" (rejected{})", r.reason.map(|why| format!(": {why}")).unwrap_or_default())
+            }
+            Some(r) => format!(" ({})", r.status.as_str()),
+            None => String::new(),
+        };
+        same_as.push(format!("{}{review}", other.id));
+    }
     store.sync_version(&v, &hash, Status::Proposed)?;
     store.set_status(&v.id, Status::Proposed, None)?;
     store.set_parent(&v.id, parent.as_ref().map(|p| p.id.as_str()))?;
@@ -340,6 +353,7 @@ pub fn submit_version(ctx: &Context, args: &SubmitArgs) -> Result<Reply, ToolErr
         name: name.clone(),
         source_hash: hash,
         bytes: args.source.len(),
+        same_as,
     };
     let mut text = format!(
         "wrote {}: {} ({}), proposed{}.\n",
@@ -350,6 +364,9 @@ pub fn submit_version(ctx: &Context, args: &SubmitArgs) -> Result<Reply, ToolErr
     );
     if name != args.name {
         let _ = writeln!(text, "the name `{}` became `{name}` ([a-z0-9-] only).", args.name);
+    }
+    if !out.same_as.is_empty() {
+        let _ = writeln!(text, "warning: the same source as {}: it will do what that did.", out.same_as.join(", "));
     }
     let _ = writeln!(
         text,

@@ -76,6 +76,21 @@ impl App {
                 }
                 true
             }
+            Mode::ConfirmApprove { version, .. } => {
+                let version = version.clone();
+                match key.code {
+                    KeyCode::Char('y' | 'Y') => {
+                        self.mode = Mode::Normal;
+                        self.review(&version, Status::Approved, None);
+                    }
+                    KeyCode::Char('n' | 'N') | KeyCode::Esc => {
+                        self.mode = Mode::Normal;
+                        self.message = Some(format!("{version} not approved"));
+                    }
+                    _ => return false,
+                }
+                true
+            }
             Mode::Source { at, top, .. } => {
                 let page = usize::from(self.area.height.saturating_sub(6)).max(1);
                 match (key.code, self.keymap.action(&key)) {
@@ -325,8 +340,16 @@ impl App {
                 self.message = Some(format!("editing {}:{}", target.file.display(), target.line));
                 self.edit = Some(target);
             }
-            Action::Approve => match self.selected_version().map(|v| v.id.clone()) {
-                Some(id) => self.review(&id, Status::Approved, None),
+            Action::Approve => match self.selected_version() {
+                // Approving what was never checked (no GPU, or a check that failed) is allowed,
+                // after a question.
+                Some(v) => match unchecked(v) {
+                    Some(why) => self.mode = Mode::ConfirmApprove { version: v.id.clone(), why },
+                    None => {
+                        let id = v.id.clone();
+                        self.review(&id, Status::Approved, None)
+                    }
+                },
                 None => return false,
             },
             Action::Reject => match self.selected_version().map(|v| v.id.clone()) {
@@ -450,4 +473,21 @@ impl App {
         let n = self.selected_version().map_or(0, |v| v.diagnostics.len());
         self.diagnostic_selected = self.diagnostic_selected.min(n.saturating_sub(1));
     }
+}
+
+/// Why approving `v` deserves a question: its check did not pass on the file as it is (it did
+/// not run here, or failed); `None` when it passed.
+fn unchecked(v: &VersionView) -> Option<String> {
+    use rung_core::model::report::{Stage, Verdict};
+    if v.verdicts.get(&Stage::Check) == Some(&Verdict::Pass) {
+        return None;
+    }
+    let said = |stage: Stage| v.results.get(&stage).map(|r| format!("{}: {}", r.stage, r.summary));
+    Some(match (v.verdicts.get(&Stage::Check), v.verdicts.get(&Stage::Run)) {
+        (Some(Verdict::Fail | Verdict::Error), _) => said(Stage::Check).unwrap_or_else(|| "its check failed".into()),
+        (_, Some(Verdict::Fail | Verdict::Error | Verdict::Skipped)) => {
+            said(Stage::Run).unwrap_or_else(|| "it did not run".into())
+        }
+        _ => "it has not been checked against the reference".into(),
+    })
 }

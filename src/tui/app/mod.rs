@@ -157,6 +157,11 @@ pub enum Mode {
     Compare {
         selected: usize,
     },
+    /// Approving a version whose check did not pass here: `why` says what ran; y approves.
+    ConfirmApprove {
+        version: String,
+        why: String,
+    },
     /// The source at a diagnostic (Enter in the compile-errors pane): the file around `at`, its
     /// line marked and the message under the column; `top` is the first line shown (0-based).
     Source {
@@ -550,7 +555,12 @@ impl App {
                     self.key_of(Action::Reject)
                 );
                 match self.chat.finish(*end, &review) {
-                    Some(Ok(p)) => self.proposed(&p.id, &p.path, p.parent.as_deref()),
+                    Some(Ok(p)) => {
+                        self.proposed(&p.id, &p.path, p.parent.as_deref());
+                        if !p.same_as.is_empty() {
+                            self.say(Role::Fail, format!("{}: the same source as {}", p.id, p.same_as.join(", ")));
+                        }
+                    }
                     Some(Err(e)) => self.say(Role::Fail, format!("the agent's code was not written: {e}")),
                     None => {}
                 }
