@@ -61,10 +61,18 @@ impl Rung for Prepare {
     }
 
     fn climb(&self, cx: &mut Climb<'_>) -> Result<Step, StoreError> {
-        Ok(Step::row(match &cx.read_error {
-            Some(e) => StageOutcome::new(Verdict::Error, format!("cannot read {}: {e}", cx.version.path.display())),
-            None => prepare::prepare(cx.at.ws.format, cx.at.ws.spec.as_ref(), &cx.version, &cx.source),
-        }))
+        if let Some(e) = &cx.read_error {
+            let why = format!("cannot read {}: {e}", cx.version.path.display());
+            return Ok(Step::row(StageOutcome::new(Verdict::Error, why)));
+        }
+        // A Python file that does not parse fails here, at its line, before anything binds.
+        let python = cx.at.machine.toolchain.python.as_ref().filter(|_| cx.version.kind.is_python());
+        if let Some(d) = python.and_then(|py| prepare::python_syntax(&py.path, &cx.version.path, &cx.source)) {
+            let mut out = StageOutcome::new(Verdict::Fail, format!("{}: {}", d.location(), d.message));
+            out.diagnostics.push(d);
+            return Ok(Step::row(out));
+        }
+        Ok(Step::row(prepare::prepare(cx.at.ws.format, cx.at.ws.spec.as_ref(), &cx.version, &cx.source)))
     }
 }
 

@@ -110,6 +110,8 @@ pub(super) fn build_python_aot(
             _ => Pos::new(e.lineno.unwrap_or(0), e.col.unwrap_or(0)),
         };
         let head = e.message.lines().last().unwrap_or(&e.message).trim();
+        // The message may name its type already ("SyntaxError: expected ':'"): say it once.
+        let head = head.strip_prefix(&format!("{}: ", e.kind)).unwrap_or(head);
         let msg = match &e.kernel {
             Some(k) => format!("{}: {head} (in {k})", e.kind),
             None => format!("{}: {head}", e.kind),
