@@ -257,6 +257,38 @@ fn a_broken_rung_toml_opens_with_its_error_and_the_fix_loads_the_workspace() {
     assert!(!text.contains("expected a string"), "the error is gone with the fix: {text}");
 }
 
+/// A diagnostic far right on a long line keeps its caret on screen (the line slides left behind
+/// a `…`), and a long message wraps rather than being cut at the pane's edge.
+#[test]
+fn a_caret_far_right_stays_on_screen_and_a_long_message_wraps() {
+    let (_tmp, ws) = new_workspace();
+    let long = format!(
+        "    out[i] = {} + bogus_name;",
+        (0..30).map(|k| format!("a[i + {k}]")).collect::<Vec<_>>().join(" + ")
+    );
+    let column = long.find("bogus_name").unwrap() as u32 + 1;
+    let src = std::fs::read_to_string(ws.join("versions/v001-naive.cu")).unwrap();
+    std::fs::write(ws.join("versions/v001-naive.cu"), format!("{src}\n{long}\n")).unwrap();
+    let line = src.lines().count() as u32 + 2;
+    let message = format!(
+        "identifier \"bogus_name\" is undefined, and this message goes on for a while so that it needs {} to be read whole",
+        "more than one line of the pane"
+    );
+    let error = Diagnostic::error("versions/v001-naive.cu", Pos::new(line, column), message);
+    record(&ws, "v001", &[result(Stage::Build, Verdict::Fail, vec![error], StageDetail::None)]);
+    let app = App::open(&ws, false).unwrap();
+    let text = pane_text(&app, Pane::Diagnostics, 80, 14);
+    let rows: Vec<&str> = text.lines().collect();
+    let caret = rows.iter().position(|r| r.contains('^')).unwrap_or_else(|| panic!("the caret is on screen:\n{text}"));
+    let above = rows[caret - 1];
+    let at = |row: &str, c: char| row.chars().position(|x| x == c).unwrap();
+    let col = at(rows[caret], '^');
+    let word: String = above.chars().skip(col).take(10).collect();
+    assert_eq!(word, "bogus_name", "the caret under the word:\n{text}");
+    assert!(above.contains('…'), "the line slid left:\n{text}");
+    assert!(text.contains("to be read whole"), "the message's end is shown:\n{text}");
+}
+
 #[test]
 fn compile_errors_pane_shows_the_failed_version_s_diagnostic_with_its_line() {
     let (_tmp, ws) = checked_workspace();
