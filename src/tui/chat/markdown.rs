@@ -182,7 +182,9 @@ pub fn render(text: &str, color: bool) -> Vec<Line<'static>> {
                 }
                 b.current.push(Span::styled(format!("`{t}`"), st));
             }
-            Event::SoftBreak => b.push_text(" "),
+            // A line break in a reply is kept: `name:` and what follows stay two lines, as the
+            // model wrote them (a terminal is no paragraph reflow).
+            Event::SoftBreak => b.flush(),
             Event::HardBreak => b.flush(),
             Event::Rule => {
                 b.blank();
@@ -223,6 +225,12 @@ mod tests {
         assert!(lines[2].spans[1].style.add_modifier.contains(Modifier::ITALIC));
         // The code line is coloured by the grammar: more than the prefix and one run.
         assert!(lines[8].spans.len() > 2, "{:?}", lines[8]);
+    }
+
+    #[test]
+    fn a_line_break_in_a_paragraph_is_kept() {
+        let lines = render("Registers:\n32 per thread\nSpills: none", false);
+        assert_eq!(plain(&lines), ["Registers:", "32 per thread", "Spills: none"]);
     }
 
     #[test]

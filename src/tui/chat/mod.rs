@@ -455,12 +455,20 @@ pub fn wrap(lines: &[Line<'static>], width: u16) -> Vec<Line<'static>> {
             out.push(line.clone());
             continue;
         }
+        // A code line's gutter (`  │ `) starts every row it wraps into, so the block stays one.
+        let gutter = line
+            .spans
+            .first()
+            .filter(|s| s.content.ends_with("│ ") && s.content.trim_end().trim_start() == "│")
+            .cloned()
+            .filter(|s| s.width() < width / 2);
         // Characters with their styles, then rows cut from them.
         let chars: Vec<(char, Style)> =
             line.spans.iter().flat_map(|s| s.content.chars().map(move |c| (c, s.style))).collect();
         let mut start = 0;
         while start < chars.len() {
-            let mut w = 0;
+            let lead = if start > 0 { gutter.clone() } else { None };
+            let mut w = lead.as_ref().map_or(0, |g| g.width());
             let mut end = start;
             while end < chars.len() && w + cw(chars[end].0) <= width {
                 w += cw(chars[end].0);
@@ -475,7 +483,7 @@ pub fn wrap(lines: &[Line<'static>], width: u16) -> Vec<Line<'static>> {
             {
                 end = start + space + 1;
             }
-            let mut spans: Vec<Span<'static>> = Vec::new();
+            let mut spans: Vec<Span<'static>> = lead.into_iter().collect();
             for (c, st) in &chars[start..end] {
                 match spans.last_mut() {
                     Some(s) if s.style == *st => s.content.to_mut().push(*c),
@@ -492,6 +500,21 @@ pub fn wrap(lines: &[Line<'static>], width: u16) -> Vec<Line<'static>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wrapped_code_line_keeps_its_gutter_and_a_wrapped_sentence_does_not_get_one() {
+        let lines =
+            markdown::render("Some words that wrap here.\n\n```\nfloat x = a[i] * b[i] + c[i] * d[i];\n```", false);
+        let rows: Vec<String> =
+            wrap(&lines, 16).iter().map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect()).collect();
+        let code: Vec<&String> =
+            rows.iter().skip_while(|r| !r.contains('┌')).skip(1).take_while(|r| !r.contains('└')).collect();
+        assert!(code.len() > 2, "the code line wrapped: {rows:?}");
+        assert!(code.iter().all(|r| r.starts_with("  │ ")), "every row in the gutter: {rows:?}");
+        let joined: String = code.iter().map(|r| r.trim_start_matches("  │ ")).collect();
+        assert_eq!(joined, "float x = a[i] * b[i] + c[i] * d[i];", "nothing lost: {rows:?}");
+        assert!(!rows[1].contains('│'), "prose has no gutter: {rows:?}");
+    }
 
     #[test]
     fn slash_commands_parse() {
