@@ -1,6 +1,9 @@
 //! The device's state beside every bench: GPU UUID, driver, SM and memory clocks, and the active
-//! clock-event (throttle) reasons, from `nvidia-smi`. A run is flagged throttled when any reason
-//! other than "GPU idle" or "applications clocks setting" is active.
+//! clock-event (throttle) reasons, read through NVML (the driver's own library, loaded once per
+//! process: a read is a few calls, not a process), else from `nvidia-smi`. A run is flagged
+//! throttled when any reason other than "GPU idle" or "applications clocks setting" is active.
+
+use std::sync::LazyLock;
 
 pub use crate::model::bench::DeviceState;
 
@@ -19,15 +22,8 @@ const REASONS: &[(u64, &str, bool)] = &[
     (0x100, "display clocks setting", false),
 ];
 
-/// Reads one CSV line of `FIELDS`.
-pub fn parse_line(line: &str) -> Option<DeviceState> {
-    let f: Vec<&str> = line.split(',').map(str::trim).collect();
-    if f.len() < 9 {
-        return None;
-    }
-    let num = |s: &str| s.parse::<f64>().ok();
-    let mask = f[8].trim_start_matches("0x");
-    let bits = u64::from_str_radix(mask, 16).ok();
+/// The reasons a clock-event mask names, and whether any of them slows the GPU down.
+fn reasons_of(bits: Option<u64>) -> (Vec<String>, bool) {
     let mut reasons = Vec::new();
     let mut throttled = false;
     if let Some(b) = bits {
@@ -38,6 +34,19 @@ pub fn parse_line(line: &str) -> Option<DeviceState> {
             }
         }
     }
+    (reasons, throttled)
+}
+
+/// Reads one CSV line of `FIELDS`.
+pub fn parse_line(line: &str) -> Option<DeviceState> {
+    let f: Vec<&str> = line.split(',').map(str::trim).collect();
+    if f.len() < 9 {
+        return None;
+    }
+    let num = |s: &str| s.parse::<f64>().ok();
+    let mask = f[8].trim_start_matches("0x");
+    let bits = u64::from_str_radix(mask, 16).ok();
+    let (reasons, throttled) = reasons_of(bits);
     Some(DeviceState {
         uuid: f[0].to_string(),
         name: f[1].to_string(),
@@ -53,6 +62,32 @@ pub fn parse_line(line: &str) -> Option<DeviceState> {
     })
 }
 
+/// NVML, opened at the first read: `None` where the driver's library is not there (a machine
+/// without a GPU) or does not start.
+static NVML: LazyLock<Option<nvml_wrapper::Nvml>> = LazyLock::new(|| nvml_wrapper::Nvml::init().ok());
+
+/// The state of the GPU with `uuid` through NVML.
+fn query_nvml(nvml: &nvml_wrapper::Nvml, uuid: &str) -> Result<DeviceState, nvml_wrapper::error::NvmlError> {
+    use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+    let d = nvml.device_by_uuid(uuid)?;
+    let bits = d.current_throttle_reasons().ok().map(|r| r.bits());
+    let (throttle_reasons, throttled) = reasons_of(bits);
+    Ok(DeviceState {
+        uuid: uuid.to_string(),
+        name: d.name()?,
+        driver: nvml.sys_driver_version()?,
+        sm_clock_mhz: d.clock_info(Clock::SM).ok(),
+        mem_clock_mhz: d.clock_info(Clock::Memory).ok(),
+        max_sm_clock_mhz: d.max_clock_info(Clock::SM).ok(),
+        temperature_c: d.temperature(TemperatureSensor::Gpu).ok(),
+        power_w: d.power_usage().ok().map(|mw| f64::from(mw) / 1000.0),
+        // As nvidia-smi prints it.
+        throttle_mask: bits.map(|b| format!("0x{b:016x}")),
+        throttle_reasons,
+        throttled,
+    })
+}
+
 /// Why the device's state could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum DevStateError {
@@ -64,8 +99,16 @@ pub enum DevStateError {
     Unreadable(String),
 }
 
-/// The state of the GPU with `uuid` now, or why it cannot be read.
+/// The state of the GPU with `uuid` now, or why it cannot be read: through NVML, else (no NVML,
+/// or it does not know the device) from `nvidia-smi`.
 pub fn query(uuid: &str) -> Result<DeviceState, DevStateError> {
+    if let Some(state) = NVML.as_ref().and_then(|n| query_nvml(n, uuid).ok()) {
+        return Ok(state);
+    }
+    query_smi(uuid)
+}
+
+fn query_smi(uuid: &str) -> Result<DeviceState, DevStateError> {
     let out = std::process::Command::new("nvidia-smi")
         .args(["-i", uuid, &format!("--query-gpu={FIELDS}"), "--format=csv,noheader,nounits"])
         .output()?;
@@ -79,6 +122,29 @@ pub fn query(uuid: &str) -> Result<DeviceState, DevStateError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The table that names the bits is NVML's own: a bit read through NVML and one printed by
+    /// nvidia-smi mean the same.
+    #[test]
+    fn the_reason_bits_are_nvml_s() {
+        use nvml_wrapper::bitmasks::device::ThrottleReasons as R;
+        let nvml = [
+            (R::GPU_IDLE, "gpu idle"),
+            (R::APPLICATIONS_CLOCKS_SETTING, "applications clocks setting"),
+            (R::SW_POWER_CAP, "software power cap"),
+            (R::HW_SLOWDOWN, "hardware slowdown"),
+            (R::SYNC_BOOST, "sync boost"),
+            (R::SW_THERMAL_SLOWDOWN, "software thermal slowdown"),
+            (R::HW_THERMAL_SLOWDOWN, "hardware thermal slowdown"),
+            (R::HW_POWER_BRAKE_SLOWDOWN, "hardware power brake slowdown"),
+            (R::DISPLAY_CLOCK_SETTING, "display clocks setting"),
+        ];
+        for (bits, name) in nvml {
+            assert_eq!(reasons_of(Some(bits.bits())).0, vec![name.to_string()], "{bits:?}");
+        }
+        let (reasons, throttled) = reasons_of(Some((R::GPU_IDLE | R::HW_SLOWDOWN).bits()));
+        assert_eq!((reasons.len(), throttled), (2, true));
+    }
 
     #[test]
     fn a_power_capped_gpu_is_throttled_and_an_idle_one_is_not() {
