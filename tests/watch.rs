@@ -611,3 +611,31 @@ fn a_broken_rung_toml_at_start_is_watched_until_fixed() {
         w.wait(|e| job(e, v, "build", "running") || job(e, v, "build", "queued"), 30);
     }
 }
+
+/// A workspace with Python to run gets its Python worker (the zygote) as the watch starts, before
+/// any save: the first check then finds its imports warm instead of waiting seconds for them.
+#[test]
+fn the_python_worker_starts_with_the_watch() {
+    if real_nvcc().is_none() {
+        return;
+    }
+    let (_tmp, ws) = workspace();
+    let w = Watch::start(&ws, &[]);
+    let pid = w.child.id();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let worker = loop {
+        // The watch's descendants whose command line is the Python worker.
+        let found = std::fs::read_dir("/proc").unwrap().filter_map(|e| e.ok()).find(|e| {
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let parent = stat.rsplit(") ").next().and_then(|r| r.split(' ').nth(1)).and_then(|p| p.parse::<u32>().ok());
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            parent == Some(pid) && String::from_utf8_lossy(&cmd).contains("rung_worker.py")
+        });
+        if let Some(f) = found {
+            break f.file_name();
+        }
+        assert!(Instant::now() < deadline, "no Python worker under the watch within 60 s");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(!w.seen.iter().any(|e| e["event"] == "job"), "before any job: {:?} ({worker:?})", w.seen);
+}

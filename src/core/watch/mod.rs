@@ -377,6 +377,13 @@ pub fn watch(
     // The worker lanes: one per GPU (each thread owns its runners, whose workers see that GPU
     // alone), else one; a job goes to whichever lane is free, so N versions run on N GPUs at once
     // and one GPU is a queue.
+    // A rung.toml that does not load is fixed in place: watch an empty workspace until it is.
+    let mut ws = Arc::new(match Workspace::open(&root) {
+        Ok(w) => w,
+        Err(e) if e.is_fixable() => Workspace::broken(&root, e.diagnostics(&root)),
+        Err(e) => return Err(e.into()),
+    });
+
     let gpu: Arc<Queue<GpuJob>> = Queue::new();
     let lanes = machine.lanes();
     // Each lane's live children: killed to cancel the version it is running.
@@ -384,8 +391,21 @@ pub fn watch(
     for (index, lane_machine) in lanes.into_iter().enumerate() {
         let (q, tx, machine, no_bench) = (gpu.clone(), tx.clone(), lane_machine, opts.no_bench);
         let live = lives[index].clone();
+        let opened = ws.clone();
         std::thread::spawn(move || {
             let mut runners: Option<Runners> = None;
+            // Start the Python zygote while nobody waits (its imports take seconds), so the first
+            // save's check finds it warm: when the workspace has Python to run here.
+            let python = opened.versions.iter().any(|v| v.kind.is_python())
+                || opened.reference.as_ref().is_some_and(|r| r.extension().is_some_and(|e| e == "py"));
+            if python
+                && matches!(crate::remote::RunOn::of(&opened, None), Ok(crate::remote::RunOn::Here))
+                && let Ok(r) = check::runners_for(&opened, &machine, &mut runners)
+            {
+                r.live = live.clone();
+                let _ = r.zygote(machine.gpu.devices.is_empty());
+            }
+            drop(opened);
             while let Some(job) = q.pop() {
                 if job.cancel.load(Ordering::SeqCst) {
                     let _ = tx.send(Msg::Ran(job.built.version.id.clone(), job.generation, Ok(None), index));
@@ -434,12 +454,6 @@ pub fn watch(
     }
 
     let now = || crate::store::now_ms();
-    // A rung.toml that does not load is fixed in place: watch an empty workspace until it is.
-    let mut ws = Arc::new(match Workspace::open(&root) {
-        Ok(w) => w,
-        Err(e) if e.is_fixable() => Workspace::broken(&root, e.diagnostics(&root)),
-        Err(e) => return Err(e.into()),
-    });
     let mut states: BTreeMap<String, VersionState> = BTreeMap::new();
     // Versions seen so far: a file that is none of them is a new version.
     let mut known: BTreeSet<String> = ws.versions.iter().map(|v| v.id.clone()).collect();
