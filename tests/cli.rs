@@ -468,3 +468,23 @@ fn a_missing_reference_is_one_clear_error_both_ways() {
         );
     }
 }
+
+/// Looking for Python runs nothing of the workspace's: a `json.py` planted there (the probe
+/// imports json) is not imported when rung merely opens the folder.
+#[test]
+fn a_module_planted_in_the_workspace_does_not_run_when_rung_probes_python() {
+    let (_tmp, ws) = new_workspace("vector-add");
+    let marker = ws.join("planted-ran");
+    std::fs::write(ws.join("json.py"), format!("open({:?}, 'w').write('ran')\n", marker.to_str().unwrap())).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rung"))
+        .args(["doctor", "--json"])
+        .current_dir(&ws)
+        .env("RUNG_PYTHON", "python3")
+        .env("RUNG_HOME", ws.join(".rung-home"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doctor: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doctor["toolchain"]["python"]["path"].is_string(), "python3 was probed: {doctor}");
+    assert!(!marker.exists(), "the planted json.py ran");
+}

@@ -243,3 +243,29 @@ fn runner_is_an_ssh_url_or_a_table() {
     let (_, _, message) = first_error(&format!("runner = 3\n{GOOD}"));
     assert!(message.contains("runner must be a URL"), "{message}");
 }
+
+/// A limit past any sense (1e30 s once panicked converting to a duration) is an error at its
+/// line, as is a unit string that overflows.
+#[test]
+fn an_absurd_limit_is_an_error_at_its_line() {
+    for value in ["1e30", "\"1000000000 years\"", "-5"] {
+        let text = format!("{GOOD}\n[limits]\nrun = {value}\n");
+        let line = text.lines().count();
+        let (pos, key, msg) = first_error(&text);
+        assert_eq!(
+            (pos.split(':').next().unwrap(), key.as_str()),
+            (line.to_string().as_str(), "limits.run"),
+            "{value}"
+        );
+        assert!(msg.contains("up to a week"), "{value}: {msg}");
+    }
+}
+
+/// A launch header that would nest or chain without end is an error at the expression, not a
+/// stack overflow that aborts the process (a 6 KB one once took down the TUI).
+#[test]
+fn a_huge_launch_expression_is_an_error() {
+    let (_pos, key, msg) = first_error(&bad("grid = \"(rows, 1)\"", &format!("grid = \"{}rows\"", "(".repeat(6000))));
+    assert_eq!(key, "launch.grid");
+    assert!(msg.contains("expression too long"), "{msg}");
+}

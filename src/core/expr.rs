@@ -97,6 +97,14 @@ impl Expr {
         if tokens.is_empty() {
             return Err(ExprError::new(0, "empty expression"));
         }
+        // The parser and the evaluator recurse: a bound on the length bounds their depth, so no
+        // expression, however written, can overflow the stack.
+        if let Some(t) = tokens.get(MAX_TOKENS) {
+            return Err(ExprError::new(
+                t.at,
+                format!("expression too long: over {MAX_TOKENS} numbers, names and operators; write a short formula"),
+            ));
+        }
         let root = p.expr()?;
         if let Some(t) = p.peek() {
             return Err(ExprError::new(t.at, format!("unexpected `{}` after a complete expression", t.kind)));
@@ -382,6 +390,9 @@ fn lex(src: &str) -> Result<Vec<Token>, ExprError> {
     Ok(out)
 }
 
+/// The most tokens one expression may have: far more than any launch or size formula needs.
+pub const MAX_TOKENS: usize = 512;
+
 struct Parser<'t> {
     tokens: &'t [Token],
     pos: usize,
@@ -626,5 +637,17 @@ mod tests {
         assert_eq!(split_top_level("cdiv(n, 256)"), vec![("cdiv(n, 256)", 0)]);
         assert_eq!(split_top_level("(n)"), vec![("(n)", 0)]);
         assert_eq!(split_top_level("a, b, c").len(), 3);
+    }
+
+    /// Deep nesting or a long chain is an error at its place, never a stack overflow (a 6 KB
+    /// launch header once aborted the TUI).
+    #[test]
+    fn a_huge_expression_is_an_error_not_an_abort() {
+        for src in ["(".repeat(6000), format!("{}1", "-".repeat(6000)), format!("{}1", "1+".repeat(3000))] {
+            let e = Expr::parse(&src).unwrap_err();
+            assert!(e.to_string().contains("expression too long"), "{e}");
+        }
+        let fine = format!("{}1", "1+".repeat(200));
+        assert!(Expr::parse(&fine).is_ok());
     }
 }

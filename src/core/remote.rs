@@ -387,6 +387,14 @@ fn tar_of(root: &Path, files: &[String]) -> Result<Vec<u8>, RemoteError> {
     Ok(out.stdout)
 }
 
+/// Of the ids a remote reported, those of this workspace's own versions: an id is a folder name
+/// here (its dumps are replaced), so one that the remote made up (`../..`, a path) names nothing
+/// rung would touch.
+fn local_ids(ws: &Workspace, reported: &[String]) -> Vec<String> {
+    let plain = |id: &str| !id.is_empty() && id != "." && id != ".." && !id.contains(['/', '\\', '\0']);
+    reported.iter().filter(|id| plain(id) && ws.versions.iter().any(|v| &v.id == *id)).cloned().collect()
+}
+
 /// The versions' dumps from the remote's `.rung/dumps/`, links followed, into the local one.
 fn fetch_dumps(ws: &Workspace, t: &SshTarget, ids: &[String]) -> Result<(), RemoteError> {
     if ids.is_empty() {
@@ -608,8 +616,8 @@ pub fn check(
         Err(e) => return Err(e),
     };
     report.workspace = ws.root.clone();
-    let ids: Vec<String> = report.versions.iter().map(|v| v.id.clone()).collect();
-    if let Err(e) = fetch_dumps(ws, t, &ids) {
+    let reported: Vec<String> = report.versions.iter().map(|v| v.id.clone()).collect();
+    if let Err(e) = fetch_dumps(ws, t, &local_ids(ws, &reported)) {
         report.diagnostics.push(crate::diag::Diagnostic::warning(
             ws.state_dir().join("dumps"),
             crate::diag::Pos::WHOLE_FILE,
@@ -686,5 +694,17 @@ mod tests {
             assert!(SshTarget::parse(bad).is_err(), "{bad} should be refused");
         }
         assert!(SshTarget::parse("ssh://box/it's").unwrap_err().0.contains("will not pass"));
+    }
+
+    /// A remote's report names versions by id, and an id becomes a folder rung replaces: only
+    /// this workspace's own ids get that far, never `..` or a path.
+    #[test]
+    fn only_local_version_ids_name_dump_folders() {
+        let tmp = tempfile::tempdir().unwrap();
+        crate::templates::write("vector-add", tmp.path()).unwrap();
+        let ws = Workspace::open(tmp.path()).unwrap();
+        let reported: Vec<String> =
+            ["v001", "..", "../../home", "/etc", "v999", "", "v002/..", "v003"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(local_ids(&ws, &reported), ["v001", "v003"]);
     }
 }

@@ -271,7 +271,9 @@ print(json.dumps(out))
 "#;
 
 fn probe_python(path: &Path, via: &str) -> Option<PythonEnv> {
-    let out = Command::new(path).args(["-c", PROBE]).output().ok()?;
+    // From `/`, not from wherever rung was started: `python -c` imports from its working folder
+    // first, so a `json.py` planted in a workspace would run when rung merely looked for Python.
+    let out = Command::new(path).args(["-c", PROBE]).current_dir("/").output().ok()?;
     if !out.status.success() {
         return None;
     }

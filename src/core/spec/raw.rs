@@ -309,6 +309,9 @@ impl<'de> Deserialize<'de> for NumOrExpr {
     }
 }
 
+/// The longest limit rung.toml may set.
+const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// A duration: seconds as a number (`30`, `0.5`) or a string with a unit (`"500ms"`, `"2m"`).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Seconds(pub Duration);
@@ -319,7 +322,7 @@ impl<'de> Deserialize<'de> for Seconds {
         impl Visitor<'_> for V {
             type Value = Seconds;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a positive duration: seconds as a number, or a string such as \"500ms\", \"30s\", \"2m\"")
+                f.write_str("a positive duration up to a week: seconds as a number, or a string such as \"500ms\", \"30s\", \"2m\"")
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<Seconds, E> {
                 self.visit_f64(v as f64)
@@ -328,7 +331,8 @@ impl<'de> Deserialize<'de> for Seconds {
                 self.visit_f64(v as f64)
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Seconds, E> {
-                if v.is_finite() && v > 0.0 {
+                // Past a week is a slip (1e30 once panicked on the conversion): an error here.
+                if v.is_finite() && v > 0.0 && v <= MAX_DURATION.as_secs_f64() {
                     Ok(Seconds(Duration::from_secs_f64(v)))
                 } else {
                     Err(E::invalid_value(de::Unexpected::Float(v), &self))
@@ -336,7 +340,7 @@ impl<'de> Deserialize<'de> for Seconds {
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Seconds, E> {
                 match humantime::parse_duration(v) {
-                    Ok(d) if !d.is_zero() => Ok(Seconds(d)),
+                    Ok(d) if !d.is_zero() && d <= MAX_DURATION => Ok(Seconds(d)),
                     _ => Err(E::invalid_value(de::Unexpected::Str(v), &self)),
                 }
             }
