@@ -810,3 +810,19 @@ fn rung_chat_says_how_to_propose_and_proposes_with_propose() {
     let err = chat(&["--version", "v001", "--propose"]);
     assert!(err.contains("[warning: v005 has the same source as v004 (rejected: no faster)]"), "{err}");
 }
+
+/// An endpoint that redirects does not get the key carried to the new address: the redirect is
+/// the answer, an error naming where it pointed, and the other server sees no request.
+#[test]
+fn a_redirect_is_not_followed_with_the_key() {
+    let elsewhere = Server::start(vec![Reply::stream(&fixture("anthropic-basic.sse"), &[])]);
+    let target = format!("{}/v1/messages", elsewhere.url);
+    let server = Server::start(vec![Reply::status(307, "").header("location", &target)]);
+    let (_tmp, store) = store();
+    let (_conv, _events, r) = turn(&anthropic(&server), &store, &NoTools, "hi");
+    let e = r.unwrap_err().to_string();
+    assert!(e.contains(&format!("redirects to {target}")) && e.contains("set base_url"), "{e}");
+    assert_eq!(server.requests()[0].header("x-api-key"), Some(KEY), "the first request had it");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(elsewhere.requests().is_empty(), "the key went to the redirect target");
+}

@@ -312,6 +312,9 @@ fn request(url: String, headers: Vec<(String, String)>, body: String, opts: Http
         .timeout_connect(Some(opts.connect_timeout))
         .timeout_recv_response(Some(opts.connect_timeout + opts.idle_timeout))
         .http_status_as_error(false)
+        // A redirect would carry the API key (x-api-key, Authorization) to wherever it points:
+        // never followed; the 3xx is the answer, with where it pointed.
+        .max_redirects(0)
         .proxy(if opts.proxy_from_env { ureq::Proxy::try_from_env() } else { None })
         .build()
         .into();
@@ -327,6 +330,15 @@ fn request(url: String, headers: Vec<(String, String)>, body: String, opts: Http
         }
     };
     let code = resp.status().as_u16();
+    if (300..400).contains(&code) {
+        let to = resp.headers().get("location").and_then(|v| v.to_str().ok()).unwrap_or("nowhere said");
+        let body = serde_json::json!({ "error": { "message": format!(
+            "the endpoint redirects to {to}; rung does not follow a redirect with the API key: set base_url to where it points"
+        ) } })
+        .to_string();
+        let _ = tx.send(Msg::Status { code, retry_after: None, body });
+        return;
+    }
     if !(200..300).contains(&code) {
         let retry_after = retry_after(resp.headers());
         let mut text = String::new();

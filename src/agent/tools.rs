@@ -70,7 +70,7 @@ pub fn resolve_readable(root: &Path, rel: &str) -> Result<PathBuf, ToolError> {
     let asked = Path::new(rel);
     let full = if asked.is_absolute() { asked.to_path_buf() } else { root.join(asked) };
     let real = full.canonicalize().map_err(|e| refuse(&e.to_string()))?;
-    let context = root.join("context").canonicalize().ok();
+    let context = rung_core::context::context_root(&root);
     let inside = real.starts_with(&root) || context.as_ref().is_some_and(|c| real.starts_with(c));
     if !inside {
         return Err(refuse("it is outside the workspace and its context/"));
@@ -274,6 +274,29 @@ mod tests {
         std::os::unix::fs::symlink(&outside, ws2.join("context")).unwrap();
         assert!(resolve_readable(&ws2, "context/secret.txt").is_ok());
         assert!(resolve_readable(&ws2, "context/../../ws/versions/v001.cu").is_err());
+    }
+
+    /// `context -> /` (or the home folder, or a folder above the workspace) is no context: it
+    /// would open every file to the agent and index the disk. A link inside context/ that leaves
+    /// it reads nothing and is not indexed.
+    #[test]
+    fn a_context_link_to_the_disk_or_out_of_context_opens_nothing() {
+        let (_tmp, ws, outside) = workspace();
+        std::os::unix::fs::symlink(outside.join("secret.txt"), ws.join("context/docs/leak.md")).unwrap();
+        assert!(resolve_readable(&ws, "context/docs/leak.md").is_err());
+        std::fs::write(outside.join("secret.txt"), "wgmma secret descriptors\n".repeat(5)).unwrap();
+        let found = search_context(&ws, "secret", 5).unwrap();
+        assert!(found.iter().all(|p| p.path != Path::new("context/docs/leak.md")), "{found:?}");
+        let root = ws.parent().unwrap().join("rooted");
+        std::fs::create_dir_all(&root).unwrap();
+        std::os::unix::fs::symlink("/", root.join("context")).unwrap();
+        let e = resolve_readable(&root, "context/etc/passwd").unwrap_err().to_string();
+        assert!(e.contains("outside the workspace"), "{e}");
+        let t = std::time::Instant::now();
+        let found = search_context(&root, "root password", 5).unwrap();
+        assert!(t.elapsed() < std::time::Duration::from_secs(5), "no walk of the disk: {:?}", t.elapsed());
+        assert!(found.iter().all(|p| !p.path.starts_with("context")), "{found:?}");
+        assert!(rung_core::context::context_root(&ws).is_some(), "a plain context/ stays");
     }
 
     #[test]

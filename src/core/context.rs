@@ -26,6 +26,20 @@ const K1: f64 = 1.2;
 const B: f64 = 0.75;
 /// Bump when the passages or terms change, so an old index is rebuilt.
 const INDEX_VERSION: u32 = 1;
+/// The most files one index reads: a checkout has thousands, a mistaken link to a disk millions.
+pub const MAX_FILES: usize = 50_000;
+
+/// The workspace's `context/` as the agent may read it: its real path, unless that is `/`, the
+/// home folder or a folder above it, or a folder above the workspace (a link `context -> /` or
+/// `context -> ~` would hand the agent every file and index the disk). `None`: no context.
+pub fn context_root(root: &Path) -> Option<PathBuf> {
+    let real = root.join("context").canonicalize().ok()?;
+    let home = dirs::home_dir().and_then(|h| h.canonicalize().ok());
+    let too_wide = real.parent().is_none()
+        || home.as_ref().is_some_and(|h| h.starts_with(&real))
+        || root.canonicalize().is_ok_and(|r| r.starts_with(&real));
+    (!too_wide).then_some(real)
+}
 pub const INDEX_FILE: &str = "context-index.json";
 
 /// A passage found by a search.
@@ -134,13 +148,22 @@ fn update(root: &Path, state_dir: &Path) -> (Index, Updated) {
     index.version = INDEX_VERSION;
     let mut stats = Updated::default();
     let mut seen = std::collections::BTreeSet::new();
-    let dir = root.join("context");
-    if dir.is_dir() {
+    if let Some(real) = context_root(root) {
+        let dir = root.join("context");
+        let mut files = 0;
         for entry in ignore::WalkBuilder::new(&dir).follow_links(true).hidden(true).build().flatten() {
             if !entry.file_type().is_some_and(|t| t.is_file()) {
                 continue;
             }
             let file = entry.path();
+            // A link inside context/ that leaves it is not context.
+            if !file.canonicalize().is_ok_and(|f| f.starts_with(&real)) {
+                continue;
+            }
+            files += 1;
+            if files > MAX_FILES {
+                break;
+            }
             let Some((len, mtime_ns)) = stamp(file) else { continue };
             if len > MAX_FILE_BYTES {
                 continue;
