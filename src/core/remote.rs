@@ -73,8 +73,22 @@ impl SshTarget {
         if host.is_empty() || host.trim_start_matches(|c: char| c != '@').len() == 1 {
             return Err(RunnerError(format!("`{url}` names no host: {help}")));
         }
-        if host.starts_with('-') || path.contains('\'') || host.contains(char::is_whitespace) {
-            return Err(RunnerError(format!("`{url}` has a host or path rung will not pass to ssh: {help}")));
+        SshTarget::checked(host, port, path)
+            .map_err(|why| RunnerError(format!("`{url}` has {why}, which rung will not pass to ssh: {help}")))
+    }
+
+    /// A target whose host and folder are safe to hand to ssh and to the remote shell: a host
+    /// that is no ssh option (`-o...`), one word with no quote, a folder with no single quote
+    /// (rung quotes it in '...'), neither with a control character. Err: what is wrong.
+    pub fn checked(host: &str, port: Option<u16>, path: String) -> Result<SshTarget, String> {
+        let control = |s: &str| s.chars().any(char::is_control);
+        if host.starts_with('-') || host.contains(char::is_whitespace) || host.contains(['\'', '"']) || control(host) {
+            return Err(format!("the host `{}`", host.escape_debug()));
+        }
+        // The folder goes to the remote shell inside '...': only a quote or a control character
+        // could end it.
+        if path.contains('\'') || control(&path) {
+            return Err(format!("the folder `{}`", path.escape_debug()));
         }
         Ok(SshTarget { host: host.to_string(), port, path })
     }
@@ -198,7 +212,12 @@ impl RunOn {
                 let host = r.host.clone().ok_or_else(|| RunnerError("rung.toml: an ssh runner needs a host".into()))?;
                 let name = ws.root.file_name().map_or("workspace".into(), |n| n.to_string_lossy().to_string());
                 let path = r.workdir.clone().unwrap_or_else(|| format!("~/rung-workspaces/{name}"));
-                Ok(RunOn::Away(Away::Ssh(SshTarget { host, port: r.port, path })))
+                let t = SshTarget::checked(&host, r.port, path).map_err(|why| {
+                    RunnerError(format!(
+                        "rung.toml: [runner] has {why}, which rung will not pass to ssh: write host as user@host and workdir as a folder with no quote in its name"
+                    ))
+                })?;
+                Ok(RunOn::Away(Away::Ssh(t)))
             }
         }
     }
@@ -706,5 +725,36 @@ mod tests {
         let reported: Vec<String> =
             ["v001", "..", "../../home", "/etc", "v999", "", "v002/..", "v003"].iter().map(|s| s.to_string()).collect();
         assert_eq!(local_ids(&ws, &reported), ["v001", "v003"]);
+    }
+
+    /// rung.toml's `[runner]` goes through the same checks as an ssh:// URL: a host that is an ssh
+    /// option or a folder that would end its quoting is refused, with what is wrong.
+    #[test]
+    fn a_runner_table_cannot_inject_ssh_options_or_shell() {
+        let tmp = tempfile::tempdir().unwrap();
+        crate::templates::write("vector-add", tmp.path()).unwrap();
+        let toml = std::fs::read_to_string(tmp.path().join("rung.toml")).unwrap();
+        for (host, workdir, bad) in [
+            ("-oProxyCommand=touch /tmp/pwned", "~/ws", "the host"),
+            ("box", "~/ws'; touch /tmp/pwned; '", "the folder"),
+            ("box\nx", "~/ws", "the host"),
+        ] {
+            let text = toml.replace(
+                "kind = \"local\"",
+                &format!("kind = \"ssh\"\nhost = {}\nworkdir = {}", toml_string(host), toml_string(workdir)),
+            );
+            std::fs::write(tmp.path().join("rung.toml"), text).unwrap();
+            let ws = Workspace::open(tmp.path()).unwrap();
+            let e = RunOn::of(&ws, None).unwrap_err().to_string();
+            assert!(e.contains(bad) && e.contains("will not pass to ssh"), "{host} {workdir}: {e}");
+        }
+        let plain = toml.replace("kind = \"local\"", "kind = \"ssh\"\nhost = \"me@box\"\nworkdir = \"/srv/$ws\"");
+        std::fs::write(tmp.path().join("rung.toml"), plain).unwrap();
+        let ws = Workspace::open(tmp.path()).unwrap();
+        assert!(matches!(RunOn::of(&ws, None), Ok(RunOn::Away(Away::Ssh(_)))), "a plain table is fine");
+    }
+
+    fn toml_string(s: &str) -> String {
+        format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n"))
     }
 }
