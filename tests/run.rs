@@ -181,3 +181,20 @@ fn a_cuda_reference_without_a_gpu_is_named_as_why_nothing_is_judged() {
     assert!(cuda["stages"].as_array().unwrap().iter().all(|s| s["stage"] != "check"), "{cuda}");
     assert_eq!(v["exit_code"], 0, "skipped is not a failure: {v}");
 }
+
+/// A test size whose tensors cannot be held here is named as the run's error before anything
+/// is drawn (an allocation that fails would abort rung).
+#[test]
+fn a_test_size_past_memory_is_an_error_that_names_it() {
+    if !common::toolchain_here() {
+        return;
+    }
+    let (_tmp, ws) = workspace("vector-add");
+    let toml = std::fs::read_to_string(ws.join("rung.toml")).unwrap();
+    std::fs::write(ws.join("rung.toml"), toml.replace("{ n = 1048577 }", "{ n = 1099511627776 }")).unwrap();
+    let v = rung(&ws, &["check", "--json", "v003"]);
+    let run = stage(&v["versions"][0], "run");
+    assert_eq!(run["verdict"], "error", "{run}");
+    let summary = run["summary"].as_str().unwrap();
+    assert!(summary.contains("n = 1099511627776") && summary.contains("lower [sizes]"), "{summary}");
+}

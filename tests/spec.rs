@@ -269,3 +269,22 @@ fn a_huge_launch_expression_is_an_error() {
     assert_eq!(key, "launch.grid");
     assert!(msg.contains("expression too long"), "{msg}");
 }
+
+/// Sizes past this machine's memory, or past 64 bits, are named before anything is drawn: a
+/// check draws every tensor twice on the CPU, and an allocation that fails aborts.
+#[test]
+fn sizes_that_cannot_be_held_are_named() {
+    let spec = parse(GOOD).unwrap();
+    let mut sizes = spec.test_sizes[0].clone();
+    assert_eq!(spec.too_big(&sizes, 64 << 30), None, "the test sizes fit in 64 GiB");
+    for v in sizes.values_mut() {
+        *v = 1 << 20;
+    }
+    let why = spec.too_big(&sizes, 64 << 30).expect("2^40 elements do not fit");
+    assert!(why.contains("GB, twice that for a check's two passes") && why.contains("rows = 1048576"), "{why}");
+    for v in sizes.values_mut() {
+        *v = i64::MAX / 4;
+    }
+    let why = spec.too_big(&sizes, u64::MAX).expect("past 64 bits");
+    assert!(why.contains("past 64 bits"), "{why}");
+}

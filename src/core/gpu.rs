@@ -122,6 +122,18 @@ pub fn ran_on_here(gpu: &GpuProbe) -> crate::model::report::RanOn {
     }
 }
 
+/// The memory this machine has free for new work (`MemAvailable` of /proc/meminfo), in bytes;
+/// `u64::MAX` where that cannot be read, so nothing is refused on a guess.
+pub fn available_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            let line = t.lines().find(|l| l.starts_with("MemAvailable:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map_or(u64::MAX, |kb| kb.saturating_mul(1024))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -201,6 +201,41 @@ impl Spec {
         let scope = self.scope(sizes, None);
         tensor.shape.iter().map(|e| e.eval_int(&scope)).collect()
     }
+
+    /// Every tensor's bytes at `sizes`, inputs and outputs together; `None` when a shape does not
+    /// evaluate, has a negative extent, or the total overflows 64 bits.
+    pub fn bytes_at(&self, sizes: &SizeSet) -> Option<u64> {
+        let mut total: u64 = 0;
+        for t in self.inputs.iter().chain(&self.outputs) {
+            let mut n: u64 = t.dtype.size_bytes() as u64;
+            for d in self.shape_at(t, sizes).ok()? {
+                n = n.checked_mul(u64::try_from(d).ok()?)?;
+            }
+            total = total.checked_add(n)?;
+        }
+        Some(total)
+    }
+
+    /// Why the tensors at `sizes` cannot be held on this machine (their bytes, twice over for a
+    /// check's two passes, past what `available` bytes of memory hold), in words; `None` when
+    /// they fit.
+    pub fn too_big(&self, sizes: &SizeSet, available: u64) -> Option<String> {
+        let bytes = self.bytes_at(sizes);
+        let gb = |b: u64| b as f64 / 1e9;
+        let sizes = sizes.iter().map(|(k, v)| format!("{k} = {v}")).collect::<Vec<_>>().join(", ");
+        let sizes = format!("{{ {sizes} }}");
+        match bytes {
+            None => Some(format!(
+                "at {sizes} the tensors' shapes do not make sizes rung can hold (a negative extent, or bytes past 64 bits)"
+            )),
+            Some(b) if b.saturating_mul(2) > available => Some(format!(
+                "at {sizes} the tensors take {:.1} GB, twice that for a check's two passes, more than the {:.1} GB of memory free here",
+                gb(b),
+                gb(available)
+            )),
+            Some(_) => None,
+        }
+    }
 }
 
 /// A by-value argument: integers stay integers (Triton and C specialise on the type).

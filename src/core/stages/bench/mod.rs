@@ -422,6 +422,10 @@ pub struct Sets {
 
 fn draw_sets(spec: &Spec, sizes: &SizeSet, seed: u64, dir: &std::path::Path) -> Result<Sets, Box<StageOutcome>> {
     let io = |e: std::io::Error| Box::new(fail(Verdict::Error, None, format!("{}: {e}", dir.display())));
+    // A benchmark size past this machine's memory is named, not an allocation that aborts.
+    if let Some(why) = spec.too_big(sizes, crate::gpu::available_memory()) {
+        return Err(Box::new(fail(Verdict::Error, None, format!("{why}: lower [sizes] bench in rung.toml"))));
+    }
     std::fs::create_dir_all(dir).map_err(io)?;
     let mut files: Files = BTreeMap::new();
     let mut extra: Vec<BTreeMap<String, PathBuf>> = vec![BTreeMap::new(); INPUT_SETS - 1];

@@ -157,6 +157,16 @@ pub fn run_and_check(
     let Some(reference) = ws.reference.clone() else {
         return skipped("no reference to check against (the workspace's error says why): run and check skipped");
     };
+    // Sizes that cannot be held here are an error that names them, not an allocation that aborts.
+    let available = crate::gpu::available_memory();
+    if let Some(why) = spec.test_sizes.iter().find_map(|s| spec.too_big(s, available)) {
+        let mut out = failed(Verdict::Error, None, format!("{why}: lower [sizes] in rung.toml"));
+        out.run.diagnostics.push(
+            Diagnostic::error(crate::spec::FILE_NAME, Pos::WHOLE_FILE, why)
+                .with_help("lower the test sizes in [sizes]: a check draws every tensor twice, on the CPU"),
+        );
+        return out;
+    }
     // A CUDA reference runs through the native worker, like a CUDA version.
     let ref_plan = if reference.extension().is_some_and(|e| e == "py") {
         None
