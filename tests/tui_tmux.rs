@@ -173,8 +173,11 @@ fn a_save_a_compile_error_and_reviews_in_the_real_tui() {
     assert!(s.contains("v001: no diagnostics"), "{s}");
     assert!(!s.contains("v001-naive.cu:6:"), "the old error is gone:\n{s}");
 
-    // Approve v001, reject v002 with a reason, by key.
+    // Approve v001, reject v002 with a reason, by key. v001 was not checked here (no GPU): the
+    // TUI asks first, saying so, and y approves.
     t.keys(&["a"]);
+    t.wait_for("the question", |s| s.contains("approve v001? not checked here: run: no GPU"));
+    t.keys(&["y"]);
     t.wait_for("v001 approved", |s| row(s, "v001").contains("✓ approved"));
     t.keys(&["j", "r"]);
     t.wait_for("the reason prompt", |s| s.contains("reject v002, reason:"));
