@@ -221,11 +221,18 @@ fn checks_run_as_slurm_jobs_a_save_cancels_the_running_job_and_the_time_limit_is
     let id = runner.trim_start_matches("slurm job ").to_string();
     assert!(stderr.contains(&format!("rung check: slurm job {id} running on")), "{stderr}");
     cluster.wait_state(&id, "COMPLETED");
-    // The job's rung wrote the history where the workspace is: each result says it ran there.
+    // The job kept its own history on the node's disk (SQLite's log is not for a shared file
+    // system); its results came home in the report and are in the workspace's history, each
+    // saying where it ran.
     let store = rung::store::Store::open(&ws.join(".rung")).unwrap();
     let check = store.latest_results("v003").unwrap().into_iter().find(|r| r.stage == "check").unwrap();
     assert_eq!(check.payload["ran_on"]["runner"], runner.as_str(), "{}", check.payload);
     drop(store);
+    let key = rung::store::sha256_hex(ws.canonicalize().unwrap().to_string_lossy().as_bytes());
+    let node_db = std::path::PathBuf::from(format!("/tmp/rung-history-{}.db", &key[..16]));
+    let node = rusqlite_count(&node_db, "v003");
+    assert!(node > 0, "the job's own history at {} holds its rows", node_db.display());
+    let _ = std::fs::remove_file(&node_db);
     let (here, _) = run(&["check", "--json", "--no-bench", "--seed", "5", "--runner", "local", "v003", "v001"]);
     assert_eq!(verdicts(&job), verdicts(&here), "a job's verdicts are a local check's");
 
@@ -293,4 +300,23 @@ fn checks_run_as_slurm_jobs_a_save_cancels_the_running_job_and_the_time_limit_is
         summary.contains("could not start /nonexistent/rung on the compute node") && summary.contains("under [runner]"),
         "{v}"
     );
+}
+
+/// How many result rows of `version` a history file holds (0 when it cannot be read).
+fn rusqlite_count(db: &std::path::Path, version: &str) -> usize {
+    if !db.is_file() {
+        return 0;
+    }
+    // Opened through rung's own store, pointed at the file.
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join(rung::store::DB_FILE);
+    std::fs::copy(db, &copy).unwrap();
+    for side in ["-wal", "-shm"] {
+        let from = std::path::PathBuf::from(format!("{}{side}", db.display()));
+        if from.is_file() {
+            std::fs::copy(&from, format!("{}{side}", copy.display())).unwrap();
+        }
+    }
+    let store = rung::store::Store::open(dir.path()).unwrap();
+    store.history(Some(version), 1000).map(|r| r.len()).unwrap_or(0)
 }

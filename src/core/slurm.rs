@@ -3,8 +3,9 @@
 //! `[runner] kind = "slurm"` with `partition`, `gres` (`gpu:h100:1`), `time` (`"10:00"`, Slurm's
 //! format), `account` and `srun_args` runs `rung check --json --runner local` as one `srun` job
 //! in the workspace's folder. Clusters share their home and project file systems between the
-//! login node and the compute nodes, so the job reads the workspace and writes the history where
-//! it is, and its report comes back on srun's standard output. The job's state (pending with
+//! login node and the compute nodes, so the job reads the workspace where it is; its history it
+//! keeps on the node's own disk (SQLite's write-ahead log does not work across hosts), and its
+//! report comes back on srun's standard output, whose results are recorded here. The job's state (pending with
 //! Slurm's reason, running on a node) is polled with `squeue` and reported as it changes; a
 //! newer save cancels the job with `scancel`; a job killed at its time limit is the verdict
 //! `time-limit`, with the limit, rather than a silent failure.
@@ -126,6 +127,10 @@ pub fn check(
     let mut cmd = Command::new("srun");
     cmd.args(srun_args(r, &name, &ws.root));
     cmd.arg("--").arg(&exe).args(["check", "--json", "--runner", "local", "--seed", &seed.to_string()]);
+    // The job's history on the node's own disk (srun passes the environment on): the workspace's
+    // history.db stays this host's alone, and the report's results are recorded here.
+    let key = crate::store::sha256_hex(ws.root.to_string_lossy().as_bytes());
+    cmd.env(crate::store::HISTORY_ELSEWHERE, format!("/tmp/rung-history-{}.db", &key[..16]));
     if opts.no_bench {
         cmd.arg("--no-bench");
     }
@@ -181,6 +186,16 @@ pub fn check(
             ran.runner = Some(format!("slurm job {job}"));
         }
         report.workspace = ws.root.clone();
+        // The job kept its history on the node: every result goes into this one here.
+        let started = std::time::SystemTime::now();
+        for v in &mut report.versions {
+            let Some(file) = ws.version(&v.id).cloned() else { continue };
+            let hash = ws.source_hash(&file).unwrap_or_else(|| v.source_hash.clone());
+            store.sync_version(&file, &hash, v.status)?;
+            for s in v.stages.iter_mut() {
+                *s = crate::check::record(store, &file, &v.source_hash, seed, started, s.clone())?;
+            }
+        }
         return Ok(Some(report));
     }
     // No report: the job died. Say how, in Slurm's words.

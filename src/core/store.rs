@@ -22,6 +22,12 @@ pub use crate::model::version::Status;
 use crate::model::version::VersionFile;
 
 pub const DB_FILE: &str = "history.db";
+
+/// The history a process keeps somewhere other than the workspace's `.rung/history.db`: a check
+/// run as a Slurm job keeps it on the compute node's own disk, since SQLite's write-ahead log
+/// cannot be shared between hosts over a network file system; the submitting side records the
+/// job's results in the workspace's history from its report.
+pub const HISTORY_ELSEWHERE: &str = "RUNG_HISTORY_DB";
 pub const OBJECTS_DIR: &str = "objects";
 pub const DUMPS_DIR: &str = "dumps";
 
@@ -170,11 +176,15 @@ impl Store {
         self.stream
     }
 
-    /// Opens (creating if needed) `state_dir/history.db` and brings its schema up to date.
+    /// Opens (creating if needed) `state_dir/history.db` and brings its schema up to date; with
+    /// [`HISTORY_ELSEWHERE`] set, the file it names instead.
     pub fn open(state_dir: &Path) -> Result<Store, StoreError> {
         std::fs::create_dir_all(state_dir)
             .map_err(|source| StoreError::Io { path: state_dir.to_path_buf(), source })?;
-        let path = state_dir.join(DB_FILE);
+        let path = match std::env::var_os(HISTORY_ELSEWHERE).filter(|p| !p.is_empty()) {
+            Some(p) => PathBuf::from(p),
+            None => state_dir.join(DB_FILE),
+        };
         let sql = |source| StoreError::Sqlite { path: path.clone(), source };
         let conn = Connection::open(&path).map_err(sql)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
