@@ -387,6 +387,9 @@ fn tar_of(root: &Path, files: &[String]) -> Result<Vec<u8>, RemoteError> {
         .arg("-")
         .arg("-C")
         .arg(root)
+        // Every line is a name, even one that looks like an option (a workspace file named
+        // `--checkpoint-action=exec=...` would otherwise run a command here).
+        .arg("--verbatim-files-from")
         .arg("-T")
         .arg("-")
         .stdin(Stdio::piped())
@@ -394,7 +397,8 @@ fn tar_of(root: &Path, files: &[String]) -> Result<Vec<u8>, RemoteError> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| RemoteError::Local(format!("cannot start tar: {e}")))?;
-    let list = files.join("\n") + "\n";
+    // One name a line: a name with a line break in it cannot be listed, and is not sent.
+    let list = files.iter().filter(|f| !f.contains('\n')).cloned().collect::<Vec<_>>().join("\n") + "\n";
     let mut stdin = child.stdin.take().expect("piped");
     std::thread::spawn(move || {
         let _ = stdin.write_all(list.as_bytes());
@@ -421,8 +425,10 @@ fn fetch_dumps(ws: &Workspace, t: &SshTarget, ids: &[String]) -> Result<(), Remo
     }
     let dir = t.dir();
     let list: Vec<String> = ids.iter().map(|i| format!("'dumps/{}'", i.replace('\'', ""))).collect();
-    let script =
-        format!("cd {dir}/.rung 2>/dev/null && ls -d {} 2>/dev/null | tar -c -h -f - -T - ; true", list.join(" "));
+    let script = format!(
+        "cd {dir}/.rung 2>/dev/null && ls -d {} 2>/dev/null | tar -c -h -f - --verbatim-files-from -T - ; true",
+        list.join(" ")
+    );
     let bytes = run(t, &script, None)?;
     if bytes.is_empty() {
         return Ok(());
@@ -756,5 +762,39 @@ mod tests {
 
     fn toml_string(s: &str) -> String {
         format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n"))
+    }
+
+    /// A workspace file whose name is a tar option is sent as a file, never read as an option.
+    #[test]
+    fn a_file_named_like_a_tar_option_is_only_a_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let marker = tmp.path().join("pwned");
+        let evil = format!("--checkpoint-action=exec=touch {}", marker.display());
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let names = ["--checkpoint=1".to_string(), evil.replace('/', "_"), "plain.cu".to_string()];
+        for n in &names {
+            std::fs::write(ws.join(n), "x").unwrap();
+        }
+        let bytes = tar_of(&ws, &[names[0].clone(), evil.clone(), names[2].clone()]);
+        assert!(!marker.exists(), "tar ran the command in a file name");
+        // `evil` names no file (its / are in the name): tar says so rather than obeying it.
+        assert!(bytes.is_err(), "a missing file is an error, not an option");
+        let ok = tar_of(&ws, &names).unwrap();
+        let listed = std::process::Command::new("tar")
+            .args(["-t", "-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write as _;
+                c.stdin.take().unwrap().write_all(&ok)?;
+                c.wait_with_output()
+            })
+            .unwrap();
+        let listed = String::from_utf8_lossy(&listed.stdout);
+        for n in &names {
+            assert!(listed.lines().any(|l| l == n), "{n} in {listed}");
+        }
     }
 }
