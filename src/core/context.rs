@@ -187,7 +187,7 @@ fn update(root: &Path, state_dir: &Path) -> (Index, Updated) {
         let _ = std::fs::create_dir_all(state_dir);
         if let Ok(bytes) = serde_json::to_vec(&index) {
             // Written beside and renamed, so a concurrent search never reads half an index.
-            let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+            let tmp = path.with_extension(format!("tmp{}", crate::store::unique()));
             if std::fs::write(&tmp, bytes).is_ok() {
                 let _ = std::fs::rename(&tmp, &path);
             }

@@ -431,7 +431,28 @@ pub fn data_dir() -> PathBuf {
     let base = Path::new("/dev/shm");
     // Benchmark-size buffers need room: a container's /dev/shm is often 64 MB.
     let base = if base.is_dir() && free_bytes(base) > 8 << 30 { base.to_path_buf() } else { std::env::temp_dir() };
-    base.join(format!("rung-{}-{}", std::process::id(), crate::store::now_ms()))
+    sweep_dead(&base);
+    base.join(format!("rung-{}", crate::store::unique()))
+}
+
+/// Removes the data folders (`rung-<pid>-<n>`) of rung processes that are gone: one stopped by
+/// Ctrl-C or a kill never removed its own, and in /dev/shm they hold memory until a reboot.
+pub fn sweep_dead(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) =
+            name.strip_prefix("rung-").and_then(|r| r.split('-').next()).and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: getuid(2) takes nothing and cannot fail.
+        let uid = unsafe { libc::getuid() };
+        let ours = e.metadata().is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == uid);
+        if ours && pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// Bytes free on the file system holding `path` (0 when unknown).
@@ -581,7 +602,7 @@ impl Drop for Runners {
 
 #[cfg(test)]
 mod tests {
-    use super::uses_inductor;
+    use super::{sweep_dead, uses_inductor};
 
     #[test]
     fn the_zygote_preimports_inductor_when_the_problem_or_a_version_calls_for_it() {
@@ -600,5 +621,20 @@ mod tests {
         assert!(!uses_inductor(root));
         std::fs::write(root.join("versions").join("v002.py"), "custom_kernel = torch.compile(f)\n").unwrap();
         assert!(uses_inductor(root));
+    }
+
+    /// A data folder of a rung that is gone is removed; this process's, and anything that is
+    /// not rung's, stay.
+    #[test]
+    fn dead_rungs_data_folders_are_swept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dead = tmp.path().join("rung-999999999-0");
+        let mine = tmp.path().join(format!("rung-{}-7", std::process::id()));
+        let other = tmp.path().join("rung-notapid");
+        for d in [&dead, &mine, &other] {
+            std::fs::create_dir_all(d.join("inner")).unwrap();
+        }
+        sweep_dead(tmp.path());
+        assert!(!dead.exists() && mine.exists() && other.exists());
     }
 }

@@ -222,7 +222,7 @@ fn discard(target: &Path) {
 
 /// Points `link` at `target` atomically (a new link renamed over the old one).
 fn switch_link(link: &Path, target: &Path) -> Result<(), SetupError> {
-    let tmp = link.with_extension(format!("tmp{}", std::process::id()));
+    let tmp = link.with_extension(format!("tmp{}", crate::store::unique()));
     let _ = std::fs::remove_file(&tmp);
     #[cfg(unix)]
     std::os::unix::fs::symlink(target, &tmp).map_err(io(&tmp))?;

@@ -504,6 +504,13 @@ fn result_row(r: &rusqlite::Row) -> rusqlite::Result<ResultRow> {
 }
 
 /// SHA-256 of bytes, as lowercase hex.
+/// A name part no other temporary file of any thread or process here has: the process id and a
+/// counter of this process (a per-process name let two threads write one file).
+pub fn unique() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    format!("{}-{}", std::process::id(), NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+}
+
 pub fn sha256_hex(bytes: &[u8]) -> String {
     let digest = Sha256::digest(bytes);
     digest.iter().map(|b| format!("{b:02x}")).collect()
@@ -533,7 +540,7 @@ impl Objects {
         }
         let parent = dest.parent().expect("object paths have a parent");
         std::fs::create_dir_all(parent)?;
-        let tmp = parent.join(format!(".{}.{}.tmp", &hash[2..], std::process::id()));
+        let tmp = parent.join(format!(".{}.{}.tmp", &hash[2..], unique()));
         std::fs::write(&tmp, bytes)?;
         std::fs::rename(&tmp, &dest)?;
         Ok(hash)
@@ -549,7 +556,7 @@ impl Objects {
         let dir = state_dir.join(DUMPS_DIR).join(version);
         std::fs::create_dir_all(&dir)?;
         let link = dir.join(name);
-        let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+        let tmp = dir.join(format!(".{name}.{}.tmp", unique()));
         let _ = std::fs::remove_file(&tmp);
         #[cfg(unix)]
         {
@@ -645,5 +652,23 @@ mod tests {
         drop(c);
         let e = Store::open(dir.path()).err().unwrap();
         assert!(e.to_string().contains("newer rung"), "{e}");
+    }
+
+    /// Threads of one process storing the same bytes at once each write a file of their own
+    /// before the rename (a name per process let them write one file together).
+    #[test]
+    fn one_object_stored_by_many_threads_at_once_is_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let objects = Objects::new(dir.path());
+        let bytes: Vec<u8> = (0..4 << 20).map(|i| (i % 251) as u8).collect();
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| objects.put(&bytes).unwrap());
+            }
+        });
+        let hash = objects.put(&bytes).unwrap();
+        let stored = objects.get(&hash).unwrap();
+        assert!(stored == bytes, "the stored object is the bytes put");
+        assert!(unique() != unique());
     }
 }

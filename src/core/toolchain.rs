@@ -149,7 +149,7 @@ fn version_of(path: &Path) -> Option<String> {
     cache.insert(stamp, v.clone());
     // Best effort: a lost race or a read-only home only costs a `--version` call next time.
     if std::fs::create_dir_all(rung_home()).is_ok() {
-        let tmp = cache_file.with_extension(format!("tmp{}", std::process::id()));
+        let tmp = cache_file.with_extension(format!("tmp{}", crate::store::unique()));
         if std::fs::write(&tmp, serde_json::to_vec(&cache).unwrap_or_default()).is_ok() {
             let _ = std::fs::rename(&tmp, &cache_file);
         }

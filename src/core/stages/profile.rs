@@ -248,7 +248,7 @@ fn run_tool(ws: &Workspace, v: &VersionFile, machine: &Machine, tool: Tool, exe:
     match tool {
         Tool::Ncu => {
             // The report is written here, kept as an object, and the folder removed.
-            let dir = ws.state_dir().join("tmp").join(format!("profile-{}-{}", v.id, std::process::id()));
+            let dir = ws.state_dir().join("tmp").join(format!("profile-{}-{}", v.id, crate::store::unique()));
             if let Err(e) = std::fs::create_dir_all(&dir) {
                 return outcome(Verdict::Error, format!("{}: {e}", dir.display()));
             }

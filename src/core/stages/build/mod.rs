@@ -440,8 +440,7 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
         });
     }
 
-    let tmp =
-        env.ws.state_dir().join("tmp").join(format!("{}-{}-{}", v.id, std::process::id(), crate::store::now_ms()));
+    let tmp = env.ws.state_dir().join("tmp").join(format!("{}-{}", v.id, crate::store::unique()));
     if let Err(e) = std::fs::create_dir_all(&tmp) {
         return Ok(Built {
             verdict: Verdict::Error,
@@ -560,14 +559,14 @@ fn summarise(d: &BuildDetail, warnings: usize) -> String {
 /// Replaces `.rung/dumps/<id>/` with links to these artefacts (built beside it, then renamed).
 fn link_dumps(objects: &Objects, state: &Path, id: &str, artefacts: &[Artefact]) -> std::io::Result<()> {
     let dumps = state.join(crate::store::DUMPS_DIR);
-    let staging_id = format!(".{id}.{}.new", std::process::id());
+    let staging_id = format!(".{id}.{}.new", crate::store::unique());
     let _ = std::fs::remove_dir_all(dumps.join(&staging_id));
     for a in artefacts {
         objects.link_dump(state, &staging_id, &a.name, &a.hash)?;
     }
     std::fs::create_dir_all(dumps.join(&staging_id))?;
     let final_dir = dumps.join(id);
-    let old = dumps.join(format!(".{id}.{}.old", std::process::id()));
+    let old = dumps.join(format!(".{id}.{}.old", crate::store::unique()));
     if final_dir.exists() {
         std::fs::rename(&final_dir, &old)?;
     }

@@ -446,21 +446,25 @@ impl<'a> Checker<'a> {
             let t_ref = Instant::now();
             let key = sha256_hex(format!("{ref_source}\n{}\n{sizes:?}", self.seed).as_bytes());
             let cache = self.ws.state_dir().join("cache").join("reference").join(&key[..16]);
-            let _ = std::fs::create_dir_all(&cache);
+            let cached = self.spec.outputs.iter().all(|t| cache.join(format!("{}.bin", t.name)).is_file());
+            // Written into a folder of this check's own, then renamed into place whole: another
+            // check reading the same cache meanwhile never sees half a reference.
+            let fresh = cache.with_extension(format!("tmp-{}", crate::store::unique()));
+            let into = if cached { &cache } else { &fresh };
+            let _ = std::fs::create_dir_all(into);
             let mut returns = BTreeMap::new();
             for t in &self.spec.outputs {
                 let shape = self.spec.shape_at(t, sizes).unwrap_or_default();
                 returns.insert(
                     t.name.clone(),
-                    TensorFile { path: cache.join(format!("{}.bin", t.name)), dtype: t.dtype, shape },
+                    TensorFile { path: into.join(format!("{}.bin", t.name)), dtype: t.dtype, shape },
                 );
             }
-            let cached = self.spec.outputs.iter().all(|t| cache.join(format!("{}.bin", t.name)).is_file());
             if !cached && self.ref_plan.is_some() {
                 // The CUDA reference, launched on the real input set (checked unchanged above),
                 // writing straight into the cache.
                 if let Some(why) = self.native_reference(sizes, &files, &returns) {
-                    let _ = std::fs::remove_dir_all(&cache);
+                    let _ = std::fs::remove_dir_all(&fresh);
                     check_fail = Some((Verdict::Error, Reason::ReferenceFailed, why));
                     break;
                 }
@@ -493,10 +497,14 @@ impl<'a> Checker<'a> {
                     Err(e) => Some(format!("the reference failed: {e}")),
                 };
                 if let Some(why) = why {
-                    let _ = std::fs::remove_dir_all(&cache);
+                    let _ = std::fs::remove_dir_all(&fresh);
                     check_fail = Some((Verdict::Error, Reason::ReferenceFailed, why));
                     break;
                 }
+            }
+            if !cached && std::fs::rename(&fresh, &cache).is_err() {
+                // Another check put the same reference there first: theirs is as good.
+                let _ = std::fs::remove_dir_all(&fresh);
             }
             self.add_phase("reference", t_ref.elapsed().as_secs_f64());
             let t_metrics = Instant::now();
