@@ -492,6 +492,22 @@ fn command_provider_streams_stdout_and_reports_failure() {
     assert!(e.contains("exit status: 7") && e.contains("quota exceeded"), "{e}");
     assert_kept(&conv, &store, Some("partial"));
 
+    // 200 KiB of warnings before the reply and the error: the command is never stuck on a full
+    // pipe, and the error shown is its last line.
+    let chatty = CommandProvider::new(
+        vec![
+            "sh".into(),
+            "-c".into(),
+            "cat >/dev/null; i=0; while [ $i -lt 4000 ]; do echo 'warning: a line of fifty-odd bytes, again' >&2; i=$((i+1)); done; printf done; echo 'the real error' >&2; exit 3".into(),
+        ],
+        String::new(),
+        Duration::from_secs(5),
+    );
+    let (conv, _, r) = turn(&chatty, &store, &NoTools, "q");
+    let e = r.unwrap_err().to_string();
+    assert!(e.contains("exit status: 3") && e.contains("the real error"), "{e}");
+    assert_kept(&conv, &store, Some("done"));
+
     let slow = CommandProvider::new(vec!["sleep".into(), "5".into()], String::new(), Duration::from_millis(300));
     let t0 = Instant::now();
     let (_, _, r) = turn(&slow, &store, &NoTools, "q");

@@ -93,10 +93,22 @@ impl Provider for CommandProvider {
             let _ = tx.send(Out::End);
         });
         let mut stderr = child.stderr.take().expect("piped");
+        // Read to the end, keeping the last 64 KiB: a reader that stopped early left the command
+        // blocked on a full pipe, and its error is in its last lines, not its first.
         let err_reader = std::thread::spawn(move || {
-            let mut s = Vec::new();
-            let _ = (&mut stderr).take(64 * 1024).read_to_end(&mut s);
-            String::from_utf8_lossy(&s).into_owned()
+            const KEEP: usize = 64 * 1024;
+            let (mut kept, mut buf) = (Vec::new(), [0u8; 8192]);
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                kept.extend_from_slice(&buf[..n]);
+                if kept.len() > 2 * KEEP {
+                    kept.drain(..kept.len() - KEEP);
+                }
+            }
+            let from = kept.len().saturating_sub(KEEP);
+            String::from_utf8_lossy(&kept[from..]).into_owned()
         });
         let mut text = Utf8Pieces::default();
         let mut last = Instant::now();
