@@ -162,6 +162,10 @@ impl EventUsage {
 }
 
 impl Provider for Anthropic {
+    fn secret(&self) -> Option<super::Secret> {
+        self.http.key.clone()
+    }
+
     fn describe(&self) -> String {
         format!("anthropic {} ({})", self.model, self.http.base_url)
     }

@@ -162,7 +162,8 @@ impl Conversation {
         self.secrets.push(secret);
     }
 
-    fn clean(&self, text: &str) -> String {
+    /// `text` with every key this conversation knows (and the environment's) taken out.
+    pub fn clean(&self, text: &str) -> String {
         let mut t = secrets::redact_known(text);
         for s in &self.secrets {
             t = s.redact(&t);

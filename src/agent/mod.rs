@@ -237,6 +237,10 @@ pub trait Provider: Send + Sync {
     /// `openai gpt-4.1 (https://api.openai.com/v1)`: for the panel's title and errors.
     fn describe(&self) -> String;
     fn model(&self) -> &str;
+    /// The key it sends, to be taken out of everything rung saves of its conversations.
+    fn secret(&self) -> Option<Secret> {
+        None
+    }
     /// Whether the provider can call tools (an external command cannot).
     fn supports_tools(&self) -> bool {
         true
@@ -489,6 +493,9 @@ impl Agent {
             None => Conversation::in_memory(&self.name, self.provider.model()),
         };
         conv.prices = self.prices;
+        if let Some(key) = self.provider.secret() {
+            conv.guard(key);
+        }
         Ok(conv)
     }
 

@@ -142,6 +142,10 @@ pub(crate) fn excerpt(http: &Endpoint, data: &str) -> String {
 }
 
 impl Provider for OpenAi {
+    fn secret(&self) -> Option<super::Secret> {
+        self.http.key.clone()
+    }
+
     fn describe(&self) -> String {
         format!("openai-compatible {} ({})", self.model, self.http.base_url)
     }

@@ -146,9 +146,10 @@ impl Record {
             provider: conv.provider.clone(),
             model: conv.model.clone(),
             conversation: conv.id.clone(),
-            system,
-            request,
-            reply,
+            // Kept beside the version, so cleaned of keys as the conversation's own file is.
+            system: conv.clean(&system),
+            request: conv.clean(&request),
+            reply: conv.clean(&reply),
         }
     }
 }
@@ -256,6 +257,23 @@ pub fn parent_for(root: &Path, selected: Option<&str>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A proposal's record keeps the turn's text cleaned of the conversation's keys, as the
+    /// conversation's own file is.
+    #[test]
+    fn a_record_holds_no_key_the_conversation_guards() {
+        let mut conv = crate::Conversation::in_memory("local", "m");
+        conv.guard(crate::Secret::new("sk-proj-abcdef0123456789"));
+        let r = Record::of_turn(
+            &conv,
+            "system".into(),
+            "use key sk-proj-abcdef0123456789 please".into(),
+            "the key was sk-proj-abcdef0123456789".into(),
+        );
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(!text.contains("sk-proj-abcdef0123456789"), "{text}");
+        assert!(r.reply.contains("[redacted]"), "{}", r.reply);
+    }
 
     #[test]
     fn the_longest_tagged_block_is_the_proposal() {
