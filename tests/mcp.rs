@@ -181,3 +181,26 @@ fn a_folder_that_is_no_workspace_is_refused_before_serving() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not a kernel workspace") && err.contains("help:"), "{err}");
 }
+
+/// The `check` tool goes where rung.toml's [runner] says, as `rung check` does: with an SSH host
+/// that cannot be reached, the verdict is the lost connection, recorded, not a local check.
+#[test]
+fn the_check_tool_honours_the_runner_table() {
+    let (tmp, ws) = workspace();
+    let toml = std::fs::read_to_string(ws.join("rung.toml")).unwrap();
+    let remote = toml.replace("kind = \"local\"", "kind = \"ssh\"\nhost = \"nobody@rung-test.invalid\"");
+    assert_ne!(remote, toml);
+    std::fs::write(ws.join("rung.toml"), remote).unwrap();
+    let mut raw = Raw::start(&ws, &tmp.path().join("rung-home"));
+    raw.send(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
+    );
+    raw.reply(1);
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let checked = raw.call(2, "check", serde_json::json!({ "versions": ["v001"], "no_bench": true }));
+    let report = &checked["structuredContent"];
+    let run = report["versions"][0]["stages"].as_array().unwrap().iter().find(|s| s["stage"] == "run").cloned();
+    let run = run.unwrap_or_else(|| panic!("a run row: {checked}"));
+    assert_eq!(run["reason"], "connection-failed", "{checked}");
+    assert!(run["summary"].as_str().unwrap().contains("rung-test.invalid"), "{run}");
+}

@@ -78,11 +78,31 @@ pub fn check(ctx: &Context, args: &CheckArgs) -> Result<Reply, ToolError> {
     }
     let mut store = open_store(&ws)?;
     let opts = CheckOptions { versions: args.versions.clone(), seed: args.seed, no_bench: args.no_bench };
-    let report = {
-        let mut engine = ctx.engine();
-        let Engine { machine, runners } = &mut *engine;
-        let machine = machine.get_or_insert_with(Machine::discover);
-        check::check_with(&ws, &mut store, &opts, machine, runners)?
+    // Where rung.toml's [runner] says, as `rung check` does: an SSH host or a Slurm job climbs
+    // the rungs and every result is recorded here.
+    let on = rung_core::remote::RunOn::of(&ws, None)
+        .map_err(|e| ToolError::new(None, e.to_string(), "fix [runner] in rung.toml, or check with it removed"))?;
+    let report = match on {
+        rung_core::remote::RunOn::Here => {
+            let mut engine = ctx.engine();
+            let Engine { machine, runners } = &mut *engine;
+            let machine = machine.get_or_insert_with(Machine::discover);
+            check::check_with(&ws, &mut store, &opts, machine, runners)?
+        }
+        rung_core::remote::RunOn::Away(away) => {
+            let url = away.prefix();
+            match away.check(&ws, &mut store, &opts, None, &mut |_| {}) {
+                Ok(Some(r)) => r,
+                Ok(None) => {
+                    return Err(ToolError::new(
+                        None,
+                        format!("the runner {url}gave no report"),
+                        "get_results shows what it recorded; check again",
+                    ));
+                }
+                Err(e) => return Err(ToolError::new(None, e.to_string(), "see [runner] in rung.toml")),
+            }
+        }
     };
     Reply::new(check_text(&report), &report)
 }
