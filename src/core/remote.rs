@@ -80,15 +80,15 @@ impl SshTarget {
     /// A target whose host and folder are safe to hand to ssh and to the remote shell: a host
     /// that is no ssh option (`-o...`), one word with no quote, a folder with no single quote
     /// (rung quotes it in '...'), neither with a control character. Err: what is wrong.
-    pub fn checked(host: &str, port: Option<u16>, path: String) -> Result<SshTarget, String> {
+    pub fn checked(host: &str, port: Option<u16>, path: String) -> Result<SshTarget, RunnerError> {
         let control = |s: &str| s.chars().any(char::is_control);
         if host.starts_with('-') || host.contains(char::is_whitespace) || host.contains(['\'', '"']) || control(host) {
-            return Err(format!("the host `{}`", host.escape_debug()));
+            return Err(RunnerError(format!("the host `{}`", host.escape_debug())));
         }
         // The folder goes to the remote shell inside '...': only a quote or a control character
         // could end it.
         if path.contains('\'') || control(&path) {
-            return Err(format!("the folder `{}`", path.escape_debug()));
+            return Err(RunnerError(format!("the folder `{}`", path.escape_debug())));
         }
         Ok(SshTarget { host: host.to_string(), port, path })
     }
