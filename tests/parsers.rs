@@ -228,3 +228,12 @@ fn spill_warnings_name_the_kernel_and_its_line() {
     assert_eq!(ds[0].line, first_loc_line);
     assert!(ds[0].help.as_deref().unwrap().contains("registers spill"));
 }
+
+/// Found by tests/fuzz.rs: a garbled stderr whose exception line comes before the traceback's
+/// first line made the traceback slice run backwards and panic.
+#[test]
+fn an_exception_line_before_its_traceback_does_not_panic() {
+    let text = "TracebauleNotFoundError: No module named 'x'\nck (most recent call last):\n  File \"<string>\", line 1, in <module>\n  File \"<frozen importlibal>\", line \n";
+    let ds = PythonTraceback.parse(text, &ParseContext::for_version("versions/v001.py"));
+    assert!(ds.len() <= 1, "{ds:?}");
+}

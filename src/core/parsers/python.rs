@@ -63,7 +63,9 @@ impl OutputParser for PythonTraceback {
         if ty.ends_with("ModuleNotFoundError") || ty.ends_with("ImportError") {
             d.help = Some("install the module into rung's Python (see `rung doctor`), or fix the import".into());
         }
-        let start = lines.iter().position(|l| l.starts_with("Traceback") || FRAME.is_match(l)).unwrap_or(0);
+        // The traceback that leads to this exception: looked for before it, never after (a
+        // garbled stderr with the exception line first once made this slice backwards).
+        let start = lines[..=exc_idx].iter().position(|l| l.starts_with("Traceback") || FRAME.is_match(l)).unwrap_or(0);
         d.tool_text = Some(lines[start..=exc_idx].join("\n"));
         vec![d]
     }
