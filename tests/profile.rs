@@ -114,3 +114,12 @@ fn racecheck_finds_the_race_and_both_sides() {
     let (none, _) = profile::parse_sanitizer("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n");
     assert!(none.is_empty());
 }
+
+/// Found by tests/fuzz.rs: sample counts past u64 (a garbled export) overflowed the sum.
+#[test]
+fn huge_sample_counts_do_not_overflow() {
+    let text = "\"Kernel Name\",\"k\"\n\"Address\",\"Source\",\"Warp Stall Sampling (All Samples)\"\n\
+                \"0x0\",\"LDG.E R0, [R2]\",\"1e308\"\n\"0x10\",\"FFMA R0, R0, R0\",\"1e308\"\n";
+    let spots = rung::profile::parse_source(text, 5);
+    assert_eq!(spots["k"].len(), 2, "{spots:?}");
+}

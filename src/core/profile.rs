@@ -194,7 +194,8 @@ pub fn parse_source(text: &str, top: usize) -> BTreeMap<String, Vec<HotSpot>> {
     let mut spots: Vec<(String, u64)> = Vec::new();
     let mut finish = |kernel: &Option<String>, spots: &mut Vec<(String, u64)>| {
         if let Some(k) = kernel {
-            let total: u64 = spots.iter().map(|s| s.1).sum();
+            // Saturating: a sample count past u64 (a garbled export) once overflowed the sum.
+            let total: u64 = spots.iter().fold(0u64, |a, s| a.saturating_add(s.1));
             spots.sort_by_key(|s| std::cmp::Reverse(s.1));
             let list = spots
                 .iter()
