@@ -532,7 +532,11 @@ fn side_by_side(lanes: Option<&str>) -> (Vec<Span>, Vec<(String, Value)>) {
             &format!("def run(a, b, out, n):\n    import time  # {i}\n    time.sleep(0.5)\n"),
         );
         assert_ne!(slow, src, "the template's run() changed");
-        std::fs::write(ws.join(format!("versions/{id}-sleepy.py")), slow).unwrap();
+        // Written whole, then renamed in (as editors save): a watcher that caught the file half
+        // written would finish it with a failed build first, and this test is about the runs.
+        let staged = ws.join(format!(".{id}-sleepy.py.part"));
+        std::fs::write(&staged, slow).unwrap();
+        std::fs::rename(&staged, ws.join(format!("versions/{id}-sleepy.py"))).unwrap();
     }
     w.wait_all_done(&names, 240);
     let mut spans = Vec::new();
