@@ -198,3 +198,68 @@ fn a_test_size_past_memory_is_an_error_that_names_it() {
     let summary = run["summary"].as_str().unwrap();
     assert!(summary.contains("n = 1099511627776") && summary.contains("lower [sizes]"), "{summary}");
 }
+
+/// Under `RUNG_SANDBOX=strict` a version reads and writes only its workspace and scratch: one
+/// that reads `~/.ssh/id_ed25519` or rung's config, writes outside, or connects to a local port
+/// gets the denial as its verdict (`sandbox-denied`, with the path), while the honest version
+/// beside it passes. Skipped, saying so, where the kernel has no Landlock.
+#[test]
+fn the_sandbox_refuses_secrets_writes_outside_and_the_network() {
+    if !common::toolchain_here() {
+        return;
+    }
+    if rung::sandbox::kernel_abi() == 0 {
+        eprintln!("SKIPPED: this kernel has no Landlock");
+        return;
+    }
+    let (tmp, ws) = workspace("vector-add");
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::create_dir_all(home.join(".config/rung")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "PRIVATE KEY\n").unwrap();
+    std::fs::write(home.join(".config/rung/config.toml"), "[agent]\n").unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let outside = tmp.path().join("outside.txt");
+    let src = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
+    let cases = [
+        (
+            "v004-ssh",
+            format!("print(open({:?}).read())", home.join(".ssh/id_ed25519").to_str().unwrap()),
+            ".ssh/id_ed25519",
+        ),
+        (
+            "v005-config",
+            format!("open({:?}).read()", home.join(".config/rung/config.toml").to_str().unwrap()),
+            "config.toml",
+        ),
+        ("v006-write", format!("open({:?}, 'w').write('x')", outside.to_str().unwrap()), "outside.txt"),
+        ("v007-net", format!("import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5)"), ""),
+    ];
+    for (name, line, _) in &cases {
+        let bad = src.replace("def run(a, b, out, n):\n", &format!("def run(a, b, out, n):\n    {line}\n"));
+        assert_ne!(bad, src);
+        std::fs::write(ws.join(format!("versions/{name}.py")), bad).unwrap();
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_rung"))
+        .args(["check", "--json", "v003", "v004", "v005", "v006", "v007"])
+        .current_dir(&ws)
+        .env("RUNG_SANDBOX", "strict")
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(stage(&v["versions"][0], "check")["verdict"], "pass", "the honest version passes inside: {v}");
+    for (i, (name, _, path)) in cases.iter().enumerate() {
+        let run = stage(&v["versions"][i + 1], "run");
+        assert_eq!(
+            (run["verdict"].as_str(), run["reason"].as_str()),
+            (Some("fail"), Some("sandbox-denied")),
+            "{name}: {run}"
+        );
+        assert!(run["summary"].as_str().unwrap().contains(path), "{name}: {run}");
+    }
+    assert!(!outside.exists(), "nothing was written outside");
+    listener.set_nonblocking(true).unwrap();
+    assert!(listener.accept().is_err(), "no connection reached the port");
+}

@@ -389,7 +389,12 @@ fn doctor(json: bool) -> Result<i32> {
     if json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "schema": SCHEMA, "toolchain": tc, "gpu": gpu }))?
+            serde_json::to_string_pretty(&serde_json::json!({
+                "schema": SCHEMA,
+                "toolchain": tc,
+                "gpu": gpu,
+                "sandbox": rung::sandbox::describe(),
+            }))?
         );
     } else {
         print!("{}", render::doctor(&tc, &gpu, color()));

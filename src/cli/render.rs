@@ -300,6 +300,8 @@ pub fn doctor(tc: &Toolchain, gpu: &GpuProbe, on: bool) -> String {
         tool(&tc.compute_sanitizer),
         "not found: memcheck/racecheck rungs are disabled",
     );
+    let sandbox = rung::sandbox::describe();
+    line(sandbox.starts_with("strict: "), "sandbox", sandbox.clone(), &sandbox);
     out
 }
 

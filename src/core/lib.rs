@@ -26,6 +26,7 @@ pub mod parsers;
 pub mod profile;
 pub mod remote;
 pub mod runners;
+pub mod sandbox;
 pub mod service;
 pub mod setup;
 pub mod slurm;

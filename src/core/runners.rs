@@ -367,6 +367,8 @@ pub struct WorkerEnv {
     /// The zygote imports `torch._inductor.config` before it forks (`RUNG_PREIMPORT`): see
     /// [`uses_inductor`]. Decided when a zygote starts.
     pub preimport_inductor: bool,
+    /// The sandbox the workers start in (`RUNG_SANDBOX=strict`), made for this workspace.
+    pub sandbox: Option<std::sync::Arc<crate::sandbox::Sandbox>>,
 }
 
 /// Whether the workspace's Python at its root or in `versions/` calls what imports
@@ -406,6 +408,12 @@ impl WorkerEnv {
         }
         if self.preimport_inductor {
             cmd.env("RUNG_PREIMPORT", "torch._inductor.config");
+        }
+        if let Some(sandbox) = &self.sandbox {
+            // Temporary files in the run's own folder: the rest of /tmp is outside the sandbox;
+            // CUDA's JIT cache beside Triton's rather than in the home folder.
+            cmd.env("TMPDIR", &self.data).env("CUDA_CACHE_PATH", self.triton_cache.join("cuda"));
+            sandbox.apply(cmd);
         }
     }
 }
@@ -478,6 +486,7 @@ impl Runners {
         // The worker imports the problem judge, and the zygote's prewarm compiles through the
         // ahead-of-time capture (triton_capture.py): every Python file goes beside it.
         crate::assets::write_python(&data)?;
+        let sandbox = crate::sandbox::for_workspace(root, python.as_deref(), &data);
         Ok(Runners {
             env: WorkerEnv {
                 cwd: root.to_path_buf(),
@@ -488,6 +497,7 @@ impl Runners {
                 visible_device: None,
                 cupti: if std::env::var_os("RUNG_CUPTI").is_some() { None } else { crate::toolchain::find_cupti() },
                 preimport_inductor: false,
+                sandbox,
             },
             script,
             python,

@@ -134,6 +134,9 @@ pub enum Reason {
     CudaError,
     /// The version's Python code raised.
     Exception,
+    /// The sandbox refused the version a file or a connection (`RUNG_SANDBOX=strict`): it read
+    /// or wrote outside its workspace and scratch, or opened the network.
+    SandboxDenied,
     /// The kernel's declared parameters do not match its PTX entry.
     SignatureMismatch,
     /// Output elements were never written.

@@ -47,6 +47,9 @@ pub fn reason_for(e: &WorkerError) -> Reason {
         _ if m.contains("illegal memory access") || m.contains("illegal address") => Reason::IllegalAddress,
         _ if m.contains("out of memory") => Reason::OutOfMemory,
         _ if m.contains("cuda error") => Reason::CudaError,
+        // Under the sandbox a refused file or connection is EACCES: the sandbox's doing.
+        "PermissionError" if crate::sandbox::strict() => Reason::SandboxDenied,
+        _ if crate::sandbox::strict() && m.contains("[errno 13]") => Reason::SandboxDenied,
         _ => Reason::Exception,
     }
 }

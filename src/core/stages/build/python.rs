@@ -75,6 +75,12 @@ pub(super) fn build_python_aot(
         std::fs::write(&path, launch.to_string()).map_err(|_| ())?;
         cmd.arg("--launch-json").arg(s.rel(&path));
     }
+    // The script imports the version, so it runs the version's top-level code: in the sandbox
+    // (RUNG_SANDBOX=strict), with its temporary files in the build's own folder.
+    if let Some(sandbox) = crate::sandbox::for_workspace(&s.env.ws.root, Some(python), &s.env.ws.state_dir()) {
+        cmd.env("TMPDIR", &s.tmp);
+        sandbox.apply(&mut cmd);
+    }
     // A problem folder's own modules (GPU MODE's task.py, utils.py) import from its root.
     cmd.env("PYTHONPATH", &s.env.ws.root);
     cmd.current_dir(&s.env.ws.root);

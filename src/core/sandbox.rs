@@ -1,0 +1,194 @@
+//! The sandbox a version's code runs in: the Linux Landlock LSM, through the `landlock` crate.
+//! Every process that executes a version (the Python zygote and the children it forks, the
+//! ahead-of-time compile scripts that import a version, the native worker that loads a host
+//! entry) starts inside it: the system, the toolchain, Python's own folders and the workspace
+//! readable; the workspace's `.rung/`, the run's data folder and `/dev` (the GPU's device files)
+//! writable; nothing else, so a version cannot read `~/.ssh` or rung's config, nor write outside
+//! its scratch and caches; and where the kernel's Landlock has it (ABI 4 and later), no TCP
+//! connection or listening port. `no_new_privs` comes with it, as Landlock requires.
+//!
+//! The ruleset is built here, in rung, before the process is spawned; the spawned child only
+//! makes two system calls between fork and exec (`prctl` and `landlock_restrict_self`), which is
+//! all that is safe there.
+//!
+//! `RUNG_SANDBOX=strict` turns it on; it is off by default until it has run the GPU path
+//! (device files, CUPTI, the driver's own files) on a GPU machine. `rung doctor` says which.
+
+use std::collections::BTreeMap;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, LazyLock, Mutex};
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
+    path_beneath_rules,
+};
+
+/// The environment variable that chooses: `strict` or `off`.
+pub const MODE_VAR: &str = "RUNG_SANDBOX";
+
+/// What the sandbox is on this machine, in words, for `rung doctor`.
+pub fn describe() -> String {
+    let abi = kernel_abi();
+    match (strict(), abi) {
+        (false, _) => format!(
+            "off (versions run with your rights; {MODE_VAR}=strict turns it on{})",
+            if abi > 0 { format!(", this kernel has Landlock ABI {abi}") } else { String::new() }
+        ),
+        (true, 0) => "strict asked, but this kernel has no Landlock: versions run unsandboxed".into(),
+        (true, n) if n < 4 => format!("strict: Landlock ABI {n}, files only (TCP needs ABI 4)"),
+        (true, n) => format!("strict: Landlock ABI {n}, files and TCP"),
+    }
+}
+
+/// Whether `RUNG_SANDBOX=strict`.
+pub fn strict() -> bool {
+    std::env::var(MODE_VAR).is_ok_and(|v| v.trim().eq_ignore_ascii_case("strict"))
+}
+
+/// The kernel's Landlock ABI version; 0 when it has none.
+pub fn kernel_abi() -> i64 {
+    // SAFETY: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) only returns the
+    // ABI version (or an error); it takes no memory of ours.
+    let r = unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32) };
+    r.max(0)
+}
+
+/// A ruleset made and ready to be applied to processes about to start.
+#[derive(Debug)]
+pub struct Sandbox {
+    fd: OwnedFd,
+    /// The folders it lets be read, and written.
+    pub read: Vec<PathBuf>,
+    pub write: Vec<PathBuf>,
+}
+
+/// Why a sandbox could not be made.
+#[derive(Debug, thiserror::Error)]
+#[error("the sandbox could not be made: {0}")]
+pub struct SandboxError(String);
+
+/// The folders everything reads: the system (libraries, the driver's files, `/proc`, `/sys`).
+const SYSTEM: &[&str] = &["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys", "/run"];
+
+impl Sandbox {
+    /// A ruleset for a workspace: `root` readable, `state` (its `.rung/`) and `scratch`
+    /// writable, and `read` besides (Python's folders, the toolchain). Best effort on older
+    /// kernels (whatever their Landlock can enforce); `None` when it has none.
+    pub fn new(
+        root: &Path,
+        state: &Path,
+        scratch: &[PathBuf],
+        read: &[PathBuf],
+    ) -> Result<Option<Sandbox>, SandboxError> {
+        if kernel_abi() == 0 {
+            return Ok(None);
+        }
+        let err = |e: landlock::RulesetError| SandboxError(e.to_string());
+        let abi = ABI::V5;
+        let mut reads: Vec<PathBuf> = SYSTEM.iter().map(PathBuf::from).collect();
+        reads.push(root.to_path_buf());
+        reads.extend(read.iter().cloned());
+        let mut writes: Vec<PathBuf> = vec![state.to_path_buf(), PathBuf::from("/dev")];
+        writes.extend(scratch.iter().cloned());
+        reads.retain(|p| p.exists());
+        writes.retain(|p| p.exists());
+        let ruleset = Ruleset::default()
+            .set_compatibility(CompatLevel::BestEffort)
+            .handle_access(AccessFs::from_all(abi))
+            .map_err(err)?
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(err)?
+            .create()
+            .map_err(err)?
+            .add_rules(path_beneath_rules(&reads, AccessFs::from_read(abi)))
+            .map_err(err)?
+            .add_rules(path_beneath_rules(&writes, AccessFs::from_all(abi)))
+            .map_err(err)?;
+        let fd: Option<OwnedFd> = ruleset.into();
+        Ok(fd.map(|fd| Sandbox { fd, read: reads, write: writes }))
+    }
+
+    /// `cmd` will start inside the sandbox: between fork and exec the child sets
+    /// `no_new_privs` and restricts itself to the ruleset, or does not start.
+    pub fn apply(self: &Arc<Self>, cmd: &mut Command) {
+        use std::os::unix::process::CommandExt;
+        let fd = self.fd.as_raw_fd();
+        // SAFETY: the closure runs in the forked child before exec and makes only two system
+        // calls (async-signal-safe, no allocation); the ruleset's descriptor stays open in the
+        // parent (held by `self`, which outlives the spawn) and is inherited by the child.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+}
+
+/// The folders a Python needs to read: its prefix, base prefix and every `sys.path` entry, as it
+/// reports them (asked from `/`, so nothing of a workspace is imported).
+pub fn python_folders(python: &Path) -> Vec<PathBuf> {
+    let probe = "import json, sys; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix] + sys.path))";
+    let out = Command::new(python).args(["-c", probe]).current_dir("/").output();
+    let mut dirs: Vec<PathBuf> = out
+        .ok()
+        .and_then(|o| serde_json::from_slice::<Vec<String>>(&o.stdout).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| !p.is_empty() && p != "/")
+        .map(PathBuf::from)
+        .collect();
+    // The interpreter itself, wherever its links lead.
+    if let Ok(real) = python.canonicalize()
+        && let Some(prefix) = real.parent().and_then(Path::parent)
+    {
+        dirs.push(prefix.to_path_buf());
+    }
+    if let Some(dir) = python.parent().and_then(Path::parent) {
+        dirs.push(dir.to_path_buf());
+    }
+    dirs.sort();
+    dirs.dedup();
+    dirs
+}
+
+/// The sandbox for a workspace's processes with this Python, made once per process and reused:
+/// `None` when it is off, or the kernel has no Landlock. `scratch` is the run's data folder.
+pub fn for_workspace(root: &Path, python: Option<&Path>, scratch: &Path) -> Option<Arc<Sandbox>> {
+    /// (workspace, Python, scratch) → the sandbox made for them.
+    type Made = BTreeMap<(PathBuf, PathBuf, PathBuf), Option<Arc<Sandbox>>>;
+    static MADE: LazyLock<Mutex<Made>> = LazyLock::new(|| Mutex::new(BTreeMap::new()));
+    if !strict() {
+        return None;
+    }
+    let key = (root.to_path_buf(), python.map(Path::to_path_buf).unwrap_or_default(), scratch.to_path_buf());
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    made.entry(key)
+        .or_insert_with(|| {
+            let mut read = python.map(python_folders).unwrap_or_default();
+            // rung's own environment (the CUDA wheels, the worker's scripts) and this binary.
+            read.push(crate::toolchain::rung_home());
+            if let Ok(exe) = std::env::current_exe()
+                && let Some(dir) = exe.parent()
+            {
+                read.push(dir.to_path_buf());
+            }
+            let state = root.join(crate::workspace::STATE_DIR);
+            let _ = std::fs::create_dir_all(&state);
+            match Sandbox::new(root, &state, &[scratch.to_path_buf()], &read) {
+                Ok(s) => s.map(Arc::new),
+                Err(e) => {
+                    eprintln!("rung: {e}; versions run unsandboxed");
+                    None
+                }
+            }
+        })
+        .clone()
+}
