@@ -105,7 +105,9 @@ pub fn listing(
         .iter()
         .any(|r| r.stage == Stage::Build.name() && r.verdict == Verdict::Pass.name() && r.source_hash == hash);
     let mut built_now = false;
-    if !built_fresh || ws.dumps(&v.id, kind.ext()).is_none() {
+    // Whether a listing is there, without reading it (a SASS listing runs to megabytes).
+    let listed = || !crate::workspace::dump_files(&ws.state_dir(), &v.id, kind.ext()).is_empty();
+    if !built_fresh || !listed() {
         let seed = store.next_seed(check::draw_seed)?;
         let Some(built) = check::build_phase(ws, store, v, seed, machine, None)? else {
             return Err(ListingError::Cancelled { id: v.id.clone() });
@@ -123,7 +125,7 @@ pub fn listing(
         }
         built_now = true;
         let gpu = !machine.gpu.devices.is_empty();
-        if gpu && ws.dumps(&v.id, kind.ext()).is_none() {
+        if gpu && !listed() {
             let opts = CheckOptions { versions: vec![v.id.clone()], seed: None, no_bench: true };
             check::check_with(ws, store, &opts, machine, runners)?;
         }
