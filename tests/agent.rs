@@ -709,35 +709,8 @@ fn the_request_carries_the_task_the_version_in_focus_its_results_and_rejection_r
         Reply::stream(&fixture("openai-text-usage.sse"), &[]),
         Reply::stream(&fixture("openai-text-usage.sse"), &[]),
     ]);
-    let cfg = ws.join("agent.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[agent]\nprovider = \"local\"\n\n[agent.providers.local]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\nretries = 0\n",
-            server.url
-        ),
-    )
-    .unwrap();
     let chat = |extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_rung"))
-            .args([
-                "-C",
-                ws.to_str().unwrap(),
-                "chat",
-                "make it faster",
-                "--no-tools",
-                "--config",
-                cfg.to_str().unwrap(),
-            ])
-            .args(extra)
-            .env("NO_PROXY", "127.0.0.1")
-            .env_remove("HTTP_PROXY")
-            .env_remove("http_proxy")
-            .env_remove("ALL_PROXY")
-            .env_remove("all_proxy")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        chat_with(&ws, &server, extra);
     };
     chat(&["--version", "v002"]);
     chat(&[]);
@@ -771,37 +744,7 @@ fn rung_chat_says_how_to_propose_and_proposes_with_propose() {
         Reply::stream(&common::loopback::openai_text(&reply), &[]),
         Reply::stream(&common::loopback::openai_text(&reply), &[]),
     ]);
-    let cfg = ws.join("agent.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[agent]\nprovider = \"local\"\n\n[agent.providers.local]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\nretries = 0\n",
-            server.url
-        ),
-    )
-    .unwrap();
-    let chat = |extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_rung"))
-            .args([
-                "-C",
-                ws.to_str().unwrap(),
-                "chat",
-                "make it faster",
-                "--no-tools",
-                "--config",
-                cfg.to_str().unwrap(),
-            ])
-            .args(extra)
-            .env("NO_PROXY", "127.0.0.1")
-            .env_remove("HTTP_PROXY")
-            .env_remove("http_proxy")
-            .env_remove("ALL_PROXY")
-            .env_remove("all_proxy")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    };
+    let chat = |extra: &[&str]| chat_with(&ws, &server, extra);
     let versions = || std::fs::read_dir(ws.join("versions")).unwrap().count();
     let before = versions();
     let err = chat(&["--version", "v001"]);
@@ -841,4 +784,30 @@ fn a_redirect_is_not_followed_with_the_key() {
     assert_eq!(server.requests()[0].header("x-api-key"), Some(KEY), "the first request had it");
     std::thread::sleep(std::time::Duration::from_millis(200));
     assert!(elsewhere.requests().is_empty(), "the key went to the redirect target");
+}
+
+/// `rung chat "make it faster" --no-tools` in `ws` against the loopback `server` (an agent
+/// config written beside), with `extra` arguments; it must succeed. Returns its standard error.
+fn chat_with(ws: &Path, server: &Server, extra: &[&str]) -> String {
+    let cfg = ws.join("agent.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[agent]\nprovider = \"local\"\n\n[agent.providers.local]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\nretries = 0\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rung"))
+        .args(["-C", ws.to_str().unwrap(), "chat", "make it faster", "--no-tools", "--config", cfg.to_str().unwrap()])
+        .args(extra)
+        .env("NO_PROXY", "127.0.0.1")
+        .env_remove("HTTP_PROXY")
+        .env_remove("http_proxy")
+        .env_remove("ALL_PROXY")
+        .env_remove("all_proxy")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
