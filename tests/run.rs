@@ -245,6 +245,9 @@ fn the_sandbox_refuses_secrets_writes_outside_and_the_network() {
         .args(["check", "--json", "v003", "v004", "v005", "v006", "v007"])
         .current_dir(&ws)
         .env("RUNG_SANDBOX", "strict")
+        // HOME moves to the fake one, so rung's own folder (by default under the real HOME) is
+        // named outright, or the version would not find the toolchain.
+        .env("RUNG_HOME", rung::toolchain::rung_home())
         .env("HOME", &home)
         .output()
         .unwrap();
