@@ -444,7 +444,9 @@ fn an_agent_proposal_climbs_is_approved_and_becomes_the_next_parent() {
     t.wait_for("the chat", |s| s.contains("chat · local gpt-test"));
     t.type_text("make v003 faster");
     t.keys(&["Enter"]);
-    let s = t.wait_for("the reply and the proposal", |s| s.contains("proposed v004"));
+    // The whole notice: a capture can land while the terminal is half drawn.
+    let s =
+        t.wait_for("the reply and the proposal", |s| s.contains("proposed v004") && s.contains("Tab gives the keys"));
     assert!(s.contains("Four times the block: a quarter of the programs"), "the reply streamed:\n{s}");
     assert!(s.contains("made from v003"), "{s}");
     // The chat has the keys: the notice says how to get them back before `a` approves.
