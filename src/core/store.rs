@@ -503,7 +503,6 @@ fn result_row(r: &rusqlite::Row) -> rusqlite::Result<ResultRow> {
     })
 }
 
-/// SHA-256 of bytes, as lowercase hex.
 /// A name part no other temporary file of any thread or process here has: the process id and a
 /// counter of this process (a per-process name let two threads write one file).
 pub fn unique() -> String {
@@ -511,6 +510,7 @@ pub fn unique() -> String {
     format!("{}-{}", std::process::id(), NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
 }
 
+/// SHA-256 of bytes, as lowercase hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     let digest = Sha256::digest(bytes);
     digest.iter().map(|b| format!("{b:02x}")).collect()
