@@ -654,9 +654,12 @@ fn workspace_tools_answer_a_model_through_the_mcp_functions() {
     assert!(answers[0].text.starts_with(&format!("    1  {first_line}\n")), "{}", answers[0].text);
     assert!(!answers[0].is_error);
     assert!(answers[1].text.contains("v001") && answers[1].text.contains("not checked yet"), "{}", answers[1].text);
-    // The workspace's own passage first (the index ranks it over rung's notes), from its line 1.
+    // The workspace's own passage first (the index ranks it over rung's notes), from its line 1,
+    // with the section it is under.
     assert!(
-        answers[2].text.starts_with("context/notes.md:1\n# Coalescing\nfloat4 loads make 128-bit transactions\n"),
+        answers[2]
+            .text
+            .starts_with("context/notes.md:1 § Coalescing\n# Coalescing\nfloat4 loads make 128-bit transactions\n"),
         "{}",
         answers[2].text
     );

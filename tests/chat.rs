@@ -224,3 +224,16 @@ fn clear_empties_the_transcript_and_a_notice_keeps_its_lines() {
         "{text}"
     );
 }
+
+#[test]
+fn the_passages_in_the_prompt_are_listed_under_the_message() {
+    let mut p = panel();
+    p.push_user("use stmatrix in the epilogue");
+    p.push_context(vec![]);
+    assert_eq!(p.entries.len(), 1, "no passages, no line");
+    p.push_context(vec!["context/ptx/0412-stmatrix.md:1 § 9.7.16.10. stmatrix".into(), "rung:hopper.md:12".into()]);
+    let (text, _) = draw(&p, 70, 12);
+    assert!(text.contains("context: 2 passages in the prompt"), "{text}");
+    assert!(text.contains("context/ptx/0412-stmatrix.md:1 § 9.7.16.10. stmatrix"), "{text}");
+    assert!(text.contains("rung:hopper.md:12"), "{text}");
+}

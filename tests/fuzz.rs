@@ -273,3 +273,15 @@ fn agent_event_streams() {
         }
     });
 }
+
+/// The manual splitter (HTML and pdftotext's text) and the context index's term cutter.
+#[test]
+fn manuals_and_context_terms() {
+    let seeds = files("tests/fixtures/manual", &["html"]);
+    fuzz("a manual", &seeds, |t| {
+        for s in rung::context::ptxdoc::split_html(t).iter().chain(&rung::context::ptxdoc::split_text(t)) {
+            assert!(!s.heading().contains('\n'), "a heading of one line: {:?}", s.heading());
+        }
+        rung::context::terms(t);
+    });
+}

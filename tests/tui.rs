@@ -1939,6 +1939,23 @@ fn a_message_sent_from_the_tui_gets_a_real_reply_in_the_panel_and_the_chat_file(
     let tools: Vec<&str> =
         req.body["tools"].as_array().unwrap().iter().filter_map(|t| t["function"]["name"].as_str()).collect();
     assert!(tools.contains(&"read_file") && tools.contains(&"get_results"), "{tools:?}");
+    // The passages the prompt quoted are listed under the message, each where it is.
+    let places: Vec<String> = app
+        .chat
+        .panel
+        .entries
+        .iter()
+        .find_map(|e| match e {
+            rung_tui::chat::Entry::Context(p) => Some(p.clone()),
+            _ => None,
+        })
+        .expect("the passages in the prompt are listed");
+    assert!(!places.is_empty());
+    let system = req.body["messages"][0]["content"].as_str().unwrap();
+    for p in &places {
+        assert!(system.contains(&format!("### {p}\n")), "{p} is not in the prompt");
+    }
+    assert!(text.contains(&format!("context: {} passage", places.len())) && text.contains(&places[0]), "{text}");
     // The conversation's file has the question and the whole reply.
     let saved = chat_files(&ws);
     assert!(saved.contains("\"a kernel?\"") && saved.contains("It needs `n % 4 == 0`."), "{saved}");

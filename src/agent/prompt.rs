@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use rung_core::context::Passage;
 use rung_core::store::{Status, Store};
 use rung_core::workspace::Workspace;
 
@@ -41,7 +42,13 @@ fn fence(path: &Path) -> &'static str {
 /// The context for the system prompt, or an empty string when the workspace does not open.
 /// `query` (the user's message) picks the passages of `context/` that follow.
 pub fn workspace_context(root: &Path, focus: Option<&str>, query: &str) -> String {
-    let Ok(ws) = Workspace::open(root) else { return String::new() };
+    workspace_context_with(root, focus, query).0
+}
+
+/// [`workspace_context`], and the passages of `context/` it quotes (what the chat shows went
+/// into the prompt).
+pub fn workspace_context_with(root: &Path, focus: Option<&str>, query: &str) -> (String, Vec<Passage>) {
+    let Ok(ws) = Workspace::open(root) else { return (String::new(), vec![]) };
     let store = Store::open(&ws.state_dir()).ok();
     let mut out = String::from("# The workspace\n");
     let spec_path = ws.root.join("rung.toml");
@@ -110,14 +117,16 @@ pub fn workspace_context(root: &Path, focus: Option<&str>, query: &str) -> Strin
             }
         }
     }
-    let passages = rung_core::context::search(&ws.root, &ws.state_dir(), query, PASSAGES, PASSAGE_TOKENS);
+    // An index that cannot be read quotes nothing; search_context reports why.
+    let passages =
+        rung_core::context::search(&ws.root, &ws.state_dir(), query, PASSAGES, PASSAGE_TOKENS).unwrap_or_default();
     if !passages.is_empty() {
         out.push_str("\n## Passages from context/ that match the request (search_context finds more)\n");
-        for p in passages {
-            let _ = write!(out, "\n### {}:{}\n{}\n", p.path.display(), p.line, p.text.trim_end());
+        for p in &passages {
+            let _ = write!(out, "\n### {}\n{}\n", p.place(), p.text.trim_end());
         }
     }
-    out
+    (out, passages)
 }
 
 /// The ptxas resources of each kernel of the version's last build, and the first instructions

@@ -56,7 +56,7 @@ fn schema_of<T: JsonSchema>() -> Value {
 }
 
 /// The paths a model may read: inside the workspace, or inside what `context/` points to (it
-/// may be a link to a checkout elsewhere). Both sides are canonicalised, so `..` and symbolic
+/// may be a link to a checkout elsewhere) and the folders rung.toml's context sources link in. Both sides are canonicalised, so `..` and symbolic
 /// links are judged by where they really lead; `.rung/` (history, chat files) is refused.
 pub fn resolve_readable(root: &Path, rel: &str) -> Result<PathBuf, ToolError> {
     let refuse = |why: &str| {
@@ -70,8 +70,8 @@ pub fn resolve_readable(root: &Path, rel: &str) -> Result<PathBuf, ToolError> {
     let asked = Path::new(rel);
     let full = if asked.is_absolute() { asked.to_path_buf() } else { root.join(asked) };
     let real = full.canonicalize().map_err(|e| refuse(&e.to_string()))?;
-    let context = rung_core::context::context_root(&root);
-    let inside = real.starts_with(&root) || context.as_ref().is_some_and(|c| real.starts_with(c));
+    let context = rung_core::context::context_roots(&root);
+    let inside = real.starts_with(&root) || context.iter().any(|c| real.starts_with(c));
     if !inside {
         return Err(refuse("it is outside the workspace and its context/"));
     }
@@ -130,7 +130,8 @@ pub fn search_context(root: &Path, query: &str, limit: usize) -> Result<Vec<Pass
         ));
     }
     let state = root.join(rung_core::workspace::STATE_DIR);
-    Ok(rung_core::context::search(root, &state, query, limit, SEARCH_BUDGET_TOKENS))
+    rung_core::context::search(root, &state, query, limit, SEARCH_BUDGET_TOKENS)
+        .map_err(|e| ToolError::new(None, e.to_string(), "the index is rebuilt when `.rung/context.sqlite` is removed"))
 }
 
 /// The tools of one workspace.
@@ -166,11 +167,7 @@ impl WorkspaceTools {
                 if found.is_empty() {
                     format!("nothing in context/ or rung's notes matches `{}`", a.query)
                 } else {
-                    found
-                        .iter()
-                        .map(|p| format!("{}:{}\n{}\n", p.path.display(), p.line, p.text))
-                        .collect::<Vec<_>>()
-                        .join("\n")
+                    found.iter().map(|p| format!("{}\n{}\n", p.place(), p.text)).collect::<Vec<_>>().join("\n")
                 }
             }
             "read_file" => read_file(root, &Self::parse(arguments)?)?,

@@ -75,7 +75,10 @@ fn chat(dir: &Path, args: &ChatArgs) -> Result<i32, agent::AgentError> {
     let provider = agent.provider.as_ref();
     let mut out = std::io::stdout();
     let first = conv.messages.len() - 1;
-    let context = agent::prompt::workspace_context(dir, args.version.as_deref(), &args.message);
+    let (context, passages) = agent::prompt::workspace_context_with(dir, args.version.as_deref(), &args.message);
+    for p in &passages {
+        eprintln!("[context: {}]", p.place());
+    }
     let result = agent.turn(&mut conv, tools.as_ref(), &context, &Cancel::new(), &mut |ev| match ev {
         AgentEvent::Text(t) => {
             let _ = out.write_all(t.as_bytes());

@@ -3,6 +3,7 @@
 mod auto;
 mod chat;
 mod commands;
+mod context;
 mod render;
 mod selftest_cmd;
 
@@ -100,6 +101,9 @@ pub enum Command {
     /// Ask the agent one question: the reply streams to standard output and the conversation
     /// is saved in .rung/chat/ (provider from [agent] in ~/.config/rung/config.toml).
     Chat(chat::ChatArgs),
+    /// The agent's documents and code in context/: add a git repository, a folder or a manual,
+    /// update them, list what is indexed, search it.
+    Context(context::ContextArgs),
     /// Auto mode: the agent proposes a faster version of the parent, each proposal climbs every
     /// rung, failures and slower versions are rejected with why, faster ones become the parent;
     /// until a target (--target-roofline, --target-speedup) or a budget (--max-versions,

@@ -212,7 +212,7 @@ impl ChatSession {
         };
         // The task, the version in focus and its results, as they are now, and the passages of
         // context/ the message asks about.
-        let context = rung_agent::prompt::workspace_context(&self.root, self.focus.as_deref(), &text);
+        let (context, passages) = rung_agent::prompt::workspace_context_with(&self.root, self.focus.as_deref(), &text);
         let started = continued(&mut self.conversation, agent, &self.root);
         let mut conv = match started.and_then(|mut c| c.push(Message::user(text.clone())).map(|()| c)) {
             Ok(c) => c,
@@ -222,6 +222,7 @@ impl ChatSession {
             }
         };
         conv.prices = agent.prices;
+        self.panel.push_context(passages.iter().map(|p| p.place()).collect());
         let cancel = Cancel::new();
         self.turn = Some(Turn {
             cancel: cancel.clone(),

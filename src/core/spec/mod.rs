@@ -50,6 +50,8 @@ pub struct Spec {
     pub build: BuildSpec,
     pub runner: RunnerSpec,
     pub limits: Limits,
+    /// `[[context.sources]]`: what `rung context update` refreshes in `context/`.
+    pub context: Vec<crate::context::sources::Source>,
 }
 
 #[derive(Debug, Clone)]

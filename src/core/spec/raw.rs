@@ -34,6 +34,8 @@ pub(super) struct RawSpec {
     pub runner: RawRunnerField,
     #[serde(default)]
     pub limits: RawLimits,
+    #[serde(default)]
+    pub context: crate::context::sources::Section,
 }
 
 #[derive(Debug, Deserialize)]

@@ -478,6 +478,10 @@ pub(super) fn validate(raw: RawSpec, text: &str, file: &Path) -> Result<Spec, Ve
         bench: raw.limits.bench.map_or(d.bench, |s| s.0),
     };
 
+    for p in crate::context::sources::problems(&raw.context) {
+        c.err(&[key("context"), key("sources"), Seg::Index(p.index), key(p.key)], None, p.message, p.help);
+    }
+
     if !c.diags.is_empty() {
         return Err(c.diags);
     }
@@ -496,6 +500,7 @@ pub(super) fn validate(raw: RawSpec, text: &str, file: &Path) -> Result<Spec, Ve
         build,
         runner,
         limits,
+        context: raw.context.sources,
     })
 }
 

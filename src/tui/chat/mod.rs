@@ -73,6 +73,9 @@ pub enum Entry {
         text: String,
         is_error: bool,
     },
+    /// The passages of `context/` the prompt quoted for the message above: where each is
+    /// (`path:line § section`).
+    Context(Vec<String>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -176,6 +179,13 @@ impl ChatPanel {
 
     pub fn push_notice(&mut self, text: impl Into<String>, is_error: bool) {
         self.entries.push(Entry::Notice { text: text.into(), is_error });
+    }
+
+    /// Shows which passages of `context/` went into the prompt (nothing when none did).
+    pub fn push_context(&mut self, places: Vec<String>) {
+        if !places.is_empty() {
+            self.entries.push(Entry::Context(places));
+        }
     }
 
     /// `/clear`: the transcript empties (the tokens and cost so far stay in the title).
@@ -360,6 +370,22 @@ impl ChatPanel {
                 }
                 Entry::Tool { name, arguments, result } => {
                     out.push(tool_line(name, arguments, result.as_ref(), width, dim, red))
+                }
+                Entry::Context(places) => {
+                    out.push(Line::from(Span::styled(
+                        format!(
+                            "  context: {} passage{} in the prompt",
+                            places.len(),
+                            if places.len() == 1 { "" } else { "s" }
+                        ),
+                        dim,
+                    )));
+                    for p in places {
+                        out.push(Line::from(Span::styled(
+                            format!("    {}", shorten(p, (width as usize).saturating_sub(4).max(8))),
+                            dim,
+                        )));
+                    }
                 }
                 Entry::Notice { text, is_error } => {
                     gap(&mut out);
