@@ -165,14 +165,7 @@ pub fn context_cmd(dir: &Path, args: &ContextArgs) -> i32 {
                 );
                 index(dir)
             }
-            Err(ptxdoc::DocsError::Usage(m)) => {
-                eprintln!("rung context: {m}");
-                exit::USAGE
-            }
-            Err(e) => {
-                eprintln!("rung context: {e}");
-                exit::INTERNAL
-            }
+            Err(e) => source_error(&e),
         },
         ContextCommand::List { json } => {
             let state = dir.join(rung::workspace::STATE_DIR);

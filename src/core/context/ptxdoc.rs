@@ -11,6 +11,8 @@
 
 use std::path::{Path, PathBuf};
 
+use super::sources::{SourceError, io};
+
 /// One section of a manual.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Section {
@@ -338,24 +340,6 @@ fn file_name(i: usize, s: &Section) -> String {
     format!("{:04}-{}.md", i + 1, slug.trim_end_matches('-'))
 }
 
-/// What went wrong splitting a manual.
-#[derive(Debug, thiserror::Error)]
-pub enum DocsError {
-    #[error("{0}")]
-    Usage(String),
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> DocsError {
-    let what = what.into();
-    move |source| DocsError::Io { what, source }
-}
-
 /// What `add_docs` wrote.
 #[derive(Debug, Clone)]
 pub struct Written {
@@ -367,10 +351,10 @@ pub struct Written {
 
 /// Splits the manual at `file` (HTML, or PDF through `pdftotext`) into `context/NAME/`, replacing
 /// what an earlier split of rung's wrote there (never a folder of the user's).
-pub fn add_docs(root: &Path, name: &str, file: &Path) -> Result<Written, DocsError> {
+pub fn add_docs(root: &Path, name: &str, file: &Path) -> Result<Written, SourceError> {
     if name.is_empty() || name.starts_with('.') || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
     {
-        return Err(DocsError::Usage(format!("`{name}` cannot be a folder under context/: e.g. ptx")));
+        return Err(SourceError::Usage(format!("`{name}` cannot be a folder under context/: e.g. ptx")));
     }
     let bytes = std::fs::read(file).map_err(io(format!("reading {}", file.display())))?;
     let pdf = bytes.starts_with(b"%PDF");
@@ -381,13 +365,13 @@ pub fn add_docs(root: &Path, name: &str, file: &Path) -> Result<Written, DocsErr
             .arg("-")
             .output()
             .map_err(|e| {
-                DocsError::Usage(format!(
+                SourceError::Usage(format!(
                     "{} is a PDF and pdftotext cannot run ({e}): install poppler-utils, or save the manual's HTML page and add that",
                     file.display()
                 ))
             })?;
         if !out.status.success() {
-            return Err(DocsError::Usage(format!(
+            return Err(SourceError::Usage(format!(
                 "pdftotext could not read {}: {}",
                 file.display(),
                 String::from_utf8_lossy(&out.stderr).trim()
@@ -399,7 +383,7 @@ pub fn add_docs(root: &Path, name: &str, file: &Path) -> Result<Written, DocsErr
     };
     let kept: Vec<&Section> = sections.iter().filter(|s| !s.text.trim().is_empty()).collect();
     if kept.is_empty() {
-        return Err(DocsError::Usage(format!(
+        return Err(SourceError::Usage(format!(
             "{} has no sections rung can find (no HTML headings with text under them{}): is it the manual's page?",
             file.display(),
             if pdf { ", no numbered heading lines" } else { "" }
@@ -408,7 +392,7 @@ pub fn add_docs(root: &Path, name: &str, file: &Path) -> Result<Written, DocsErr
     let context = root.join("context");
     let dir = context.join(name);
     if dir.symlink_metadata().is_ok() && !dir.join(MARKER).is_file() {
-        return Err(DocsError::Usage(format!(
+        return Err(SourceError::Usage(format!(
             "{} exists and is not a manual rung split: choose another name (rung context add-docs OTHER {})",
             dir.display(),
             file.display()
@@ -416,7 +400,7 @@ pub fn add_docs(root: &Path, name: &str, file: &Path) -> Result<Written, DocsErr
     }
     let tmp = context.join(format!(".{name}.splitting-{}", crate::store::unique()));
     std::fs::create_dir_all(&tmp).map_err(io(format!("making {}", tmp.display())))?;
-    let write = || -> Result<(), DocsError> {
+    let write = || -> Result<(), SourceError> {
         for (i, s) in kept.iter().enumerate() {
             let path = tmp.join(file_name(i, s));
             std::fs::write(&path, format!("# {}\n\n{}\n", s.heading(), s.text))

@@ -120,7 +120,7 @@ pub fn problems(section: &Section) -> Vec<Problem> {
     out
 }
 
-/// What went wrong adding, updating or listing a source.
+/// What went wrong adding, updating or listing a source, or splitting a manual.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     #[error("{0}")]
@@ -137,7 +137,7 @@ pub enum SourceError {
     Spec { file: PathBuf, message: String },
 }
 
-fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SourceError {
+pub(super) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SourceError {
     let what = what.into();
     move |source| SourceError::Io { what, source }
 }
