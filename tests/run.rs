@@ -236,13 +236,18 @@ fn the_sandbox_refuses_secrets_writes_outside_and_the_network() {
         ("v006-write", format!("open({:?}, 'w').write('x')", outside.to_str().unwrap()), "outside.txt"),
         ("v007-net", format!("import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5)"), ""),
     ];
+    // The resource limits: no core dumps, a file-size and a private-memory cap (passes only
+    // with all three in place).
+    let limits = "import resource as r; assert r.getrlimit(r.RLIMIT_CORE) == (0, 0) and all(0 < r.getrlimit(x)[0] != r.RLIM_INFINITY for x in (r.RLIMIT_FSIZE, r.RLIMIT_DATA)), [r.getrlimit(x) for x in (r.RLIMIT_CORE, r.RLIMIT_FSIZE, r.RLIMIT_DATA)]";
+    let bad = src.replace("def run(a, b, out, n):\n", &format!("def run(a, b, out, n):\n    {limits}\n"));
+    std::fs::write(ws.join("versions/v008-limits.py"), bad).unwrap();
     for (name, line, _) in &cases {
         let bad = src.replace("def run(a, b, out, n):\n", &format!("def run(a, b, out, n):\n    {line}\n"));
         assert_ne!(bad, src);
         std::fs::write(ws.join(format!("versions/{name}.py")), bad).unwrap();
     }
     let out = Command::new(env!("CARGO_BIN_EXE_rung"))
-        .args(["check", "--json", "v003", "v004", "v005", "v006", "v007"])
+        .args(["check", "--json", "v003", "v004", "v005", "v006", "v007", "v008"])
         .current_dir(&ws)
         .env("RUNG_SANDBOX", "strict")
         // HOME moves to the fake one, so rung's own folder (by default under the real HOME) is
@@ -265,4 +270,66 @@ fn the_sandbox_refuses_secrets_writes_outside_and_the_network() {
     assert!(!outside.exists(), "nothing was written outside");
     listener.set_nonblocking(true).unwrap();
     assert!(listener.accept().is_err(), "no connection reached the port");
+    assert_eq!(stage(&v["versions"][5], "check")["verdict"], "pass", "the limits are in place: {v}");
+    let recorded = stage(&v["versions"][0], "run")["detail"]["sandbox"].as_str().unwrap().to_string();
+    assert!(recorded.starts_with("strict: Landlock ABI") && recorded.contains("no core dumps"), "{recorded}");
+
+    // The same from the config file's [sandbox] table, without the variable.
+    let config = tmp.path().join("config.toml");
+    std::fs::write(&config, "[sandbox]\nmode = \"strict\"\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rung"))
+        .args(["check", "--json", "v004"])
+        .current_dir(&ws)
+        .env_remove("RUNG_SANDBOX")
+        .env("RUNG_CONFIG", &config)
+        .env("RUNG_HOME", rung::toolchain::rung_home())
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(stage(&v["versions"][0], "run")["reason"], "sandbox-denied", "{v}");
+}
+
+/// Whether a process is gone (or only a zombie no one has reaped yet).
+fn gone(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_or(true, |s| s.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')))
+}
+
+/// Whatever a version starts is killed with it: a process it leaves running when its check ends,
+/// and one it started before hanging past `limits.run`. Each zygote child leads its own process
+/// group, and rung and the zygote kill the group.
+#[test]
+fn what_a_version_starts_does_not_outlive_its_check() {
+    if !common::toolchain_here() {
+        return;
+    }
+    let (_tmp, ws) = workspace("vector-add");
+    let toml = std::fs::read_to_string(ws.join("rung.toml")).unwrap().replace("run = \"30s\"", "run = \"4s\"");
+    std::fs::write(ws.join("rung.toml"), toml).unwrap();
+    let src = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
+    let spawn = |file: &str| {
+        format!(
+            "import subprocess; p = subprocess.Popen(['sleep', '600']); open({:?}, 'w').write(str(p.pid))",
+            ws.join(file).to_str().unwrap()
+        )
+    };
+    for (name, line) in
+        [("v004-leaves", spawn("leaves.pid")), ("v005-hangs", spawn("hangs.pid") + "\n    while True: pass")]
+    {
+        let bad = src.replace("def run(a, b, out, n):\n", &format!("def run(a, b, out, n):\n    {line}\n"));
+        assert_ne!(bad, src);
+        std::fs::write(ws.join(format!("versions/{name}.py")), bad).unwrap();
+    }
+    let v = rung(&ws, &["check", "--json", "v004", "v005"]);
+    assert_eq!(stage(&v["versions"][0], "check")["verdict"], "pass", "{v}");
+    assert_eq!(stage(&v["versions"][1], "run")["reason"], "timeout", "{v}");
+    for file in ["leaves.pid", "hangs.pid"] {
+        let pid: u32 = std::fs::read_to_string(ws.join(file)).unwrap().trim().parse().unwrap();
+        let t = std::time::Instant::now();
+        while !gone(pid) && t.elapsed() < std::time::Duration::from_secs(5) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert!(gone(pid), "the `sleep 600` of {file} (pid {pid}) outlived its check");
+    }
 }

@@ -511,6 +511,7 @@ def _prewarm_start(req):
     for call in calls:
         pid = os.fork()
         if pid == 0:
+            _own_group()
             try:
                 if arch:
                     # The capture's own time limit is past the zygote's, which kills the child:
@@ -533,8 +534,35 @@ def _prewarm_start(req):
                 sys.stderr.write("rung prewarm: %s: %s\n" % (type(exc).__name__, exc))
             sys.stderr.flush()
             os._exit(0)
+        _own_group(pid)
         pids.append(pid)
     return pids, t0, limit
+
+
+# The process groups of the zygote's live children (each leads its own), killed if the zygote
+# itself ends (a Ctrl-C at rung's terminal reaches the zygote, not them).
+_GROUPS = set()
+
+
+def _own_group(pid=0):
+    """Makes the child (pid 0: this process) the leader of its own process group, so that what
+    the version starts is killed with it. Both sides call it, so the group exists before
+    either goes on."""
+    if pid:
+        _GROUPS.add(pid)
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass  # the child has already exited: nothing to group
+
+
+def _kill_group(pid):
+    """Kills every process left in the group a child led."""
+    _GROUPS.discard(pid)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass  # nothing left in it
 
 
 def _prewarm_wait(pids, t0, limit):
@@ -547,8 +575,10 @@ def _prewarm_wait(pids, t0, limit):
             done, _ = os.waitpid(pid, os.WNOHANG)
             if done:
                 pids.remove(pid)
+                _kill_group(pid)
         if pids and time.perf_counter() > deadline:
             for pid in pids:
+                _kill_group(pid)
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
@@ -592,6 +622,14 @@ def _preimport():
 
 
 def main():
+    try:
+        _serve()
+    finally:
+        for pid in list(_GROUPS):
+            _kill_group(pid)
+
+
+def _serve():
     global _proto
     t_start = time.perf_counter()
     # The protocol keeps the real standard output; prints go to standard error.
@@ -659,6 +697,8 @@ def main():
         pid = os.fork()
         if pid == 0:
             try:
+                # Its own process group: whatever the version starts is killed with it.
+                _own_group()
                 global _done_fd
                 os.close(done[0])
                 _done_fd = done[1]
@@ -677,7 +717,11 @@ def main():
             except OSError:
                 pass  # the child is gone: waitpid below reports it
             os.close(gate[1])
+        _own_group(pid)
         _, status = os.waitpid(pid, 0)
+        # What the version left running in its group (a process it started and did not wait
+        # for) goes with it.
+        _kill_group(pid)
         # Non-blocking: anything the version forked may still hold the write end.
         os.set_blocking(done[0], False)
         try:

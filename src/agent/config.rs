@@ -27,7 +27,7 @@
 //! api.anthropic.com with `$ANTHROPIC_API_KEY`); an entry of the same name overrides fields.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -112,30 +112,9 @@ pub struct ProviderConfig {
     pub price_output_per_mtok: Option<f64>,
 }
 
-/// The file the agent's table is read from: `$RUNG_CONFIG`, else the TUI's file
-/// (`$XDG_CONFIG_HOME/rung/config.toml` or `~/.config/rung/config.toml`, on macOS too: one file
-/// holds both tables).
-pub fn default_path() -> Option<PathBuf> {
-    default_path_in(std::env::var_os("RUNG_CONFIG"))
-}
-
-/// [`default_path`] given `$RUNG_CONFIG` (an empty variable is unset).
-pub fn default_path_in(rung_config: Option<std::ffi::OsString>) -> Option<PathBuf> {
-    rung_config.filter(|p| !p.is_empty()).map(PathBuf::from).or_else(user_path)
-}
-
-/// The user's config file, read by the TUI and the agent: `$XDG_CONFIG_HOME/rung/config.toml`,
-/// else `~/.config/rung/config.toml`, on every platform.
-pub fn user_path() -> Option<PathBuf> {
-    user_path_in(std::env::var_os("XDG_CONFIG_HOME"), dirs::home_dir())
-}
-
-/// [`user_path`] given `$XDG_CONFIG_HOME` and the home folder (an empty variable is unset).
-pub fn user_path_in(xdg_config_home: Option<std::ffi::OsString>, home: Option<PathBuf>) -> Option<PathBuf> {
-    let base =
-        xdg_config_home.filter(|v| !v.is_empty()).map(PathBuf::from).or_else(|| home.map(|h| h.join(".config")))?;
-    Some(base.join("rung").join("config.toml"))
-}
+/// Where the user's config file is (one file holds the agent's, the TUI's and the sandbox's
+/// tables): rung-core's, so that the core reads `[sandbox]` from the same file.
+pub use rung_core::userconfig::{default_path, default_path_in, user_path, user_path_in};
 
 /// The whole file: the agent's table, and whatever else belongs to others.
 #[derive(Deserialize)]
@@ -315,7 +294,7 @@ mod tests {
 
     #[test]
     fn the_agent_reads_the_tuis_file_unless_rung_config_names_another() {
-        assert_eq!(default_path_in(Some("/tmp/x.toml".into())), Some(PathBuf::from("/tmp/x.toml")));
+        assert_eq!(default_path_in(Some("/tmp/x.toml".into())), Some(std::path::PathBuf::from("/tmp/x.toml")));
         // Unset or empty: the one file the TUI reads too, whatever the platform's own config
         // folder is (on macOS dirs' would be ~/Library/Application Support).
         assert_eq!(default_path_in(None), user_path());

@@ -182,10 +182,13 @@ impl Drop for Worker {
     }
 }
 
+/// Kills a zygote child and everything in its process group (it leads one: what the version
+/// started dies with it).
 fn signal_kill(pid: u32) {
-    // SAFETY: kill(2) on a pid this process's zygote forked and reported; the worst case is
-    // ESRCH when it has already exited.
+    // SAFETY: killpg(2) and kill(2) on a pid this process's zygote forked and reported, which
+    // leads its own group; the worst case is ESRCH when it has already exited.
     unsafe {
+        libc::killpg(pid as i32, libc::SIGKILL);
         libc::kill(pid as i32, libc::SIGKILL);
     }
 }

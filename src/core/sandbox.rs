@@ -11,8 +11,10 @@
 //! makes two system calls between fork and exec (`prctl` and `landlock_restrict_self`), which is
 //! all that is safe there.
 //!
-//! `RUNG_SANDBOX=strict` turns it on; it is off by default until it has run the GPU path
-//! (device files, CUPTI, the driver's own files) on a GPU machine. `rung doctor` says which.
+//! `RUNG_SANDBOX=strict` (or `[sandbox] mode = "strict"` in the user's config file) turns it
+//! on; it is off by default until it has run the GPU path (device files, CUPTI, the driver's own
+//! files) on a GPU machine. `rung doctor` says which, and every run records it. Sandboxed
+//! processes also start with resource limits ([`Limits`]).
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -25,26 +27,111 @@ use landlock::{
     path_beneath_rules,
 };
 
-/// The environment variable that chooses: `strict` or `off`.
+/// The environment variable that chooses: `strict` or `off`, over the config file's
+/// `[sandbox] mode`.
 pub const MODE_VAR: &str = "RUNG_SANDBOX";
 
-/// What the sandbox is on this machine, in words, for `rung doctor`.
+/// Where the sandbox's mode came from, and what it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mode {
+    pub strict: bool,
+    /// `RUNG_SANDBOX`, `config.toml` (its path), or `default`.
+    pub from: String,
+    /// A value that is neither `strict` nor `off`, read as off: what it was and where.
+    pub problem: Option<String>,
+}
+
+/// The mode from `RUNG_SANDBOX`, else `[sandbox] mode` in the user's config file
+/// ([`crate::userconfig::default_path`]), else off.
+pub fn mode() -> Mode {
+    mode_from(std::env::var(MODE_VAR).ok(), crate::userconfig::default_path())
+}
+
+/// [`mode`] given the variable's value and the config file's path.
+pub fn mode_from(var: Option<String>, config: Option<PathBuf>) -> Mode {
+    let judge = |value: &str, from: String| {
+        let v = value.trim().to_ascii_lowercase();
+        let problem =
+            (v != "strict" && v != "off").then(|| format!("{from}: `{value}` is not strict or off (read as off)"));
+        Mode { strict: v == "strict", from, problem }
+    };
+    if let Some(v) = var.filter(|v| !v.trim().is_empty()) {
+        return judge(&v, MODE_VAR.to_string());
+    }
+    if let Some(path) = config
+        && let Ok(text) = std::fs::read_to_string(&path)
+    {
+        let from = format!("{} [sandbox]", path.display());
+        match text.parse::<toml::Table>() {
+            Ok(t) => {
+                if let Some(m) = t.get("sandbox").and_then(|s| s.get("mode")) {
+                    return match m.as_str() {
+                        Some(v) => judge(v, from),
+                        None => Mode { strict: false, problem: Some(format!("{from}: mode is not a string")), from },
+                    };
+                }
+            }
+            Err(e) => {
+                return Mode { strict: false, problem: Some(format!("{}: {}", path.display(), e.message())), from };
+            }
+        }
+    }
+    Mode { strict: false, from: "default".into(), problem: None }
+}
+
+/// What the sandbox is on this machine, in words, for `rung doctor` and every run's record.
 pub fn describe() -> String {
     let abi = kernel_abi();
-    match (strict(), abi) {
+    let m = mode();
+    let said = m.problem.map(|p| format!(" ({p})")).unwrap_or_default();
+    match (m.strict, abi) {
         (false, _) => format!(
-            "off (versions run with your rights; {MODE_VAR}=strict turns it on{})",
+            "off{said} (versions run with your rights; {MODE_VAR}=strict or [sandbox] mode = \"strict\" in the config turns it on{})",
             if abi > 0 { format!(", this kernel has Landlock ABI {abi}") } else { String::new() }
         ),
         (true, 0) => "strict asked, but this kernel has no Landlock: versions run unsandboxed".into(),
-        (true, n) if n < 4 => format!("strict: Landlock ABI {n}, files only (TCP needs ABI 4)"),
-        (true, n) => format!("strict: Landlock ABI {n}, files and TCP"),
+        (true, n) => format!(
+            "strict: Landlock ABI {n}, {}; {} (from {})",
+            if n < 4 { "files only (TCP needs ABI 4)" } else { "files and TCP" },
+            Limits::for_machine().describe(),
+            m.from
+        ),
     }
 }
 
-/// Whether `RUNG_SANDBOX=strict`.
+/// Whether versions run sandboxed ([`mode`]).
 pub fn strict() -> bool {
-    std::env::var(MODE_VAR).is_ok_and(|v| v.trim().eq_ignore_ascii_case("strict"))
+    mode().strict
+}
+
+/// The resource limits a sandboxed process starts with: no core dumps, a cap on the size of any
+/// file it writes (past it a write fails with EFBIG instead of killing it), and a cap on its
+/// private writable memory (`RLIMIT_DATA`: the heap and anonymous mappings, not the GPU driver's
+/// shared mappings of device memory nor its address-space reservations, which `RLIMIT_AS`
+/// would count). Both caps are the machine's memory: they stop a runaway, not a real kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub file_bytes: u64,
+    pub data_bytes: u64,
+}
+
+impl Limits {
+    /// The caps for this machine: its physical memory.
+    pub fn for_machine() -> Limits {
+        // SAFETY: sysconf(3) only reads system values.
+        let (pages, size) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+        let ram = if pages > 0 && size > 0 { pages as u64 * size as u64 } else { 64 << 30 };
+        Limits { file_bytes: ram, data_bytes: ram }
+    }
+
+    pub fn describe(&self) -> String {
+        let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+        format!(
+            "no core dumps, files ≤ {:.0} GiB, private memory ≤ {:.0} GiB",
+            gib(self.file_bytes),
+            gib(self.data_bytes)
+        )
+    }
 }
 
 /// The kernel's Landlock ABI version; 0 when it has none.
@@ -59,6 +146,7 @@ pub fn kernel_abi() -> i64 {
 #[derive(Debug)]
 pub struct Sandbox {
     fd: OwnedFd,
+    pub limits: Limits,
     /// The folders it lets be read, and written.
     pub read: Vec<PathBuf>,
     pub write: Vec<PathBuf>,
@@ -107,19 +195,30 @@ impl Sandbox {
             .add_rules(path_beneath_rules(&writes, AccessFs::from_all(abi)))
             .map_err(err)?;
         let fd: Option<OwnedFd> = ruleset.into();
-        Ok(fd.map(|fd| Sandbox { fd, read: reads, write: writes }))
+        Ok(fd.map(|fd| Sandbox { fd, limits: Limits::for_machine(), read: reads, write: writes }))
     }
 
-    /// `cmd` will start inside the sandbox: between fork and exec the child sets
-    /// `no_new_privs` and restricts itself to the ruleset, or does not start.
+    /// `cmd` will start inside the sandbox: between fork and exec the child takes its resource
+    /// limits ([`Limits`]), ignores SIGXFSZ (so a write past the file cap fails rather than
+    /// kills), sets `no_new_privs` and restricts itself to the ruleset, or does not start.
     pub fn apply(self: &Arc<Self>, cmd: &mut Command) {
         use std::os::unix::process::CommandExt;
         let fd = self.fd.as_raw_fd();
-        // SAFETY: the closure runs in the forked child before exec and makes only two system
-        // calls (async-signal-safe, no allocation); the ruleset's descriptor stays open in the
-        // parent (held by `self`, which outlives the spawn) and is inherited by the child.
+        let limits = self.limits;
+        // SAFETY: the closure runs in the forked child before exec and makes only system calls
+        // (setrlimit, signal, prctl, landlock_restrict_self: async-signal-safe, no allocation);
+        // the ruleset's descriptor stays open in the parent (held by `self`, which outlives the
+        // spawn) and is inherited by the child.
         unsafe {
             cmd.pre_exec(move || {
+                let cap = |what, bytes: u64| {
+                    let l = libc::rlimit { rlim_cur: bytes as libc::rlim_t, rlim_max: bytes as libc::rlim_t };
+                    if libc::setrlimit(what, &l) != 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
+                };
+                cap(libc::RLIMIT_CORE, 0)?;
+                cap(libc::RLIMIT_FSIZE, limits.file_bytes)?;
+                cap(libc::RLIMIT_DATA, limits.data_bytes)?;
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
                 if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
@@ -198,4 +297,35 @@ pub fn for_workspace(root: &Path, python: Option<&Path>, scratch: &Path) -> Opti
             }
         })
         .clone()
+}
+
+#[cfg(test)]
+mod mode_tests {
+    use super::*;
+
+    #[test]
+    fn the_variable_wins_then_the_config_file_then_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("config.toml");
+        assert_eq!(mode_from(None, Some(cfg.clone())), Mode { strict: false, from: "default".into(), problem: None });
+        std::fs::write(&cfg, "[agent]\nprovider = \"x\"\n\n[sandbox]\nmode = \"Strict\"\n").unwrap();
+        let m = mode_from(None, Some(cfg.clone()));
+        assert!(m.strict && m.from.ends_with("config.toml [sandbox]") && m.problem.is_none(), "{m:?}");
+        assert!(!mode_from(Some("off".into()), Some(cfg.clone())).strict, "the variable wins");
+        assert!(mode_from(Some(" ".into()), Some(cfg.clone())).strict, "an empty variable is unset");
+        let bad = mode_from(Some("yes".into()), None);
+        assert!(!bad.strict && bad.problem.as_deref().unwrap().contains("`yes` is not strict or off"), "{bad:?}");
+        std::fs::write(&cfg, "[sandbox]\nmode = 1\n").unwrap();
+        assert!(mode_from(None, Some(cfg.clone())).problem.unwrap().contains("mode is not a string"));
+        std::fs::write(&cfg, "[sandbox\n").unwrap();
+        let broken = mode_from(None, Some(cfg.clone()));
+        assert!(!broken.strict && broken.problem.unwrap().contains("config.toml"));
+    }
+
+    #[test]
+    fn the_limits_are_the_machine_s_memory() {
+        let l = Limits::for_machine();
+        assert!(l.file_bytes > 1 << 28 && l.data_bytes == l.file_bytes);
+        assert!(l.describe().starts_with("no core dumps, files ≤ "), "{}", l.describe());
+    }
 }

@@ -25,6 +25,11 @@ pub struct RunDetail {
     /// Triton kernels that really launched on the GPU (their PTX and cubin are in the dumps).
     #[serde(default)]
     pub launched: Vec<CapturedKernel>,
+    /// What the sandbox enforced on the processes that ran the version: `strict: Landlock ABI
+    /// 7, files and TCP; no core dumps, files ≤ 24 GiB, private memory ≤ 24 GiB (from …)`, or
+    /// `off (…)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -285,6 +285,7 @@ impl<'a> Checker<'a> {
                     sizes: vec![],
                     phases: std::mem::take(&mut self.phases),
                     launched: vec![],
+                    sandbox: Some(crate::sandbox::describe()),
                 });
                 return out;
             }
@@ -617,6 +618,7 @@ impl<'a> Checker<'a> {
             sizes: runs.clone(),
             phases: std::mem::take(&mut self.phases),
             launched,
+            sandbox: Some(crate::sandbox::describe()),
         });
         if let Some(f) = run_fail {
             let mut diagnostics: Vec<Diagnostic> = f.diagnostic.into_iter().map(|d| *d).collect();

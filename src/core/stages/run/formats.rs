@@ -263,6 +263,7 @@ pub fn run_problem(
         sizes: runs.clone(),
         phases,
         launched,
+        sandbox: Some(crate::sandbox::describe()),
     });
     if let Some((verdict, reason, summary, d)) = run_fail {
         return RunOutcome {
