@@ -530,3 +530,46 @@ fn the_aot_scripts_reply_matches_the_committed_schema() {
         }
     }
 }
+
+/// rung's tracer is on every CUDA build's include path: a version that includes it and marks its
+/// sections builds as written, its markers compiled to nothing (no %globaltimer in its PTX); the
+/// traced variant reads %globaltimer and %smid at each marker and has the `rung_trace` symbol
+/// the worker writes the buffer's address into; the names the decoder finds hash to the
+/// constants nvcc compiled.
+#[test]
+fn the_tracer_header_is_found_and_compiles_to_nothing_until_traced() {
+    let Some(nvcc) = real_nvcc() else { return };
+    let (_tmp, ws) = workspace("vector-add");
+    let src = std::fs::read_to_string(ws.join("versions/v001-naive.cu")).unwrap();
+    let body_at = src.find("int i = ").expect("the naive kernel's index line");
+    let mut traced = format!("#include <rung_trace.cuh>\n{}", &src[..body_at]);
+    traced.push_str("RUNG_TRACE_BEGIN(index);\n    ");
+    traced.push_str(&src[body_at..].replacen(
+        ";\n",
+        ";\n    RUNG_TRACE_END(index);\n    RUNG_TRACE_MARK(indexed);\n",
+        1,
+    ));
+    std::fs::write(ws.join("versions/v004-traced.cu"), &traced).unwrap();
+    let v = json(&rung(&ws, &["check", "--json", "v004"], &[]));
+    let build = &v["versions"][0]["stages"][1];
+    assert_eq!(build["verdict"], "pass", "{build}");
+    let ptx = std::fs::read_to_string(ws.join(".rung/dumps/v004/v004.ptx")).unwrap();
+    assert!(!ptx.contains("globaltimer") && !ptx.contains("rung_trace"), "the markers are nothing untraced");
+
+    let scratch = tempfile::tempdir().unwrap();
+    let t =
+        rung::trace::build_traced(&nvcc, &ws.join("versions/v004-traced.cu"), "sm_90", &[], scratch.path()).unwrap();
+    assert_eq!(t.ptx.matches("%globaltimer").count(), 3, "one clock read per marker");
+    assert!(t.ptx.contains("%smid") && t.ptx.contains(".global .align 8 .b8 rung_trace[24]"), "{}", t.ptx);
+    assert!(!t.cubin.is_empty());
+    for name in ["index", "indexed"] {
+        let h = rung::trace::hash(name);
+        assert_eq!(t.names.get(&h).map(String::as_str), Some(name));
+        assert!(t.ptx.contains(&format!(", {};", h as i32)), "{name}'s hash {} is a constant in the PTX", h as i32);
+    }
+    let plain = std::fs::read_to_string(ws.join("versions/v001-naive.cu")).unwrap();
+    std::fs::write(scratch.path().join("plain.cu"), plain).unwrap();
+    let e =
+        rung::trace::build_traced(&nvcc, &scratch.path().join("plain.cu"), "sm_90", &[], scratch.path()).unwrap_err();
+    assert!(e.to_string().contains("has no RUNG_TRACE_BEGIN"), "{e}");
+}

@@ -42,6 +42,20 @@ pub fn python_text() -> String {
     files.iter().map(|f| f.contents_utf8().unwrap_or_default()).collect()
 }
 
+/// rung's intra-kernel tracer (`#include <rung_trace.cuh>`): every CUDA build finds it, and its
+/// markers compile to nothing unless rung builds the traced variant (`-DRUNG_TRACE`).
+pub const TRACE_HEADER: &str = include_str!("../../assets/include/rung_trace.cuh");
+/// Its file name.
+pub const TRACE_HEADER_NAME: &str = "rung_trace.cuh";
+
+/// Writes rung's headers into `dir/include` and returns that folder (the `-I` of a CUDA build).
+pub fn write_include(dir: &Path) -> std::io::Result<std::path::PathBuf> {
+    let include = dir.join("include");
+    std::fs::create_dir_all(&include)?;
+    std::fs::write(include.join(TRACE_HEADER_NAME), TRACE_HEADER)?;
+    Ok(include)
+}
+
 /// rung's copy and L2 flush kernels (assets/kernels/copy.cu), as PTX.
 pub const COPY_PTX: &str = include_str!("../../assets/kernels/copy.ptx");
 

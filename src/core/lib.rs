@@ -37,6 +37,7 @@ pub mod store;
 pub mod templates;
 pub mod tomlfile;
 pub mod toolchain;
+pub mod trace;
 pub mod userconfig;
 pub mod watch;
 pub mod worker;

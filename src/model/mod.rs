@@ -13,5 +13,6 @@ pub mod protocol;
 pub mod report;
 pub mod run;
 pub mod sizes;
+pub mod trace;
 pub mod verdict;
 pub mod version;

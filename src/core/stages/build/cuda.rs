@@ -23,6 +23,10 @@ pub(super) fn build_cuda(
     let cubin_path = s.tmp.join(format!("{id}.cubin"));
     let virt = arch.replacen("sm_", "compute_", 1);
     let mut files: Files = Vec::new();
+    // rung's own headers (the tracer) after the version's folder, so a file of the user's with
+    // the same name wins.
+    let include = crate::assets::write_include(&s.tmp).map_err(|_| ())?;
+    let include_flag = format!("-I{}", include.display());
 
     if s.v.kind == VersionKind::Ptx {
         // The version is the PTX: ptxas cites it by its own path and line.
@@ -37,7 +41,8 @@ pub(super) fn build_cuda(
         files.push((format!("{id}.ptx"), "ptx".into(), ptx));
     } else {
         if use_nvrtc {
-            nvrtc_ptx(s, &virt, flags, &ptx_path)?;
+            let flags: Vec<String> = flags.iter().cloned().chain([include_flag.clone()]).collect();
+            nvrtc_ptx(s, &virt, &flags, &ptx_path)?;
         } else {
             let nvcc = &tc.nvcc.as_ref().expect("checked").path;
             let mut cmd = Command::new(nvcc);
@@ -45,6 +50,7 @@ pub(super) fn build_cuda(
                 .arg(format!("-arch={virt}"))
                 .args(["-lineinfo", "-O3", "-std=c++17"])
                 .args(flags)
+                .arg(&include_flag)
                 .arg("-o")
                 .arg(s.rel(&ptx_path))
                 .arg(&s.v.path);
@@ -84,6 +90,7 @@ pub(super) fn build_cuda(
                 .arg(format!("-gencode=arch={virt},code={arch}"))
                 .args(["-lineinfo", "-O3", "-std=c++17", "-I."])
                 .args(flags)
+                .arg(&include_flag)
                 .arg("-o")
                 .arg(s.rel(&so))
                 .arg(s.rel(&shim));

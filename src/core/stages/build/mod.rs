@@ -392,6 +392,8 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
     // The embedded compile scripts are part of the build, like a tool version.
     match v.kind {
         VersionKind::Triton | VersionKind::CuteDsl => key_text.push_str(&PYTHON_KEY),
+        // rung's headers are on a CUDA build's include path.
+        VersionKind::Cuda | VersionKind::CudaHost => key_text.push_str(crate::assets::TRACE_HEADER),
         _ => {}
     }
     let cache_key = sha256_hex(key_text.as_bytes());

@@ -1,0 +1,83 @@
+// rung_trace.cuh: time the sections inside a kernel. rung puts this file on every CUDA build's
+// include path; a version includes it and marks its sections:
+//
+//     #include <rung_trace.cuh>
+//     __global__ void rmsnorm(...) {
+//         RUNG_TRACE_BEGIN(load);  ... RUNG_TRACE_END(load);
+//         RUNG_TRACE_BEGIN(reduce); ... RUNG_TRACE_END(reduce);
+//         RUNG_TRACE_MARK(done);
+//     }
+//
+// Every macro compiles to nothing unless rung builds the traced variant (-DRUNG_TRACE), so the
+// version that is checked and benched is the version as written. In the traced variant one
+// leader lane per warp (or thread 0 of each block, with -DRUNG_TRACE_PER_BLOCK) writes a record
+// at each marker: the %globaltimer nanosecond clock, the section's name as a 32-bit hash (FNV-1a
+// of the name, computed at compile time; rung hashes the names it finds in the source the same
+// way), what happened (begin, end, mark), the SM, the block and the warp. The buffer is rung's:
+// it allocates it and writes its address into the `rung_trace` symbol before the traced launch,
+// so the kernel's signature does not change. A full buffer is counted, never written past.
+//
+// A .ptx version gets the same by hand: `mov.u64 %rd, %globaltimer;`, `mov.u32 %r, %smid;`, an
+// `atom.global.add.u64` on rung_trace.count, and a 32-byte store laid out as RungTraceRecord.
+#pragma once
+
+#include <stdint.h>
+
+// One record: 32 bytes.
+struct RungTraceRecord {
+    uint64_t time_ns;  // %globaltimer
+    uint32_t tag;      // FNV-1a of the section's name
+    uint32_t kind;     // 0 begin, 1 end, 2 mark
+    uint32_t sm;       // %smid
+    uint32_t block;    // linear block index
+    uint32_t warp;     // warp within the block (0 with RUNG_TRACE_PER_BLOCK)
+    uint32_t pad;
+};
+
+// The buffer rung hands the traced kernel: where the records go, how many fit, and how many
+// were asked for (past `capacity`, records are counted and dropped).
+struct RungTraceBuffer {
+    RungTraceRecord* records;
+    unsigned long long capacity;
+    unsigned long long count;
+};
+
+// FNV-1a, 32 bits, of a name at compile time.
+__host__ __device__ constexpr uint32_t rung_trace_hash(const char* s, uint32_t h = 2166136261u) {
+    return *s ? rung_trace_hash(s + 1, (h ^ static_cast<uint8_t>(*s)) * 16777619u) : h;
+}
+
+#ifdef RUNG_TRACE
+
+__device__ RungTraceBuffer rung_trace;
+
+__device__ __forceinline__ void rung_trace_record(uint32_t tag, uint32_t kind) {
+    const uint32_t tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+#ifdef RUNG_TRACE_PER_BLOCK
+    if (tid != 0) return;
+    const uint32_t warp = 0;
+#else
+    if ((tid & 31u) != 0) return;
+    const uint32_t warp = tid >> 5;
+#endif
+    uint64_t t;
+    uint32_t sm;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    const unsigned long long i = atomicAdd(&rung_trace.count, 1ull);
+    if (rung_trace.records == nullptr || i >= rung_trace.capacity) return;
+    const uint32_t block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    rung_trace.records[i] = RungTraceRecord{t, tag, kind, sm, block, warp, 0u};
+}
+
+#define RUNG_TRACE_BEGIN(name) rung_trace_record(rung_trace_hash(#name), 0u)
+#define RUNG_TRACE_END(name) rung_trace_record(rung_trace_hash(#name), 1u)
+#define RUNG_TRACE_MARK(name) rung_trace_record(rung_trace_hash(#name), 2u)
+
+#else
+
+#define RUNG_TRACE_BEGIN(name) ((void)0)
+#define RUNG_TRACE_END(name) ((void)0)
+#define RUNG_TRACE_MARK(name) ((void)0)
+
+#endif
