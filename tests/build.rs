@@ -567,6 +567,22 @@ fn the_tracer_header_is_found_and_compiles_to_nothing_until_traced() {
         assert_eq!(t.names.get(&h).map(String::as_str), Some(name));
         assert!(t.ptx.contains(&format!(", {};", h as i32)), "{name}'s hash {} is a constant in the PTX", h as i32);
     }
+    // Without a GPU, `rung trace` says so in one line, after building the traced variant.
+    let out = rung(&ws, &["trace", "v004"], &[]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(
+        said.starts_with("no GPU here: v004's traced variant builds for sm_90 (markers: index, indexed)"),
+        "{said}"
+    );
+    let out = rung(&ws, &["trace", "v001"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("versions/v001-naive.cu has no RUNG_TRACE_BEGIN"));
+    let out = rung(&ws, &["trace", "v003"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("triton versions are not traced yet"));
+
     let plain = std::fs::read_to_string(ws.join("versions/v001-naive.cu")).unwrap();
     std::fs::write(scratch.path().join("plain.cu"), plain).unwrap();
     let e =

@@ -52,6 +52,10 @@ fn samples() -> Vec<Message> {
                 ],
                 guard_bytes: GUARD_BYTES,
                 library: None,
+                trace: Some(rung::model::protocol::TraceRequest {
+                    capacity: 1 << 20,
+                    out: "/dev/shm/trace.bin".into(),
+                }),
             }),
         }),
         Message::Request(Request {
@@ -66,6 +70,7 @@ fn samples() -> Vec<Message> {
                 params: vec![LaunchParam::Buffer { name: "y".into(), path: "/dev/shm/y.bin".into() }],
                 guard_bytes: GUARD_BYTES,
                 library: Some(".rung/dumps/v007/libv007.so".into()),
+                trace: None,
             }),
         }),
         Message::Request(Request {

@@ -45,6 +45,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Some(Command::Watch(args)) => watch_cmd(&ws_dir, &args),
         Some(Command::Mcp) => mcp_cmd(&ws_dir),
         Some(Command::Chat(args)) => Ok(super::chat::chat_cmd(&ws_dir, &args)),
+        Some(Command::Trace(args)) => Ok(super::trace::trace_cmd(&ws_dir, &args)),
         Some(Command::Context(args)) => Ok(super::context::context_cmd(&ws_dir, &args)),
         Some(Command::Auto(args)) => Ok(super::auto::auto_cmd(&ws_dir, &args)),
         Some(Command::Schema { worker, watch, aot }) => {

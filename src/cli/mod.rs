@@ -6,6 +6,7 @@ mod commands;
 mod context;
 mod render;
 mod selftest_cmd;
+mod trace;
 
 use std::path::PathBuf;
 
@@ -117,6 +118,10 @@ pub enum Command {
     /// memcheck or racecheck on one call at the first test size, findings at their source lines.
     /// The result is recorded in the history; the report stays in .rung/objects/.
     Profile(ProfileArgs),
+    /// Time the sections inside a `.cu` version's kernel: its rung_trace.cuh markers
+    /// (RUNG_TRACE_BEGIN/END/MARK) compiled in, one launch at the first benchmark size after its
+    /// check passed; per-section statistics and a Chrome trace-event file for Perfetto.
+    Trace(trace::TraceArgs),
     /// One profiled call of a version (run by `rung profile` under ncu or compute-sanitizer).
     #[command(hide = true)]
     InternalProfileCall {
@@ -245,8 +250,8 @@ pub struct SelftestArgs {
     /// Run everything on the GPU (fails without one).
     #[arg(long)]
     pub gpu: bool,
-    /// Parts to run: faults, workspaces, warm, profile, auto, bench (default: faults, plus
-    /// workspaces, warm, profile and auto with --gpu).
+    /// Parts to run: faults, workspaces, warm, profile, auto, trace, bench (default: faults,
+    /// plus workspaces, warm, profile, auto and trace with --gpu).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Print the results as JSON.

@@ -22,7 +22,7 @@ pub(super) fn selftest(args: &SelftestArgs) -> Result<i32> {
     }
     let parts: Vec<String> = if args.only.is_empty() {
         if args.gpu {
-            vec!["faults".into(), "workspaces".into(), "warm".into(), "profile".into(), "auto".into()]
+            vec!["faults".into(), "workspaces".into(), "warm".into(), "profile".into(), "auto".into(), "trace".into()]
         } else {
             vec!["faults".into()]
         }
@@ -34,8 +34,8 @@ pub(super) fn selftest(args: &SelftestArgs) -> Result<i32> {
         parts.push("bench".into());
     }
     for p in &parts {
-        if !["faults", "workspaces", "warm", "bench", "profile", "auto"].contains(&p.as_str()) {
-            eprintln!("rung selftest: unknown part `{p}` (faults, workspaces, warm, bench, profile, auto)");
+        if !["faults", "workspaces", "warm", "bench", "profile", "auto", "trace"].contains(&p.as_str()) {
+            eprintln!("rung selftest: unknown part `{p}` (faults, workspaces, warm, bench, profile, auto, trace)");
             return Ok(exit::USAGE);
         }
     }
@@ -164,6 +164,42 @@ pub(super) fn selftest(args: &SelftestArgs) -> Result<i32> {
         })?;
         all_ok &= runs.iter().all(|r| r.ok);
         doc.insert("profile".into(), serde_json::to_value(&runs)?);
+    }
+    if parts.iter().any(|p| p == "trace") {
+        let row = st::run_trace(&dir.join("trace"))?;
+        if !args.json {
+            println!("\ntrace (a traced vector add: checked, benched, then one traced launch)");
+            println!("{} {}; expected {}", if row.ok { "✓" } else { "✗" }, row.check, row.expected);
+            if let Some(s) = &row.summary {
+                println!(
+                    "    {} leaders on {} SMs, span {:.1} µs, launch {:.3} ms, untraced bench median {}",
+                    s.streams,
+                    s.sms,
+                    s.span_ns as f64 / 1e3,
+                    row.launch_ms.unwrap_or(0.0),
+                    row.untraced_ms.map_or("-".into(), |m| format!("{m:.4} ms"))
+                );
+                for x in &s.sections {
+                    println!(
+                        "    {:8} calls {:>7}  median {:.0} ns  p99 {:.0} ns  share {:.1}%",
+                        x.name,
+                        x.calls,
+                        x.median_ns,
+                        x.p99_ns,
+                        x.share * 100.0
+                    );
+                }
+                println!(
+                    "    marks {:?}; dropped {}; unmatched {}/{}; unknown {}",
+                    s.marks, s.dropped, s.unmatched_begins, s.unmatched_ends, s.unknown_tags
+                );
+            }
+            if let Some(e) = &row.error {
+                println!("    {e}");
+            }
+        }
+        all_ok &= row.ok;
+        doc.insert("trace".into(), serde_json::to_value(&row)?);
     }
     if parts.iter().any(|p| p == "auto") {
         let exe = std::env::current_exe().context("finding rung's own binary")?;

@@ -142,6 +142,20 @@ pub struct Launch {
     /// `smem` and `cluster` are then unused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub library: Option<PathBuf>,
+    /// A traced launch (the cubin built with `-DRUNG_TRACE`): the worker allocates room for
+    /// `capacity` records, writes its address into the cubin's `rung_trace` symbol, launches,
+    /// and writes the records the kernel wrote to `out` (the count it asked for is the answer's
+    /// `trace_requested`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceRequest>,
+}
+
+/// Where a traced launch's records go, and how many fit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TraceRequest {
+    pub capacity: u64,
+    pub out: PathBuf,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -454,6 +468,10 @@ pub struct Response {
     /// values get a wrong answer that new buffers do not).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recheck_reason: Option<crate::verdict::Reason>,
+    /// A traced launch: how many records the kernel asked to write (past the capacity they
+    /// were counted, not written).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_requested: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

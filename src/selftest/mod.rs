@@ -15,11 +15,13 @@
 mod auto;
 mod bench;
 mod profile;
+mod trace;
 mod workspaces;
 
 pub use auto::*;
 pub use bench::*;
 pub use profile::*;
+pub use trace::*;
 pub use workspaces::*;
 
 use std::collections::BTreeMap;

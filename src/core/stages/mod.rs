@@ -7,6 +7,7 @@ pub mod prepare;
 pub mod problem;
 pub mod profile;
 pub mod run;
+pub mod trace;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -263,6 +263,7 @@ unsafe fn flush(state: &State) -> Result<(), WorkerError> {
             params: vec![],
             guard_bytes: 0,
             library: None,
+            trace: None,
         };
         let mut a = d.to_le_bytes();
         let mut b = ((n / 16) as u64).to_le_bytes();
@@ -487,6 +488,7 @@ pub fn ceiling(req: &Ceiling, sms: u32) -> Result<Response, WorkerError> {
                         params: vec![],
                         guard_bytes: 0,
                         library: None,
+                        trace: None,
                     };
                     let mut a = src.to_le_bytes();
                     let mut b = dst.to_le_bytes();

@@ -311,6 +311,19 @@ fn launch(req: &Launch) -> Result<Response, WorkerError> {
     // argument array points at locals that outlive the launch (it is synchronised).
     unsafe {
         let callee = Callee::load(req)?;
+        let traced = match (&req.trace, &callee) {
+            (None, _) => None,
+            (Some(t), Callee::Kernel { module, .. }) => match arm_trace(*module, t) {
+                Ok(armed) => Some(armed),
+                Err(e) => {
+                    callee.unload();
+                    return Err(e);
+                }
+            },
+            (Some(_), Callee::Host(_)) => {
+                return Err(WorkerError::new("BadRequest", "a rung_run version's launches are not traced"));
+            }
+        };
         let mut bufs: Vec<Guarded> = Vec::new();
         for (_, _, bytes) in &host {
             let len = bytes.len();
@@ -346,6 +359,9 @@ fn launch(req: &Launch) -> Result<Response, WorkerError> {
             for gb in bufs {
                 let _ = result::free_sync(gb.base);
             }
+            if let Some(armed) = &traced {
+                let _ = result::free_sync(armed.records);
+            }
             callee.unload();
             return Err(e);
         }
@@ -368,9 +384,80 @@ fn launch(req: &Launch) -> Result<Response, WorkerError> {
         for gb in bufs {
             let _ = result::free_sync(gb.base);
         }
+        let trace_requested = match (traced, &req.trace) {
+            (Some(armed), Some(t)) => {
+                let read = read_trace(&armed, t);
+                let _ = result::free_sync(armed.records);
+                Some(read?)
+            }
+            _ => None,
+        };
         callee.unload();
-        Ok(Response { ok: true, seconds: Some(seconds), guards, ..Default::default() })
+        Ok(Response { ok: true, seconds: Some(seconds), guards, trace_requested, ..Default::default() })
     }
+}
+
+/// A traced launch's buffer: the records' allocation and the `rung_trace` symbol.
+struct ArmedTrace {
+    symbol: sys::CUdeviceptr,
+    records: sys::CUdeviceptr,
+}
+
+/// The bytes of `rung_trace.cuh`'s RungTraceBuffer: records pointer, capacity, count.
+const TRACE_SYMBOL_BYTES: usize = 24;
+
+/// Allocates the records and writes their address, the capacity and a zero count into the
+/// module's `rung_trace`.
+///
+/// # Safety
+/// `module` is loaded.
+unsafe fn arm_trace(module: sys::CUmodule, t: &protocol::TraceRequest) -> Result<ArmedTrace, WorkerError> {
+    let name = CString::new("rung_trace").expect("no NUL");
+    // SAFETY: the caller's module; the symbol is checked for the buffer's size before use.
+    let (symbol, bytes) = unsafe { result::module::get_global(module, name) }.map_err(|e| {
+        WorkerError::new(
+            "NotTraced",
+            format!("the cubin has no `rung_trace` ({e:?}): it was not built with -DRUNG_TRACE and rung_trace.cuh"),
+        )
+    })?;
+    if bytes != TRACE_SYMBOL_BYTES {
+        return Err(WorkerError::new(
+            "NotTraced",
+            format!("`rung_trace` is {bytes} bytes, not rung_trace.cuh's {TRACE_SYMBOL_BYTES}"),
+        ));
+    }
+    let size = (t.capacity as usize).max(1) * crate::trace::RECORD_BYTES;
+    // SAFETY: a fresh allocation, freed by the caller after the records are read.
+    let records = unsafe { result::malloc_sync(size) }.map_err(cuda_error)?;
+    let mut head = Vec::with_capacity(TRACE_SYMBOL_BYTES);
+    head.extend_from_slice(&records.to_le_bytes());
+    head.extend_from_slice(&t.capacity.to_le_bytes());
+    head.extend_from_slice(&0u64.to_le_bytes());
+    // SAFETY: `symbol` is a device global of exactly these 24 bytes.
+    if let Err(e) = unsafe { result::memcpy_htod_sync(symbol, &head) } {
+        let _ = unsafe { result::free_sync(records) };
+        return Err(cuda_error(e));
+    }
+    Ok(ArmedTrace { symbol, records })
+}
+
+/// After the launch: the count the kernel asked for, and the records it wrote, into `t.out`.
+///
+/// # Safety
+/// `armed` is live and the launch synchronised.
+unsafe fn read_trace(armed: &ArmedTrace, t: &protocol::TraceRequest) -> Result<u64, WorkerError> {
+    let mut head = [0u8; TRACE_SYMBOL_BYTES];
+    // SAFETY: the symbol's 24 bytes, after the launch finished.
+    unsafe { result::memcpy_dtoh_sync(&mut head, armed.symbol) }.map_err(cuda_error)?;
+    let count = u64::from_le_bytes(head[16..24].try_into().expect("8 bytes"));
+    let kept = count.min(t.capacity) as usize * crate::trace::RECORD_BYTES;
+    let mut records = vec![0u8; kept];
+    if kept > 0 {
+        // SAFETY: `kept` bytes of the records' allocation, which holds `capacity` records.
+        unsafe { result::memcpy_dtoh_sync(&mut records, armed.records) }.map_err(cuda_error)?;
+    }
+    std::fs::write(&t.out, &records).map_err(|e| WorkerError::new("IoError", format!("{}: {e}", t.out.display())))?;
+    Ok(count)
 }
 
 /// Timing and ceilings in the native worker.

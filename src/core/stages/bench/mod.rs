@@ -447,6 +447,12 @@ fn draw_sets(spec: &Spec, sizes: &SizeSet, seed: u64, dir: &std::path::Path) -> 
     Ok(Sets { files, extra })
 }
 
+/// The real input set of one size (set 0, as the bench draws it) and poisoned outputs, in `dir`:
+/// what a single traced call runs on.
+pub fn draw_inputs(spec: &Spec, sizes: &SizeSet, seed: u64, dir: &std::path::Path) -> Result<Files, Box<StageOutcome>> {
+    draw_sets(spec, sizes, seed, dir).map(|s| s.files)
+}
+
 /// Poisoned output files in `dir`: a series of its own gets outputs of its own.
 fn poisoned_outputs(spec: &Spec, sizes: &SizeSet, dir: &std::path::Path) -> std::io::Result<Files> {
     std::fs::create_dir_all(dir)?;

@@ -332,6 +332,7 @@ impl NativePlan {
             params,
             guard_bytes: protocol::GUARD_BYTES,
             library: self.library.clone(),
+            trace: None,
         })
     }
 }
