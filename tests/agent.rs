@@ -672,7 +672,10 @@ fn workspace_tools_answer_a_model_through_the_mcp_functions() {
     assert_eq!(sent[3]["content"].as_str().unwrap(), answers[0].text);
     let offered: Vec<&str> =
         reqs[0].body["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
-    assert_eq!(offered, ["search_context", "read_file", "get_results", "get_asm", "diff_asm", "get_profile"]);
+    assert_eq!(
+        offered,
+        ["search_context", "read_file", "get_results", "get_asm", "diff_asm", "get_profile", "get_trace"]
+    );
 }
 
 /// The prompt carries the workspace: `rung chat --version v002` sends rung.toml, the reference,

@@ -43,6 +43,7 @@ fn an_independent_client_submits_checks_reads_sass_diffs_and_survives_bad_calls(
         "get_asm v004:",
         "diff_asm v002 v004:",
         "get_profile v004: not available yet",
+        "get_trace v004: not available yet",
         "path traversal refused: error: name `../../x`",
         "oversized source refused: error: source is",
         "malformed requests refused:",

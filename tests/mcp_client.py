@@ -28,6 +28,7 @@ TOOLS = {
     "get_asm",
     "diff_asm",
     "get_profile",
+    "get_trace",
     "history",
 }
 
@@ -151,6 +152,11 @@ async def main(rung, ws):
         assert profile["available"] is False and profile["profile"] is None, profile
         assert text.startswith(f"not available yet: no profile has been recorded for {new}"), text
         ok(f"get_profile {new}: {text.splitlines()[0]}")
+
+        trace, text = await call(session, "get_trace", {"version": new})
+        assert trace["available"] is False and trace["trace"] is None, trace
+        assert text.startswith(f"not available yet: no trace has been recorded for {new}"), text
+        ok(f"get_trace {new}: {text.splitlines()[0]}")
 
         hist, _ = await call(session, "history", {"version": new, "stage": "build"})
         assert hist["results"] and all(r["stage"] == "build" for r in hist["results"]), hist

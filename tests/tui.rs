@@ -1966,7 +1966,7 @@ fn a_message_sent_from_the_tui_gets_a_real_reply_in_the_panel_and_the_chat_file(
     let context = last_notice(&app);
     assert!(context.starts_with(&format!("context for openai-compatible gpt-test ({}/v1)", server.url)), "{context}");
     let system = rung::agent::SYSTEM_PROMPT.chars().count();
-    let tools = "6 tools (search_context, read_file, get_results, get_asm, diff_asm, get_profile)";
+    let tools = "7 tools (search_context, read_file, get_results, get_asm, diff_asm, get_profile, get_trace)";
     assert!(context.contains(&format!("the system prompt ({system} characters), 2 messages, {tools}")), "{context}");
     assert!(context.ends_with("tokens so far: 52 in / 61 out, $0.0006"), "{context}");
     assert!(screen_text(&app, 200, 60).contains("! context for openai-compatible gpt-test"));

@@ -1,6 +1,6 @@
 //! The tools a model may call in a workspace: `search_context`, `read_file` (the workspace and
 //! its `context/` only), and the MCP server's own `get_results`, `get_asm`, `diff_asm` and
-//! `get_profile` (the same functions, the same argument types and schemas, so the chat agent
+//! `get_profile` and `get_trace` (the same functions, the same argument types and schemas, so the chat agent
 //! and an external agent on `rung mcp` see one interface).
 
 use std::path::{Component, Path, PathBuf};
@@ -175,11 +175,12 @@ impl WorkspaceTools {
             "get_asm" => mcp::get_asm(&self.ctx, &Self::parse::<AsmArgs>(arguments)?)?.text,
             "diff_asm" => mcp::diff_asm(&self.ctx, &Self::parse::<DiffAsmArgs>(arguments)?)?.text,
             "get_profile" => mcp::get_profile(&self.ctx, &Self::parse::<VersionArgs>(arguments)?)?.text,
+            "get_trace" => mcp::get_trace(&self.ctx, &Self::parse::<VersionArgs>(arguments)?)?.text,
             other => {
                 return Err(ToolError::new(
                     None,
                     format!("there is no tool `{other}`"),
-                    "call one of search_context, read_file, get_results, get_asm, diff_asm, get_profile",
+                    "call one of search_context, read_file, get_results, get_asm, diff_asm, get_profile, get_trace",
                 ));
             }
         })
@@ -216,6 +217,11 @@ impl ToolBox for WorkspaceTools {
                 schema_of::<DiffAsmArgs>(),
             ),
             spec("get_profile", "A version's latest profile (Nsight Compute summary).", schema_of::<VersionArgs>()),
+            spec(
+                "get_trace",
+                "A version's latest trace: its rung_trace.cuh sections timed inside the kernel (median, p99, share, per-SM spread).",
+                schema_of::<VersionArgs>(),
+            ),
         ]
     }
 
@@ -316,7 +322,10 @@ mod tests {
         assert!(out.is_error && out.text.contains("at `path`"), "{}", out.text);
         assert!(t.call("rm_rf", "{}").is_error);
         let names: Vec<String> = t.specs().into_iter().map(|s| s.name).collect();
-        assert_eq!(names, ["search_context", "read_file", "get_results", "get_asm", "diff_asm", "get_profile"]);
+        assert_eq!(
+            names,
+            ["search_context", "read_file", "get_results", "get_asm", "diff_asm", "get_profile", "get_trace"]
+        );
         let asm = t.specs().into_iter().find(|s| s.name == "get_asm").unwrap();
         assert_eq!(asm.parameters["required"], serde_json::json!(["version"]));
     }

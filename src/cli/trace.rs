@@ -23,10 +23,6 @@ pub struct TraceArgs {
     pub seed: Option<u64>,
 }
 
-fn us(ns: f64) -> String {
-    if ns >= 1e6 { format!("{:.2} ms", ns / 1e6) } else { format!("{:.1} µs", ns / 1e3) }
-}
-
 fn code_of(e: &TraceRunError) -> i32 {
     match e {
         TraceRunError::Build(rung::trace::TraceError::NoMarkers(_)) => exit::USAGE,
@@ -90,70 +86,13 @@ pub fn trace_cmd(dir: &Path, args: &TraceArgs) -> i32 {
     }
     let seed = args.seed.unwrap_or_else(rung::check::draw_seed);
     match trace::trace_once(&ws, &v, &tc, seed, args.capacity) {
-        Ok(run) => {
-            let untraced = rung::store::Store::open(&ws.state_dir())
-                .ok()
-                .and_then(|s| rung::service::latest_bench(&s, &v.id))
-                .filter(|b| b.sizes == run.sizes);
+        Ok(record) => {
             if args.json {
-                let v = serde_json::json!({
-                    "version": v.id, "sizes": run.sizes, "arch": run.arch, "seed": seed,
-                    "summary": run.summary, "chrome_trace": run.chrome, "launch_ms": run.launch_ms,
-                    "untraced_median_ms": untraced.as_ref().map(|b| b.headline.median),
-                    "untraced_basis": untraced.as_ref().map(|b| b.basis.clone()),
-                });
-                println!("{v}");
-                return exit::OK;
+                println!("{}", serde_json::to_string(&record).expect("a trace record serialises"));
+            } else {
+                print!("{}", record.table());
+                println!("(open the trace events in ui.perfetto.dev)");
             }
-            let s = &run.summary;
-            println!(
-                "{} traced at {} ({}, {}): {} leaders on {} SMs, {} from the first record to the last; launch {:.3} ms",
-                v.id,
-                run.sizes.iter().map(|(k, n)| format!("{k}={n}")).collect::<Vec<_>>().join(" "),
-                run.arch,
-                s.mechanism,
-                s.streams,
-                s.sms,
-                us(s.span_ns as f64),
-                run.launch_ms
-            );
-            println!(
-                "{:16} {:>7} {:>10} {:>10} {:>10} {:>6} {:>4}  per-SM mean",
-                "section", "calls", "median", "p99", "mean", "share", "SMs"
-            );
-            for x in &s.sections {
-                println!(
-                    "{:16} {:>7} {:>10} {:>10} {:>10} {:>5.1}% {:>4}  {}–{}",
-                    x.name,
-                    x.calls,
-                    us(x.median_ns),
-                    us(x.p99_ns),
-                    us(x.mean_ns),
-                    x.share * 100.0,
-                    x.sms,
-                    us(x.sm_mean_min_ns),
-                    us(x.sm_mean_max_ns)
-                );
-            }
-            for (name, n) in &s.marks {
-                println!("mark {name}: {n}");
-            }
-            if s.dropped > 0 || s.unmatched_begins + s.unmatched_ends + s.backwards + s.unknown_tags > 0 {
-                println!(
-                    "! {} records dropped (the buffer holds {}: --capacity raises it); unmatched begins {}, ends {}; ends before their begin {}; unknown names {}",
-                    s.dropped, s.capacity, s.unmatched_begins, s.unmatched_ends, s.backwards, s.unknown_tags
-                );
-            }
-            match untraced {
-                Some(b) => println!(
-                    "untraced: {} median {:.4} ms at the same size (the last bench); the traced span is {:+.1}% of it",
-                    b.basis,
-                    b.headline.median,
-                    (s.span_ns as f64 / 1e6 / b.headline.median - 1.0) * 100.0
-                ),
-                None => println!("untraced: no bench of this size yet (`rung check {}` benches it)", v.id),
-            }
-            println!("trace events: {} (open it in ui.perfetto.dev)", run.chrome.display());
             exit::OK
         }
         Err(e) => {

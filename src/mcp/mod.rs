@@ -26,7 +26,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_handler,
 use crate::model::report::CheckReport;
 use crate::verbs::{
     AsmArgs, AsmOut, CheckArgs, Context, DiffAsmArgs, DiffAsmOut, HistoryArgs, HistoryOut, ProfileOut, Reply,
-    ResultsOut, SourceOut, SubmitArgs, SubmitOut, ToolError, VersionArgs, VersionsOut,
+    ResultsOut, SourceOut, SubmitArgs, SubmitOut, ToolError, TraceOut, VersionArgs, VersionsOut,
 };
 
 /// What a client is told about this server when it connects.
@@ -145,12 +145,21 @@ impl RungServer {
     }
 
     #[tool(
-        description = "A version's profile, when one has been recorded. rung has no profile rung yet, so this says `not available yet` rather than inventing data.",
+        description = "A version's latest profile (Nsight Compute's summary, and the sanitizers' findings), when one has been recorded (`rung profile`); otherwise it says `not available yet` rather than inventing data.",
         output_schema = schema_for_output::<ProfileOut>(),
         annotations(read_only_hint = true)
     )]
     async fn get_profile(&self, Parameters(args): Parameters<VersionArgs>) -> CallToolResult {
         self.run(move |c| verbs::get_profile(c, &args)).await
+    }
+
+    #[tool(
+        description = "A version's latest trace (`rung trace`: its rung_trace.cuh sections timed inside the kernel: calls, median, p99, share, per-SM spread, beside the untraced bench), when one has been recorded; otherwise it says `not available yet`.",
+        output_schema = schema_for_output::<TraceOut>(),
+        annotations(read_only_hint = true)
+    )]
+    async fn get_trace(&self, Parameters(args): Parameters<VersionArgs>) -> CallToolResult {
+        self.run(move |c| verbs::get_trace(c, &args)).await
     }
 
     #[tool(
@@ -212,7 +221,7 @@ fn invalid_arguments(tool: &str, arguments: &serde_json::Value) -> Option<(Optio
         Some((field, what))
     }
     match tool {
-        "read_version" | "get_results" | "get_profile" => parse::<VersionArgs>(arguments),
+        "read_version" | "get_results" | "get_profile" | "get_trace" => parse::<VersionArgs>(arguments),
         "submit_version" => parse::<SubmitArgs>(arguments),
         "check" => parse::<CheckArgs>(arguments),
         "get_asm" => parse::<AsmArgs>(arguments),

@@ -51,3 +51,90 @@ pub struct SectionStats {
     pub sm_mean_min_ns: f64,
     pub sm_mean_max_ns: f64,
 }
+
+/// A version's latest trace as `rung trace` records it (`.rung/dumps/<id>/<id>.trace.record.json`):
+/// what `get_trace` returns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TraceRecord {
+    pub version: String,
+    /// The hash of the source that was traced: a record of another is not current.
+    pub source_hash: String,
+    pub sizes: crate::sizes::SizeSet,
+    pub arch: String,
+    pub seed: u64,
+    /// RFC 3339.
+    pub recorded_at: String,
+    /// The traced launch's wall time, synchronised, in milliseconds.
+    pub launch_ms: f64,
+    /// The latest bench of the same source at the same size: its headline median (ms) and basis.
+    pub untraced_median_ms: Option<f64>,
+    pub untraced_basis: Option<String>,
+    /// The Chrome trace-event file, relative to the workspace.
+    pub chrome_trace: String,
+    pub summary: TraceSummary,
+}
+
+impl TraceRecord {
+    /// The statistics as a small table (the CLI's, the agent's and the MCP reply's text).
+    pub fn table(&self) -> String {
+        use std::fmt::Write as _;
+        let t = |ns: f64| if ns >= 1e6 { format!("{:.2} ms", ns / 1e6) } else { format!("{:.1} µs", ns / 1e3) };
+        let s = &self.summary;
+        let sizes: Vec<String> = self.sizes.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mut out = format!(
+            "{} traced at {} ({}, {}): {} leaders on {} SMs, {} from the first record to the last; launch {:.3} ms\n",
+            self.version,
+            sizes.join(" "),
+            self.arch,
+            s.mechanism,
+            s.streams,
+            s.sms,
+            t(s.span_ns as f64),
+            self.launch_ms
+        );
+        let _ = writeln!(
+            out,
+            "{:16} {:>7} {:>10} {:>10} {:>10} {:>6} {:>4}  per-SM mean",
+            "section", "calls", "median", "p99", "mean", "share", "SMs"
+        );
+        for x in &s.sections {
+            let _ = writeln!(
+                out,
+                "{:16} {:>7} {:>10} {:>10} {:>10} {:>5.1}% {:>4}  {}–{}",
+                x.name,
+                x.calls,
+                t(x.median_ns),
+                t(x.p99_ns),
+                t(x.mean_ns),
+                x.share * 100.0,
+                x.sms,
+                t(x.sm_mean_min_ns),
+                t(x.sm_mean_max_ns)
+            );
+        }
+        for (name, n) in &s.marks {
+            let _ = writeln!(out, "mark {name}: {n}");
+        }
+        if s.dropped > 0 || s.unmatched_begins + s.unmatched_ends + s.backwards + s.unknown_tags > 0 {
+            let _ = writeln!(
+                out,
+                "! {} records dropped (the buffer holds {}); unmatched begins {}, ends {}; ends before their begin {}; unknown names {}",
+                s.dropped, s.capacity, s.unmatched_begins, s.unmatched_ends, s.backwards, s.unknown_tags
+            );
+        }
+        match (self.untraced_median_ms, &self.untraced_basis) {
+            (Some(m), Some(basis)) => {
+                let _ = writeln!(
+                    out,
+                    "untraced: {basis} median {m:.4} ms at the same size; the traced span is {:+.1}% of it",
+                    (s.span_ns as f64 / 1e6 / m - 1.0) * 100.0
+                );
+            }
+            _ => {
+                let _ = writeln!(out, "untraced: no bench of this source at this size yet");
+            }
+        }
+        let _ = writeln!(out, "trace events: {}", self.chrome_trace);
+        out
+    }
+}

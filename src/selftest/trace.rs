@@ -72,7 +72,7 @@ pub fn run_trace(dir: &Path) -> anyhow::Result<TraceRow> {
         Ok(run) => {
             let s = &run.summary;
             let names: Vec<&str> = s.sections.iter().map(|x| x.name.as_str()).collect();
-            let parsed = std::fs::read_to_string(&run.chrome)
+            let parsed = std::fs::read_to_string(root.join(&run.chrome_trace))
                 .ok()
                 .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
                 .is_some_and(|v| v["traceEvents"].as_array().is_some_and(|e| !e.is_empty()));
@@ -87,8 +87,8 @@ pub fn run_trace(dir: &Path) -> anyhow::Result<TraceRow> {
                 ok,
                 check,
                 launch_ms: Some(run.launch_ms),
-                untraced_ms,
-                chrome_trace: Some(run.chrome.display().to_string()),
+                untraced_ms: run.untraced_median_ms.or(untraced_ms),
+                chrome_trace: Some(run.chrome_trace.clone()),
                 summary: Some(run.summary),
                 error: None,
                 expected,

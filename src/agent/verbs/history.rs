@@ -1,4 +1,4 @@
-//! Profiles and the workspace's history.
+//! Profiles, traces and the workspace's history.
 
 use std::fmt::Write as _;
 
@@ -42,6 +42,33 @@ pub fn get_profile(ctx: &Context, args: &VersionArgs) -> Result<Reply, ToolError
     // The sanitizers' latest findings, when there are any, in the text the model reads.
     for r in store.latest_results(&v.id)?.iter().filter(|r| r.stage == "memcheck" || r.stage == "racecheck") {
         result_line(&mut text, &result_entry(r, hash.as_deref(), false));
+    }
+    Reply::new(text, &out)
+}
+
+/// A version's latest trace (`rung trace`): its sections' statistics, said to be of an older
+/// file when the version changed since.
+pub fn get_trace(ctx: &Context, args: &VersionArgs) -> Result<Reply, ToolError> {
+    let ws = ctx.workspace()?;
+    let v = find_version(&ws, "version", &args.version)?;
+    let record = rung_core::stages::trace::latest(&ws, &v.id);
+    let current = record.as_ref().is_some_and(|r| ws.source_hash(v).as_deref() == Some(r.source_hash.as_str()));
+    let message = match &record {
+        None => format!(
+            "not available yet: no trace has been recorded for {id}; `rung trace {id}` records one on a machine with a \
+             GPU, for a .cu version with rung_trace.cuh's markers; nothing is invented",
+            id = v.id
+        ),
+        Some(r) if !current => format!(
+            "the trace of {} ({}) is of an earlier file: the version has changed since; `rung trace {}` traces it as it is",
+            v.id, r.recorded_at, v.id
+        ),
+        Some(r) => format!("trace of {} ({})", v.id, r.recorded_at),
+    };
+    let out = TraceOut { version: v.id.clone(), available: record.is_some(), current, message, trace: record };
+    let mut text = format!("{}\n", out.message);
+    if let Some(r) = &out.trace {
+        text.push_str(&r.table());
     }
     Reply::new(text, &out)
 }

@@ -218,6 +218,20 @@ pub struct ProfileOut {
     pub profile: Option<ResultEntry>,
 }
 
+/// `get_trace`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct TraceOut {
+    pub version: String,
+    /// A trace has been recorded for this version.
+    pub available: bool,
+    /// It is of the file as it is now.
+    pub current: bool,
+    /// What is there, in words.
+    pub message: String,
+    /// The latest trace record, when there is one.
+    pub trace: Option<rung_core::model::trace::TraceRecord>,
+}
+
 /// `history`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct HistoryOut {

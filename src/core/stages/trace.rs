@@ -10,10 +10,10 @@ use std::time::Duration;
 use crate::check;
 use crate::check::Machine;
 use crate::model::protocol::TraceRequest;
-use crate::spec::SizeSet;
+use crate::model::trace::TraceRecord;
 use crate::stages::{bench, run};
 use crate::toolchain::Toolchain;
-use crate::trace::{self, TraceSummary, Traced};
+use crate::trace::{self, Traced};
 use crate::workspace::{VersionFile, VersionKind, Workspace};
 
 /// Records a traced launch may write by default (32 MB of buffer).
@@ -69,26 +69,25 @@ pub fn build(
     Ok((traced, arch))
 }
 
-/// One traced launch and what it showed.
-#[derive(Debug)]
-pub struct TraceRun {
-    pub sizes: SizeSet,
-    pub arch: String,
-    pub summary: TraceSummary,
-    /// The Chrome trace-event file (`.rung/dumps/<id>/<id>.trace.json`).
-    pub chrome: PathBuf,
-    /// The traced launch's wall time, synchronised, in milliseconds.
-    pub launch_ms: f64,
+/// Where a version's latest trace record is kept.
+pub fn record_path(ws: &Workspace, id: &str) -> PathBuf {
+    ws.state_dir().join(crate::store::DUMPS_DIR).join(id).join(format!("{id}.trace.record.json"))
 }
 
-/// Builds the traced variant and launches it once at the first benchmark size.
+/// The version's latest trace record, if `rung trace` made one.
+pub fn latest(ws: &Workspace, id: &str) -> Option<TraceRecord> {
+    serde_json::from_slice(&std::fs::read(record_path(ws, id)).ok()?).ok()
+}
+
+/// Builds the traced variant, launches it once at the first benchmark size, and keeps the record
+/// ([`record_path`]) and the Chrome trace-event file beside the version's dumps.
 pub fn trace_once(
     ws: &Workspace,
     v: &VersionFile,
     tc: &Toolchain,
     seed: u64,
     capacity: u64,
-) -> Result<TraceRun, TraceRunError> {
+) -> Result<TraceRecord, TraceRunError> {
     let spec = ws.spec.as_ref().ok_or(TraceRunError::NotRungFormat)?;
     let machine = Machine::discover();
     let gpu = machine.gpu.first().ok_or(TraceRunError::NoGpu)?;
@@ -124,7 +123,33 @@ pub fn trace_once(
         let chrome = dumps.join(format!("{}.trace.json", v.id));
         let text = serde_json::to_string(&trace::chrome_trace(&decoded)).expect("trace events serialise");
         std::fs::write(&chrome, text).map_err(|source| TraceRunError::Read { path: chrome.clone(), source })?;
-        Ok(TraceRun { sizes: sizes.clone(), arch, summary, chrome, launch_ms: resp.seconds.unwrap_or(0.0) * 1000.0 })
+        let source_hash = ws.source_hash(v).unwrap_or_default();
+        // The untraced time beside it: the latest bench of this source at this size.
+        let untraced = crate::store::Store::open(&ws.state_dir())
+            .ok()
+            .and_then(|st| st.latest_results(&v.id).ok())
+            .and_then(|rows| {
+                let current: Vec<_> = rows.into_iter().filter(|r| r.source_hash == source_hash).collect();
+                crate::stages::bench::passing_bench(&current)
+            })
+            .filter(|b| b.sizes == sizes);
+        let record = TraceRecord {
+            version: v.id.clone(),
+            source_hash,
+            sizes: sizes.clone(),
+            arch,
+            seed,
+            recorded_at: crate::store::rfc3339(std::time::SystemTime::now()),
+            launch_ms: resp.seconds.unwrap_or(0.0) * 1000.0,
+            untraced_median_ms: untraced.as_ref().map(|b| b.headline.median),
+            untraced_basis: untraced.map(|b| b.basis),
+            chrome_trace: chrome.strip_prefix(&ws.root).unwrap_or(&chrome).display().to_string(),
+            summary,
+        };
+        let path = record_path(ws, &v.id);
+        let text = serde_json::to_vec_pretty(&record).expect("a trace record serialises");
+        std::fs::write(&path, text).map_err(|source| TraceRunError::Read { path: path.clone(), source })?;
+        Ok(record)
     })();
     let _ = std::fs::remove_dir_all(&dir);
     result
