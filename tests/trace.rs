@@ -73,11 +73,19 @@ fn get_trace_says_what_is_recorded_and_whether_it_is_of_the_file_as_it_is() {
     );
     assert_eq!(got.data["trace"]["summary"]["sections"][0]["calls"], 2);
 
-    // An edit makes it a trace of an earlier file, said so.
+    // The prompt carries the table while it is of the file as it is.
+    let prompt = rung::agent::prompt::workspace_context(&ws, Some("v001"), "");
+    assert!(
+        prompt.contains("### Its trace (sections timed inside the kernel)") && prompt.contains("v001 traced at"),
+        "{prompt}"
+    );
+
+    // An edit makes it a trace of an earlier file, said so, and the prompt leaves it out.
     let file = ws.join(&w.version("v001").unwrap().path);
     let src = std::fs::read_to_string(&file).unwrap();
     std::fs::write(&file, format!("{src}\n// edited\n")).unwrap();
     let stale = get_trace(&ctx, &args).unwrap();
     assert_eq!(stale.data["current"], false);
     assert!(stale.text.starts_with("the trace of v001 (2026-12-05T00:00:00Z) is of an earlier file"), "{}", stale.text);
+    assert!(!rung::agent::prompt::workspace_context(&ws, Some("v001"), "").contains("### Its trace"));
 }

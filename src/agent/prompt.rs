@@ -101,6 +101,12 @@ pub fn workspace_context_with(root: &Path, focus: Option<&str>, query: &str) -> 
             }
             let all = results.as_ref().map_or(&[][..], |r| r.all.as_slice());
             sass_excerpt(&mut out, &ws, &v.id, all, hash.as_deref());
+            // Its sections timed inside the kernel, when `rung trace` recorded this file.
+            if let Some(t) =
+                rung_core::stages::trace::latest(&ws, &v.id).filter(|t| Some(&t.source_hash) == hash.as_ref())
+            {
+                let _ = write!(out, "\n### Its trace (sections timed inside the kernel)\n```\n{}```\n", t.table());
+            }
         }
     }
     if let Some(store) = &store {
