@@ -2142,3 +2142,74 @@ fn the_best_to_diff_against_is_picked_on_one_timer() {
     let (best, what) = app.against_version(&tui::asm_view::Against::Best).unwrap();
     assert_eq!((best.as_str(), what.as_str()), ("v002", "v002 (best approved)"));
 }
+
+/// `T` on a version with a trace opens it over the panes: the statistics, then one timeline row
+/// per SM where each cell is the section that took most of that slice (its initial); `+` zooms
+/// in (the axis ends at half the span), `l` scrolls right, Esc closes. Without a trace, `T` says
+/// how to record one.
+#[test]
+fn t_shows_the_trace_statistics_and_a_timeline_that_zooms_and_scrolls() {
+    use rung::trace::{Kind, Record, chrome_trace, decode, hash, names_in, summarise};
+    let (_tmp, ws) = new_workspace();
+    let r = |t: u64, name: &str, kind, sm: u32| Record { time_ns: t, tag: hash(name), kind, sm, block: sm, warp: 0 };
+    // SM 0: load for 600 ns, then store for 400 ns; SM 1: load alone, 1000 ns.
+    let rs = [
+        r(0, "load", Kind::Begin, 0),
+        r(600, "load", Kind::End, 0),
+        r(600, "store", Kind::Begin, 0),
+        r(1_000, "store", Kind::End, 0),
+        r(0, "load", Kind::Begin, 1),
+        r(1_000, "load", Kind::End, 1),
+    ];
+    let d = decode(&rs, &names_in("RUNG_TRACE_BEGIN(load) RUNG_TRACE_BEGIN(store)"), 6, 1024);
+    let w = rung::workspace::Workspace::open(&ws).unwrap();
+    let dumps = ws.join(".rung/dumps/v001");
+    std::fs::create_dir_all(&dumps).unwrap();
+    std::fs::write(dumps.join("v001.trace.json"), serde_json::to_vec(&chrome_trace(&d)).unwrap()).unwrap();
+    let record = rung::model::trace::TraceRecord {
+        version: "v001".into(),
+        source_hash: w.source_hash(w.version("v001").unwrap()).unwrap(),
+        sizes: [("n".to_string(), 1 << 20)].into_iter().collect(),
+        arch: "sm_90".into(),
+        seed: 7,
+        recorded_at: "2026-12-05T00:00:00Z".into(),
+        launch_ms: 0.012,
+        untraced_median_ms: None,
+        untraced_basis: None,
+        chrome_trace: ".rung/dumps/v001/v001.trace.json".into(),
+        summary: summarise(&d, rung::trace::HEADER_MECHANISM),
+    };
+    std::fs::write(rung::stages::trace::record_path(&w, "v001"), serde_json::to_vec(&record).unwrap()).unwrap();
+
+    let mut app = App::open(&ws, false).unwrap();
+    assert_eq!(app.selected_version().map(|v| v.id.as_str()), Some("v001"));
+    press(&mut app, "T");
+    let text = screen_text(&app, 100, 30);
+    assert!(text.contains("v001 trace · n=1048576 · sm_90 · Esc closes"), "{text}");
+    assert!(text.contains("2 leaders on 2 SMs, 1.0 µs from the first record to the last"), "{text}");
+    let row = |text: &str, sm: &str| text.lines().find(|l| l.contains(sm)).unwrap_or_default().to_string();
+    let (sm0, sm1) = (row(&text, "SM 0 "), row(&text, "SM 1 "));
+    // SM 0 is load then store, about 6 to 4; SM 1 is load throughout.
+    let (l0, s0) = (sm0.matches('L').count(), sm0.matches('S').count() - 1);
+    assert!(l0 > 0 && s0 > 0 && (l0 as f64 / (l0 + s0) as f64 - 0.6).abs() < 0.05, "{sm0}");
+    assert!(sm0.find('L') < sm0.rfind('S'), "load comes first: {sm0}");
+    assert!(sm1.matches('S').count() == 1 && sm1.matches('L').count() > l0, "only its label has an S: {sm1}");
+    assert!(text.contains("0.0 µs") && text.contains("1.0 µs"), "the axis spans the trace: {text}");
+    snapshot("trace_overlay_100x30", &text);
+    // Zoom in: half the span; then scroll right.
+    press(&mut app, "+");
+    let zoomed = screen_text(&app, 100, 30);
+    assert!(zoomed.contains("0.5 µs") && zoomed.contains("×2"), "{zoomed}");
+    press(&mut app, "l");
+    let scrolled = screen_text(&app, 100, 30);
+    assert!(scrolled.contains("0.1 µs") && scrolled.contains("0.6 µs"), "{scrolled}");
+    app.update(key(KeyCode::Esc));
+    assert!(!screen_text(&app, 100, 30).contains("v001 trace ·"));
+    // v002 has none.
+    press(&mut app, "jT");
+    assert!(
+        app.message.as_deref().unwrap_or_default().starts_with("no trace of v002 yet: `rung trace v002`"),
+        "{:?}",
+        app.message
+    );
+}

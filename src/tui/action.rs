@@ -44,6 +44,8 @@ pub enum Action {
     Profile,
     Memcheck,
     Racecheck,
+    /// Shows the selected version's latest trace (`rung trace`): statistics and a timeline.
+    Trace,
     /// Runs any action by name.
     Palette,
     Help,
@@ -57,7 +59,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 29] = [
+    pub const ALL: [Action; 30] = [
         Action::Up,
         Action::Down,
         Action::PageUp,
@@ -81,6 +83,7 @@ impl Action {
         Action::Profile,
         Action::Memcheck,
         Action::Racecheck,
+        Action::Trace,
         Action::Palette,
         Action::Help,
         Action::Suspend,
@@ -114,6 +117,7 @@ impl Action {
             Action::Profile => "profile",
             Action::Memcheck => "memcheck",
             Action::Racecheck => "racecheck",
+            Action::Trace => "trace",
             Action::Palette => "palette",
             Action::Help => "help",
             Action::Suspend => "suspend",
@@ -148,6 +152,7 @@ impl Action {
             Action::Profile => "profile the selected version with Nsight Compute (needs a GPU)",
             Action::Memcheck => "run compute-sanitizer's memcheck on the selected version",
             Action::Racecheck => "run compute-sanitizer's racecheck on the selected version",
+            Action::Trace => "show the selected version's trace: its sections timed inside the kernel",
             Action::Palette => "run any action by name",
             Action::Help => "this help",
             Action::Suspend => "suspend to the shell (fg resumes)",

@@ -15,6 +15,7 @@ pub mod layout;
 pub mod panes;
 pub mod terminal;
 pub mod theme;
+pub mod trace_view;
 pub mod view;
 
 use std::path::Path;

@@ -48,6 +48,11 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         Mode::Palette { input, selected } => palette(app, input, *selected, body, buf),
         Mode::Compare { selected } => compare(app, *selected, body, buf),
         Mode::Source { at, message, top } => source(app, at, message, *top, body, buf),
+        Mode::Trace { zoom, offset, top } => {
+            if let Some(t) = &app.trace {
+                crate::trace_view::draw(t, &app.theme, *zoom, f64::from(*offset) / 1000.0, *top, body, buf);
+            }
+        }
         _ => {}
     }
 }
@@ -137,6 +142,18 @@ fn bottom_line(app: &App, width: u16) -> Line<'_> {
                 Span::styled(format!("approve {version}? not checked here: "), bold),
                 Span::raw(why.as_str()),
                 Span::raw("  (y approves, n or Esc cancels)"),
+            ]);
+        }
+        Mode::Trace { zoom, .. } => {
+            return Line::from(vec![
+                Span::styled("trace", bold),
+                Span::raw(format!(
+                    "  ×{zoom}  (+/- zoom, {}/{} scroll, {}/{} SMs, Esc closes)",
+                    app.key_of(Action::Left),
+                    app.key_of(Action::Right),
+                    app.key_of(Action::Down),
+                    app.key_of(Action::Up)
+                )),
             ]);
         }
         Mode::Source { .. } => {

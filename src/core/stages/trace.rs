@@ -71,12 +71,22 @@ pub fn build(
 
 /// Where a version's latest trace record is kept.
 pub fn record_path(ws: &Workspace, id: &str) -> PathBuf {
-    ws.state_dir().join(crate::store::DUMPS_DIR).join(id).join(format!("{id}.trace.record.json"))
+    record_path_in(&ws.state_dir(), id)
+}
+
+/// [`record_path`] given the workspace's `.rung/`.
+pub fn record_path_in(state_dir: &Path, id: &str) -> PathBuf {
+    state_dir.join(crate::store::DUMPS_DIR).join(id).join(format!("{id}.trace.record.json"))
 }
 
 /// The version's latest trace record, if `rung trace` made one.
 pub fn latest(ws: &Workspace, id: &str) -> Option<TraceRecord> {
-    serde_json::from_slice(&std::fs::read(record_path(ws, id)).ok()?).ok()
+    latest_in(&ws.state_dir(), id)
+}
+
+/// [`latest`] given the workspace's `.rung/`.
+pub fn latest_in(state_dir: &Path, id: &str) -> Option<TraceRecord> {
+    serde_json::from_slice(&std::fs::read(record_path_in(state_dir, id)).ok()?).ok()
 }
 
 /// Builds the traced variant, launches it once at the first benchmark size, and keeps the record

@@ -91,6 +91,26 @@ impl App {
                 }
                 true
             }
+            Mode::Trace { zoom, offset, top } => {
+                let step = 250 / *zoom;
+                match (key.code, self.keymap.action(&key)) {
+                    (KeyCode::Esc, _) | (_, Some(Action::Quit | Action::Trace)) => {
+                        self.mode = Mode::Normal;
+                        self.trace = None;
+                    }
+                    (KeyCode::Char('+' | '='), _) => *zoom = (*zoom * 2).min(64),
+                    (KeyCode::Char('-'), _) => {
+                        *zoom = (*zoom / 2).max(1);
+                        *offset = (*offset).min(1000 - 1000 / *zoom);
+                    }
+                    (_, Some(Action::Left)) => *offset = offset.saturating_sub(step),
+                    (_, Some(Action::Right)) => *offset = (*offset + step).min(1000 - 1000 / *zoom),
+                    (_, Some(Action::Down)) => *top += 1,
+                    (_, Some(Action::Up)) => *top = top.saturating_sub(1),
+                    _ => return false,
+                }
+                true
+            }
             Mode::Source { at, top, .. } => {
                 let page = usize::from(self.area.height.saturating_sub(6)).max(1);
                 match (key.code, self.keymap.action(&key)) {
@@ -189,6 +209,19 @@ impl App {
                     _ => None,
                 };
                 self.start_profile(&id, flag);
+            }
+            Action::Trace => {
+                let Some(id) = self.selected_version().map(|v| v.id.clone()) else { return false };
+                let hash = rung_core::workspace::Workspace::open(&self.root)
+                    .ok()
+                    .and_then(|ws| ws.version(&id).and_then(|v| ws.source_hash(v)));
+                match crate::trace_view::TraceView::load(&self.root, &self.state_dir, &id, hash.as_deref()) {
+                    Ok(view) => {
+                        self.trace = Some(view);
+                        self.mode = Mode::Trace { zoom: 1, offset: 0, top: 0 };
+                    }
+                    Err(why) => self.message = Some(why),
+                }
             }
             Action::Chat if self.pane == Pane::Chat => self.focus(self.before_chat),
             Action::Chat => self.focus(Pane::Chat),

@@ -163,6 +163,13 @@ pub enum Mode {
         version: String,
         why: String,
     },
+    /// The selected version's trace over the panes ([`App::trace`]): zoomed `zoom` times, the
+    /// window starting `offset` thousandths into the span, SM rows from `top`.
+    Trace {
+        zoom: u32,
+        offset: u32,
+        top: usize,
+    },
     /// The source at a diagnostic (Enter in the compile-errors pane): the file around `at`, its
     /// line marked and the message under the column; `top` is the first line shown (0-based).
     Source {
@@ -198,6 +205,8 @@ pub struct App {
     pub asm: AsmView,
     /// The `rung profile` running in the background, if one is: (version, tool).
     pub profiling: Option<(String, String)>,
+    /// The trace the trace overlay shows (`T`).
+    pub trace: Option<crate::trace_view::TraceView>,
     /// The loop's channel, for work done on other threads (the assembly diffs); without one
     /// (tests), that work is done at once on this thread.
     pub events: Option<Sender<Event>>,
@@ -288,6 +297,7 @@ impl App {
             syntax: None,
             asm: AsmView::default(),
             profiling: None,
+            trace: None,
             select_when_listed: None,
             events: None,
             mouse: true,
