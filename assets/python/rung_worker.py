@@ -547,13 +547,30 @@ _GROUPS = set()
 def _own_group(pid=0):
     """Makes the child (pid 0: this process) the leader of its own process group, so that what
     the version starts is killed with it. Both sides call it, so the group exists before
-    either goes on."""
+    either goes on. In the child, SIGTERM goes back to its default (the zygote's handler is
+    the zygote's), and the child dies with the zygote: out of the zygote's group, it would no
+    longer get what is sent to that group (the SSH runner's SIGTERM to the remote check)."""
     if pid:
         _GROUPS.add(pid)
+    else:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        zygote = os.getppid()
+        try:
+            import ctypes
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() != zygote:  # the zygote died before the line above
+            os._exit(1)
     try:
         os.setpgid(pid, pid)
     except OSError:
         pass  # the child has already exited: nothing to group
+
+
+def _terminated(signum, frame):
+    """SIGTERM ends the zygote through its `finally`, which kills its children's groups."""
+    raise SystemExit(128 + signum)
 
 
 def _kill_group(pid):
@@ -622,6 +639,7 @@ def _preimport():
 
 
 def main():
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         _serve()
     finally:
