@@ -4,6 +4,8 @@ use std::path::{Path, PathBuf};
 
 use rung::context::{self, Updated};
 
+mod common;
+
 fn write(root: &Path, rel: &str, text: &str) {
     let p = root.join(rel);
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -83,13 +85,7 @@ fn rung_s_own_notes_answer_without_a_context_folder_and_the_budget_is_kept() {
 /// the message's rare term is quoted under its path and line, within the budget.
 #[test]
 fn the_prompt_quotes_the_passage_the_message_asks_about() {
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rung"))
-        .args(["new", ws.to_str().unwrap(), "--template", "vector-add"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let (_tmp, ws) = new_workspace();
     write(&ws, "context/cutlass/epilogue.md", "# Epilogue\n\nStore the accumulators with stmatrix, then TMA.\n");
     let prompt = rung::agent::prompt::workspace_context(&ws, Some("v002"), "use stmatrix in the epilogue");
     let at = prompt.find("## Passages from context/").expect("a passages section");
@@ -116,14 +112,7 @@ fn text(out: &std::process::Output) -> String {
 
 /// A workspace from `rung new`, in a temporary folder beside which a test puts its sources.
 fn new_workspace() -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rung"))
-        .args(["new", ws.to_str().unwrap(), "--template", "vector-add"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    (tmp, ws)
+    common::new_workspace("vector-add")
 }
 
 fn git(dir: &Path, args: &[&str]) -> String {

@@ -7,16 +7,7 @@ use std::path::Path;
 use rung::trace::{Kind, Record, decode, hash, names_in, summarise};
 use rung::verbs::{Context, VersionArgs, get_trace};
 
-fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rung"))
-        .args(["new", ws.to_str().unwrap(), "--template", "vector-add"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    (tmp, ws)
-}
+mod common;
 
 /// A record as `rung trace` writes it, from two warps' records.
 fn record(ws: &Path, id: &str) -> rung::model::trace::TraceRecord {
@@ -47,7 +38,7 @@ fn record(ws: &Path, id: &str) -> rung::model::trace::TraceRecord {
 
 #[test]
 fn get_trace_says_what_is_recorded_and_whether_it_is_of_the_file_as_it_is() {
-    let (_tmp, ws) = workspace();
+    let (_tmp, ws) = common::new_workspace("vector-add");
     let ctx = Context::new(ws.clone());
     let args = VersionArgs { version: "v001".into() };
     let none = get_trace(&ctx, &args).unwrap();
