@@ -2213,3 +2213,36 @@ fn t_shows_the_trace_statistics_and_a_timeline_that_zooms_and_scrolls() {
         app.message
     );
 }
+
+/// The log pane says where each rung's time went, longest first, when the rung recorded it
+/// (the run's phases, the bench's).
+#[test]
+fn the_log_pane_shows_where_the_run_and_bench_time_went() {
+    let (_tmp, ws) = new_workspace();
+    let mut app = App::open(&ws, false).unwrap();
+    let run = rung::model::run::RunDetail {
+        mode: "cuda".into(),
+        sizes: vec![],
+        phases: [("fork".to_string(), 0.01), ("import".to_string(), 0.42)].into_iter().collect(),
+        launched: vec![],
+        sandbox: None,
+    };
+    let bench = rung::model::bench::BenchDetail {
+        phases: [("inputs", 0.31), ("series", 2.5), ("interleaved", 6.25), ("device_state", 0.02)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+        ..Default::default()
+    };
+    app.update(done(
+        "v001",
+        Verdict::Pass,
+        vec![
+            result(Stage::Run, Verdict::Pass, vec![], StageDetail::Run(run)),
+            result(Stage::Bench, Verdict::Pass, vec![], StageDetail::Bench(bench)),
+        ],
+    ));
+    let text = pane_text(&app, Pane::Log, 120, 20);
+    assert!(text.contains("time: import 0.42 s · fork 0.01 s"), "{text}");
+    assert!(text.contains("time: interleaved 6.25 s · series 2.50 s · inputs 0.31 s · device_state 0.02 s"), "{text}");
+}

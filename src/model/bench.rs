@@ -25,6 +25,14 @@ pub struct BenchDetail {
     /// Why a comparison was not made or failed.
     #[serde(default)]
     pub comparison_notes: Vec<String>,
+    /// Where the bench's wall time went, in seconds, on rung's side: `lock_wait` (another
+    /// process timing on this GPU), `device_state` (clocks and throttling, before and after),
+    /// `inputs` (drawing the input sets and writing them), `series` (each size's timed series:
+    /// the worker's upload, warm-up, flushes, timed calls and graph replay), `interleaved` (the
+    /// comparisons with the approved best and the reference), `workers` (ending the Python
+    /// children) and `cleanup`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub phases: BTreeMap<String, f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -491,6 +491,18 @@ impl App {
                 self.log(t, verdict_role(report.verdict), format!("{version} done: {}", report.verdict.name()));
                 for s in &report.stages {
                     self.log(t, verdict_role(s.verdict), format!("  {} {}: {}", s.stage, s.verdict.name(), s.summary));
+                    // Where the rung's time went, when it says.
+                    let phases = match &s.detail {
+                        rung_core::model::report::StageDetail::Run(r) => Some(&r.phases),
+                        rung_core::model::report::StageDetail::Bench(b) => Some(&b.phases),
+                        _ => None,
+                    };
+                    if let Some(p) = phases.filter(|p| !p.is_empty()) {
+                        let mut by: Vec<(&String, &f64)> = p.iter().collect();
+                        by.sort_by(|a, b| b.1.total_cmp(a.1));
+                        let parts: Vec<String> = by.iter().map(|(k, v)| format!("{k} {v:.2} s")).collect();
+                        self.log(t, Role::Dim, format!("    time: {}", parts.join(" · ")));
+                    }
                 }
             }
             EventKind::Removed { version } => self.log(t, Role::Warning, format!("{version} removed")),

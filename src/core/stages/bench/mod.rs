@@ -126,8 +126,27 @@ pub struct BenchCtx<'a> {
 
 /// Benches one version that passed its check, then times it against each of `others`
 /// interleaved. `target` says how a call is made.
+/// Wall time by phase: each `lap` adds the time since the last one to its phase.
+struct Clock {
+    at: std::time::Instant,
+    phases: BTreeMap<String, f64>,
+}
+
+impl Clock {
+    fn new() -> Clock {
+        Clock { at: std::time::Instant::now(), phases: BTreeMap::new() }
+    }
+
+    fn lap(&mut self, phase: &str) {
+        let now = std::time::Instant::now();
+        *self.phases.entry(phase.to_string()).or_default() += (now - self.at).as_secs_f64();
+        self.at = now;
+    }
+}
+
 pub fn bench(cx: &mut BenchCtx, gpu: &GpuInfo, v: &VersionFile, target: &Target, others: &[Other]) -> StageOutcome {
     let (spec, seed) = (cx.spec, cx.seed);
+    let mut clock = Clock::new();
     let sizes: Vec<SizeSet> = if spec.bench_sizes.is_empty() {
         spec.test_sizes.last().cloned().into_iter().collect()
     } else {
@@ -137,7 +156,9 @@ pub fn bench(cx: &mut BenchCtx, gpu: &GpuInfo, v: &VersionFile, target: &Target,
         Ok(l) => l,
         Err(e) => return fail(Verdict::Error, None, format!("cannot take the GPU's bench lock: {e}")),
     };
+    clock.lap("lock_wait");
     let before = crate::devstate::query(&gpu.uuid).ok();
+    clock.lap("device_state");
     let python = target.is_python() || others.iter().any(|o| o.target.is_python());
     // A CUDA reference also re-checks the timed outputs.
     let reference = others.iter().find_map(|o| match o.target {
@@ -158,7 +179,10 @@ pub fn bench(cx: &mut BenchCtx, gpu: &GpuInfo, v: &VersionFile, target: &Target,
                 break;
             }
         };
-        match bench_size(cx, target, reference, size, &sets, &dir) {
+        clock.lap("inputs");
+        let timed = bench_size(cx, target, reference, size, &sets, &dir);
+        clock.lap("series");
+        match timed {
             Ok(r) => results.push(r),
             Err(f) => {
                 failure = Some(*f);
@@ -174,13 +198,25 @@ pub fn bench(cx: &mut BenchCtx, gpu: &GpuInfo, v: &VersionFile, target: &Target,
                 Ok(c) => comparisons.push(c),
                 Err(f) => notes.push(format!("against {} ({}): {}", o.label, o.role, f.summary)),
             }
+            clock.lap("interleaved");
         }
     }
     if python {
         cx.runners.end_children();
     }
+    clock.lap("workers");
     let _ = std::fs::remove_dir_all(&scratch);
-    finish(gpu, lock, before, results, comparisons, notes, failure)
+    clock.lap("cleanup");
+    finish(gpu, lock, before, Gathered { results, comparisons, notes, failure }, clock)
+}
+
+/// What a bench gathered: each size's series, the comparisons, why some were not made, and the
+/// failure that stopped it.
+struct Gathered {
+    results: Vec<SizeBench>,
+    comparisons: Vec<Speedup>,
+    notes: Vec<String>,
+    failure: Option<StageOutcome>,
 }
 
 /// The bench's outcome: the device state after, the detail, the lock given back, then the
@@ -189,12 +225,12 @@ fn finish(
     gpu: &GpuInfo,
     lock: crate::gpulock::GpuLock,
     before: Option<DeviceState>,
-    results: Vec<SizeBench>,
-    comparisons: Vec<Speedup>,
-    notes: Vec<String>,
-    failure: Option<StageOutcome>,
+    gathered: Gathered,
+    mut clock: Clock,
 ) -> StageOutcome {
+    let Gathered { results, comparisons, notes, failure } = gathered;
     let after = crate::devstate::query(&gpu.uuid).ok();
+    clock.lap("device_state");
     let throttled = before.as_ref().is_some_and(|d| d.throttled) || after.as_ref().is_some_and(|d| d.throttled);
     let detail = StageDetail::Bench(BenchDetail {
         gpu: gpu.name.clone(),
@@ -206,6 +242,7 @@ fn finish(
         sizes: results.clone(),
         speedups: comparisons.clone(),
         comparison_notes: notes,
+        phases: clock.phases,
     });
     drop(lock);
     if let Some(mut f) = failure {
@@ -309,11 +346,14 @@ pub fn bench_problem(ws: &Workspace, runners: &mut Runners, gpu: &GpuInfo, v: &V
     let limits = crate::spec::Limits::default();
     let limit = limits.bench + limits.run * 2;
     let rule = StopRule { budget_seconds: limits.bench.as_secs_f64(), ..StopRule::default() };
+    let mut clock = Clock::new();
     let lock = match crate::gpulock::lock(&gpu.uuid) {
         Ok(l) => l,
         Err(e) => return fail(Verdict::Error, None, format!("cannot take the GPU's bench lock: {e}")),
     };
+    clock.lap("lock_wait");
     let before = crate::devstate::query(&gpu.uuid).ok();
+    clock.lap("device_state");
     let mut results = Vec::new();
     let mut comparisons = Vec::new();
     let mut notes = Vec::new();
@@ -343,6 +383,7 @@ pub fn bench_problem(ws: &Workspace, runners: &mut Runners, gpu: &GpuInfo, v: &V
         let target = Target::Problem(problem_of(false));
         let first = problem_request(problem_of(false), 0);
         let sampled = fork_for(runners, &[&target]).and_then(|_| sample_series(runners, &target, first, limit, &rule));
+        clock.lap("series");
         let series = match sampled {
             Ok(x) => x,
             Err(f) => {
@@ -370,9 +411,11 @@ pub fn bench_problem(ws: &Workspace, runners: &mut Runners, gpu: &GpuInfo, v: &V
             Ok(c) => comparisons.push(c),
             Err(f) => notes.push(format!("against {} ({}): {}", reference.label, reference.role, f.summary)),
         }
+        clock.lap("interleaved");
     }
     runners.end_children();
-    finish(gpu, lock, before, results, comparisons, notes, failure)
+    clock.lap("workers");
+    finish(gpu, lock, before, Gathered { results, comparisons, notes, failure }, clock)
 }
 
 /// A problem series' first request: warm-up, flush, the problem's own inputs.
