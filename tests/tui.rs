@@ -2232,6 +2232,11 @@ fn the_log_pane_shows_where_the_run_and_bench_time_went() {
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect(),
+        sizes: vec![rung::model::bench::SizeBench {
+            sizes: [("n".to_string(), 1024)].into_iter().collect(),
+            phases: [("timed", 1.75), ("upload", 0.5)].into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            ..Default::default()
+        }],
         ..Default::default()
     };
     app.update(done(
@@ -2245,4 +2250,5 @@ fn the_log_pane_shows_where_the_run_and_bench_time_went() {
     let text = pane_text(&app, Pane::Log, 120, 20);
     assert!(text.contains("time: import 0.42 s · fork 0.01 s"), "{text}");
     assert!(text.contains("time: interleaved 6.25 s · series 2.50 s · inputs 0.31 s · device_state 0.02 s"), "{text}");
+    assert!(text.contains("series at n=1024: timed 1.75 s · upload 0.50 s"), "{text}");
 }

@@ -476,16 +476,28 @@ def _graph_replay(b, calls, replays):
 
 def _bench_req(req, state):
     resp = {}
+    # Where this request's time went, in seconds (the bench's timeline).
+    phases = {}
+    clock = [time.perf_counter()]
+
+    def lap(name):
+        now = time.perf_counter()
+        phases[name] = phases.get(name, 0.0) + now - clock[0]
+        clock[0] = now
+
     series = int(req.get("series") or 0)
     if req.get("call") or req.get("problem"):
         b = _bench_setup(req)
+        lap("upload")
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < float(req.get("warmup_seconds") or 0):
             kw = b["sets"][b["next"] % len(b["sets"])][0]
             b["next"] += 1
             _bench_one(b, b["fn"], kw)
+        lap("warmup")
         empty = sorted(_bench_one(b, lambda **_: None, {})["wall_ms"] for _ in range(32))
         resp["fixed_ms"] = empty[len(empty) // 2]
+        lap("fixed_cost")
         tracer, why = _tracer()
         if tracer is not None:
             try:
@@ -494,6 +506,7 @@ def _bench_req(req, state):
             except Exception as e:  # noqa: BLE001 - a tracer that cannot stop is not used
                 tracer, why = None, "CUPTI: %s; timed by events" % e
         b["tracer"], b["timer_note"] = tracer, why
+        lap("timer_start")
     b = _bench.get(series)
     if b is None:
         raise ValueError("bench: series %d has no call set up" % series)
@@ -518,8 +531,10 @@ def _bench_req(req, state):
             if traced:
                 sample["busy_ms"], sample["span_ms"] = traced
         samples.append(sample)
+    lap("timed")
     if int(req.get("graph_calls") or 0) > 0:
         resp["graph_ms"] = _graph_replay(b, int(req["graph_calls"]), int(req.get("graph_replays") or 1))
+        lap("graph_replay")
     if req.get("write_back") and b.get("recheck"):
         # A problem: a judged case on set 0's buffers, refilled.
         with __import__("torch").no_grad():
@@ -538,7 +553,9 @@ def _bench_req(req, state):
     patched = rp.patched_timers()
     if patched:
         raise TimerPatched("the version replaced %s: its timing cannot be trusted" % ", ".join(patched))
+    lap("write_back")
     resp["samples"] = samples
+    resp["phases"] = {k: v for k, v in phases.items() if v > 0}
     if b.get("timer_note"):
         resp["timer_note"] = b["timer_note"]
     if b["flush"] is not None and b["flush"].persisting:

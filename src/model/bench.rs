@@ -79,6 +79,12 @@ pub struct SizeBench {
     /// are without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub l2_persisting_bytes: Option<u64>,
+    /// Where this size's series went, in seconds: the worker's `upload` (the version loaded,
+    /// the input sets and flush buffer on the device), `timer_start`, `warmup`, `fixed_cost` (the
+    /// empty call), `timed` (the samples, each after its L2 flush), `graph_replay` and
+    /// `write_back`; and rung's `recheck` of the timed outputs.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub phases: BTreeMap<String, f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -331,18 +331,30 @@ pub fn serve(series: &mut BTreeMap<u32, State>, req: &Bench, sms: u32) -> Respon
 
 fn serve_inner(series: &mut BTreeMap<u32, State>, req: &Bench, sms: u32) -> Result<Response, WorkerError> {
     let mut fixed = None;
+    // Where this request's time went, in seconds (the bench's timeline).
+    let mut phases: BTreeMap<String, f64> = BTreeMap::new();
+    let mut at = Instant::now();
+    let mut lap = |name: &str| {
+        let now = Instant::now();
+        *phases.entry(name.to_string()).or_default() += (now - at).as_secs_f64();
+        at = now;
+    };
     if let Some(l) = &req.launch {
         series.remove(&req.series);
         let mut state = setup(l, &req.sets, req.flush_bytes, sms)?;
+        lap("upload");
         if !req.profile {
             start_tracer(&mut state);
         }
+        lap("timer_start");
         // Warm-up by time: the clocks ramp from idle.
         let t0 = Instant::now();
         while t0.elapsed().as_secs_f64() < req.warmup_seconds {
             timed(&mut state)?;
         }
+        lap("warmup");
         fixed = Some(fixed_cost(&state)?);
+        lap("fixed_cost");
         series.insert(req.series, state);
     }
     let state = series
@@ -356,7 +368,9 @@ fn serve_inner(series: &mut BTreeMap<u32, State>, req: &Bench, sms: u32) -> Resu
     for _ in 0..req.samples {
         samples.push(timed(state)?);
     }
+    lap("timed");
     let graph_ms = if req.graph_calls > 0 { graph_replay(state, req.graph_calls, req.graph_replays)? } else { vec![] };
+    lap("graph_replay");
     if req.write_back {
         // The outputs are shared by the input sets: one more call on set 0 (the real one).
         state.next = 0;
@@ -372,9 +386,20 @@ fn serve_inner(series: &mut BTreeMap<u32, State>, req: &Bench, sms: u32) -> Resu
             std::fs::write(path, &bytes).map_err(|e| io(path, e))?;
         }
     }
+    lap("write_back");
+    phases.retain(|_, v| *v > 0.0);
     let timer_note = state.timer_note.clone();
     let l2_persisting_bytes = (state.l2_persisting > 0).then_some(state.l2_persisting);
-    Ok(Response { ok: true, samples, fixed_ms: fixed, graph_ms, timer_note, l2_persisting_bytes, ..Default::default() })
+    Ok(Response {
+        ok: true,
+        samples,
+        fixed_ms: fixed,
+        graph_ms,
+        timer_note,
+        l2_persisting_bytes,
+        phases,
+        ..Default::default()
+    })
 }
 
 /// `calls` launches on set 0 captured into one CUDA graph on a stream of its own, replayed

@@ -497,11 +497,20 @@ impl App {
                         rung_core::model::report::StageDetail::Bench(b) => Some(&b.phases),
                         _ => None,
                     };
-                    if let Some(p) = phases.filter(|p| !p.is_empty()) {
+                    let longest_first = |p: &std::collections::BTreeMap<String, f64>| {
                         let mut by: Vec<(&String, &f64)> = p.iter().collect();
                         by.sort_by(|a, b| b.1.total_cmp(a.1));
-                        let parts: Vec<String> = by.iter().map(|(k, v)| format!("{k} {v:.2} s")).collect();
-                        self.log(t, Role::Dim, format!("    time: {}", parts.join(" · ")));
+                        by.iter().map(|(k, v)| format!("{k} {v:.2} s")).collect::<Vec<_>>().join(" · ")
+                    };
+                    if let Some(p) = phases.filter(|p| !p.is_empty()) {
+                        self.log(t, Role::Dim, format!("    time: {}", longest_first(p)));
+                    }
+                    // The first size's series, as the worker spent it.
+                    if let rung_core::model::report::StageDetail::Bench(b) = &s.detail
+                        && let Some(first) = b.sizes.first().filter(|f| !f.phases.is_empty())
+                    {
+                        let at = rung_core::spec::size_label(&first.sizes);
+                        self.log(t, Role::Dim, format!("    series at {at}: {}", longest_first(&first.phases)));
                     }
                 }
             }

@@ -394,7 +394,10 @@ pub fn bench_problem(ws: &Workspace, runners: &mut Runners, gpu: &GpuInfo, v: &V
         let mut size = series::size_bench(&sizes, &series);
         (size.recheck_failure, size.recheck_reason) =
             match send(runners, &target, protocol::Bench { write_back: true, ..more(0, 0) }, limit) {
-                Ok(r) => (r.recheck, r.recheck_reason),
+                Ok(r) => {
+                    series::add_phases(&mut size.phases, &r.phases);
+                    (r.recheck, r.recheck_reason)
+                }
                 Err(f) => (Some(f.summary), f.reason),
             };
         results.push(size);

@@ -32,25 +32,31 @@ pub(super) fn bench_size(
     let mut out = size_bench(sizes, &series);
     // One more call on the real input set, its outputs written back and checked; then a small
     // kernel is also timed by graph replay (a capture that fails is reported, not fatal).
-    send(runners, target, protocol::Bench { write_back: true, ..more(0, 0) }, limit)?;
+    let written = send(runners, target, protocol::Bench { write_back: true, ..more(0, 0) }, limit)?;
+    add_phases(&mut out.phases, &written.phases);
     if out.basis != BASIS_DEVICE && out.headline.median < SMALL_KERNEL_MS {
         let req = protocol::Bench { graph_calls: GRAPH_CALLS, graph_replays: GRAPH_REPLAYS, ..more(0, 0) };
         match send(runners, target, req, limit) {
-            Ok(r) if !r.graph_ms.is_empty() => out.graph = Some(stats::summarize(&r.graph_ms)),
+            Ok(r) if !r.graph_ms.is_empty() => {
+                add_phases(&mut out.phases, &r.phases);
+                out.graph = Some(stats::summarize(&r.graph_ms))
+            }
             Ok(_) => out.graph_error = Some("the worker returned no graph replay times".to_string()),
             Err(f) => out.graph_error = Some(f.summary),
         }
     }
+    let t = std::time::Instant::now();
     out.recheck_failure = match reference {
         Some(launch_at) => recheck_native(spec, runners, launch_at, sizes, &sets.files, dir),
         None => recheck(ws, spec, runners, sizes, seed, &sets.files, dir),
     };
+    *out.phases.entry("recheck".into()).or_default() += t.elapsed().as_secs_f64();
     Ok(out)
 }
 
 /// The statistics of one size's samples (no graph replay, no re-check yet).
 pub(super) fn size_bench(sizes: &SizeSet, series: &Series) -> SizeBench {
-    let Series { samples, fixed_ms, stop, timer_note, l2_persisting_bytes } = series;
+    let Series { samples, fixed_ms, stop, timer_note, l2_persisting_bytes, phases } = series;
     let (fixed_ms, stop) = (*fixed_ms, *stop);
     let (metric, basis) = headline_samples(samples, fixed_ms);
     let summary = |f: fn(&protocol::Sample) -> f64| stats::summarize(&samples.iter().map(f).collect::<Vec<_>>());
@@ -72,6 +78,7 @@ pub(super) fn size_bench(sizes: &SizeSet, series: &Series) -> SizeBench {
         span: samples.iter().map(|s| s.span_ms).collect::<Option<Vec<f64>>>().map(|v| stats::summarize(&v)),
         timer_note: timer_note.clone(),
         l2_persisting_bytes: *l2_persisting_bytes,
+        phases: phases.clone(),
     }
 }
 
@@ -84,6 +91,15 @@ pub struct Series {
     pub timer_note: Option<String>,
     /// The persisting-L2 carve-out the version had set before a timed call (undone), bytes.
     pub l2_persisting_bytes: Option<u64>,
+    /// The workers' phases over the series' requests, summed (seconds).
+    pub phases: BTreeMap<String, f64>,
+}
+
+/// Adds a worker answer's phases to `into`.
+pub(super) fn add_phases(into: &mut BTreeMap<String, f64>, from: &BTreeMap<String, f64>) {
+    for (k, v) in from {
+        *into.entry(k.clone()).or_default() += v;
+    }
 }
 
 /// Sets up series 0 with `first`, then asks for samples in batches until the headline median's
@@ -97,6 +113,7 @@ pub(super) fn sample_series(
     rule: &StopRule,
 ) -> Result<Series, Box<StageOutcome>> {
     let resp = send(runners, target, first, limit)?;
+    let mut phases = resp.phases.clone();
     let fixed_ms = resp.fixed_ms.unwrap_or(0.0);
     let timer_note = resp.timer_note;
     let mut l2_persisting_bytes = resp.l2_persisting_bytes;
@@ -114,9 +131,10 @@ pub(super) fn sample_series(
         let n = stats::next_batch(&metric, spent, rule).min(left) as u32;
         let r = send(runners, target, more(0, n), limit)?;
         l2_persisting_bytes = l2_persisting_bytes.max(r.l2_persisting_bytes);
+        add_phases(&mut phases, &r.phases);
         samples.extend(r.samples);
     };
-    Ok(Series { samples, fixed_ms, stop, timer_note, l2_persisting_bytes })
+    Ok(Series { samples, fixed_ms, stop, timer_note, l2_persisting_bytes, phases })
 }
 
 /// Times `target` (series 0) and `other.target` (series 1) in alternating batches on the same
