@@ -589,3 +589,29 @@ fn the_tracer_header_is_found_and_compiles_to_nothing_until_traced() {
         rung::trace::build_traced(&nvcc, &scratch.path().join("plain.cu"), "sm_90", &[], scratch.path()).unwrap_err();
     assert!(e.to_string().contains("has no RUNG_TRACE_BEGIN"), "{e}");
 }
+
+/// `rung new --template cute-dsl`: the vector add with a CuTe DSL version that builds ahead of
+/// time here (its PTX, cubin and SASS kept) and notes on where in CUTLASS to look, which the
+/// context search finds.
+#[test]
+fn the_cute_dsl_template_builds_its_dsl_version_and_carries_its_notes() {
+    if real_nvcc().is_none() || !cute_dsl() {
+        return;
+    }
+    let (_tmp, ws) = workspace("cute-dsl");
+    assert!(ws.join("versions/v001-naive.cu").is_file(), "laid over the vector add");
+    let v = json(&rung(&ws, &["check", "--json", "v004"], &[]));
+    let rec = &v["versions"][0];
+    assert_eq!(rec["kind"], "cute-dsl", "{rec}");
+    let build = rec["stages"].as_array().unwrap().iter().find(|s| s["stage"] == "build").unwrap();
+    assert_eq!(build["verdict"], "pass", "{build}");
+    let dumps: Vec<String> = std::fs::read_dir(ws.join(".rung/dumps/v004"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    for ext in [".ptx", ".cubin", ".sass"] {
+        assert!(dumps.iter().any(|d| d.ends_with(ext)), "no {ext} in {dumps:?}");
+    }
+    let found = rung::context::search(&ws, &ws.join(".rung"), "wgmma_tma_sm90 example", 3, 2000).unwrap();
+    assert_eq!(found[0].path, PathBuf::from("context/cute-dsl.md"), "{found:?}");
+}

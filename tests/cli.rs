@@ -174,7 +174,7 @@ fn new_never_overwrites() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("already exists and is not empty"));
     let out = rung(tmp.path(), &["new", "other", "--template", "nope"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("the templates are: vector-add, rmsnorm"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the templates are: vector-add, rmsnorm, cute-dsl"));
     assert!(!tmp.path().join("other").exists());
 }
 

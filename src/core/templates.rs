@@ -5,20 +5,29 @@ use std::path::{Path, PathBuf};
 use include_dir::{Dir, include_dir};
 
 static VECTOR_ADD: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../assets/templates/vector-add");
+/// Laid over the vector add: a CuTe DSL version and notes on where in CUTLASS to look.
+static CUTE_DSL: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../assets/templates/cute-dsl");
 static DEMO: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../assets/demo");
 
 /// The demo's template name.
 pub const DEMO_TEMPLATE: &str = "rmsnorm";
 pub const DEFAULT_TEMPLATE: &str = "vector-add";
 
-/// Every template: name, one-line description, files.
-pub fn templates() -> [(&'static str, &'static str, &'static Dir<'static>); 2] {
+/// Every template: name, one-line description, its files, and the template it is laid over.
+pub fn templates() -> [(&'static str, &'static str, &'static Dir<'static>, Option<&'static Dir<'static>>); 3] {
     [
-        ("vector-add", "f32 vector add: the smallest complete workspace", &VECTOR_ADD),
+        ("vector-add", "f32 vector add: the smallest complete workspace", &VECTOR_ADD, None),
         (
             DEMO_TEMPLATE,
             "row-wise RMSNorm in f32: naive CUDA → block per row → Triton → vectorised CUDA (the demo)",
             &DEMO,
+            None,
+        ),
+        (
+            "cute-dsl",
+            "the f32 vector add with a CuTe DSL version beside CUDA and Triton, and notes on where in CUTLASS to look",
+            &CUTE_DSL,
+            Some(&VECTOR_ADD),
         ),
     ]
 }
@@ -36,14 +45,17 @@ pub enum NewError {
 /// Writes a template into `dest`, which must not exist or be empty. Returns the files written.
 pub fn write(name: &str, dest: &Path) -> Result<Vec<PathBuf>, NewError> {
     let all = templates();
-    let Some((_, _, dir)) = all.iter().find(|(n, _, _)| *n == name) else {
-        let names: Vec<&str> = all.iter().map(|(n, _, _)| *n).collect();
+    let Some((_, _, dir, base)) = all.iter().find(|(n, _, _, _)| *n == name) else {
+        let names: Vec<&str> = all.iter().map(|(n, _, _, _)| *n).collect();
         return Err(NewError::UnknownTemplate(name.into(), names.join(", ")));
     };
     if dest.exists() && std::fs::read_dir(dest).map_or(true, |mut d| d.next().is_some()) {
         return Err(NewError::NotEmpty(dest.to_path_buf()));
     }
     let mut written = Vec::new();
+    if let Some(base) = base {
+        write_dir(base, dest, &mut written)?;
+    }
     write_dir(dir, dest, &mut written)?;
     Ok(written)
 }
