@@ -4,6 +4,41 @@
 
 pub use crate::model::bench::{Stop, Summary};
 
+use std::collections::BTreeMap;
+
+/// Wall time by phase, in seconds: each `lap` adds the time since the last one to its phase.
+/// The bench's and the workers' timelines are kept with it.
+#[derive(Debug)]
+pub struct Clock {
+    at: std::time::Instant,
+    pub phases: BTreeMap<String, f64>,
+}
+
+impl Clock {
+    pub fn new() -> Clock {
+        Clock { at: std::time::Instant::now(), phases: BTreeMap::new() }
+    }
+
+    pub fn lap(&mut self, phase: &str) {
+        let now = std::time::Instant::now();
+        *self.phases.entry(phase.to_string()).or_default() += (now - self.at).as_secs_f64();
+        self.at = now;
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Clock {
+        Clock::new()
+    }
+}
+
+/// Adds one timeline's phases to another's (a worker answer's to its series', say).
+pub fn add_phases(into: &mut BTreeMap<String, f64>, from: &BTreeMap<String, f64>) {
+    for (k, v) in from {
+        *into.entry(k.clone()).or_default() += v;
+    }
+}
+
 /// The ranks (0-based, inclusive) bounding the median's 95% confidence interval in a sorted
 /// sample of `n`: n/2 ∓ 1.96·√n/2 (the normal approximation to the binomial), widened to the
 /// whole sample when n is too small for the interval to mean anything.

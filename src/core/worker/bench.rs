@@ -331,14 +331,9 @@ pub fn serve(series: &mut BTreeMap<u32, State>, req: &Bench, sms: u32) -> Respon
 
 fn serve_inner(series: &mut BTreeMap<u32, State>, req: &Bench, sms: u32) -> Result<Response, WorkerError> {
     let mut fixed = None;
-    // Where this request's time went, in seconds (the bench's timeline).
-    let mut phases: BTreeMap<String, f64> = BTreeMap::new();
-    let mut at = Instant::now();
-    let mut lap = |name: &str| {
-        let now = Instant::now();
-        *phases.entry(name.to_string()).or_default() += (now - at).as_secs_f64();
-        at = now;
-    };
+    // Where this request's time went (the bench's timeline).
+    let mut clock = crate::stats::Clock::new();
+    let mut lap = |name: &str| clock.lap(name);
     if let Some(l) = &req.launch {
         series.remove(&req.series);
         let mut state = setup(l, &req.sets, req.flush_bytes, sms)?;
@@ -387,6 +382,7 @@ fn serve_inner(series: &mut BTreeMap<u32, State>, req: &Bench, sms: u32) -> Resu
         }
     }
     lap("write_back");
+    let mut phases = clock.phases;
     phases.retain(|_, v| *v > 0.0);
     let timer_note = state.timer_note.clone();
     let l2_persisting_bytes = (state.l2_persisting > 0).then_some(state.l2_persisting);

@@ -35,7 +35,7 @@ use crate::model::report::{Reason, StageDetail, Verdict};
 use crate::runners::{Failure, Runners};
 use crate::spec::{SizeSet, Spec};
 use crate::stages::{Files, StageOutcome, call_args};
-use crate::stats::{Stop, StopRule, Summary};
+use crate::stats::{self, Clock, Stop, StopRule, Summary};
 use crate::workspace::{VersionFile, Workspace};
 
 /// Input sets the timed calls rotate through.
@@ -126,24 +126,6 @@ pub struct BenchCtx<'a> {
 
 /// Benches one version that passed its check, then times it against each of `others`
 /// interleaved. `target` says how a call is made.
-/// Wall time by phase: each `lap` adds the time since the last one to its phase.
-struct Clock {
-    at: std::time::Instant,
-    phases: BTreeMap<String, f64>,
-}
-
-impl Clock {
-    fn new() -> Clock {
-        Clock { at: std::time::Instant::now(), phases: BTreeMap::new() }
-    }
-
-    fn lap(&mut self, phase: &str) {
-        let now = std::time::Instant::now();
-        *self.phases.entry(phase.to_string()).or_default() += (now - self.at).as_secs_f64();
-        self.at = now;
-    }
-}
-
 pub fn bench(cx: &mut BenchCtx, gpu: &GpuInfo, v: &VersionFile, target: &Target, others: &[Other]) -> StageOutcome {
     let (spec, seed) = (cx.spec, cx.seed);
     let mut clock = Clock::new();
@@ -395,7 +377,7 @@ pub fn bench_problem(ws: &Workspace, runners: &mut Runners, gpu: &GpuInfo, v: &V
         (size.recheck_failure, size.recheck_reason) =
             match send(runners, &target, protocol::Bench { write_back: true, ..more(0, 0) }, limit) {
                 Ok(r) => {
-                    series::add_phases(&mut size.phases, &r.phases);
+                    stats::add_phases(&mut size.phases, &r.phases);
                     (r.recheck, r.recheck_reason)
                 }
                 Err(f) => (Some(f.summary), f.reason),

@@ -33,12 +33,12 @@ pub(super) fn bench_size(
     // One more call on the real input set, its outputs written back and checked; then a small
     // kernel is also timed by graph replay (a capture that fails is reported, not fatal).
     let written = send(runners, target, protocol::Bench { write_back: true, ..more(0, 0) }, limit)?;
-    add_phases(&mut out.phases, &written.phases);
+    stats::add_phases(&mut out.phases, &written.phases);
     if out.basis != BASIS_DEVICE && out.headline.median < SMALL_KERNEL_MS {
         let req = protocol::Bench { graph_calls: GRAPH_CALLS, graph_replays: GRAPH_REPLAYS, ..more(0, 0) };
         match send(runners, target, req, limit) {
             Ok(r) if !r.graph_ms.is_empty() => {
-                add_phases(&mut out.phases, &r.phases);
+                stats::add_phases(&mut out.phases, &r.phases);
                 out.graph = Some(stats::summarize(&r.graph_ms))
             }
             Ok(_) => out.graph_error = Some("the worker returned no graph replay times".to_string()),
@@ -95,13 +95,6 @@ pub struct Series {
     pub phases: BTreeMap<String, f64>,
 }
 
-/// Adds a worker answer's phases to `into`.
-pub(super) fn add_phases(into: &mut BTreeMap<String, f64>, from: &BTreeMap<String, f64>) {
-    for (k, v) in from {
-        *into.entry(k.clone()).or_default() += v;
-    }
-}
-
 /// Sets up series 0 with `first`, then asks for samples in batches until the headline median's
 /// interval is under the target or the budget is spent: the samples, the fixed cost, why it
 /// stopped.
@@ -131,7 +124,7 @@ pub(super) fn sample_series(
         let n = stats::next_batch(&metric, spent, rule).min(left) as u32;
         let r = send(runners, target, more(0, n), limit)?;
         l2_persisting_bytes = l2_persisting_bytes.max(r.l2_persisting_bytes);
-        add_phases(&mut phases, &r.phases);
+        stats::add_phases(&mut phases, &r.phases);
         samples.extend(r.samples);
     };
     Ok(Series { samples, fixed_ms, stop, timer_note, l2_persisting_bytes, phases })

@@ -166,9 +166,7 @@ pub fn run_problem(
             let stage = if warmup { "while compiling (its first call)" } else { "" };
             match r {
                 Ok(r) if r.ok => {
-                    for (k, s) in &r.phases {
-                        *phases.entry(k.clone()).or_insert(0.0) += s;
-                    }
+                    crate::stats::add_phases(&mut phases, &r.phases);
                     launched.extend(r.kernels.clone());
                     if warmup
                         && let Some(p) = &r.problem
