@@ -137,11 +137,8 @@ pub fn trace_once(
         // The untraced time beside it: the latest bench of this source at this size.
         let untraced = crate::store::Store::open(&ws.state_dir())
             .ok()
-            .and_then(|st| st.latest_results(&v.id).ok())
-            .and_then(|rows| {
-                let current: Vec<_> = rows.into_iter().filter(|r| r.source_hash == source_hash).collect();
-                crate::stages::bench::passing_bench(&current)
-            })
+            .and_then(|st| crate::service::results(ws, &st, v).ok())
+            .and_then(|r| crate::stages::bench::passing_bench(r.current()))
             .filter(|b| b.sizes == sizes);
         let record = TraceRecord {
             version: v.id.clone(),
