@@ -72,14 +72,15 @@ fn age(s: u64) -> String {
 fn index(dir: &Path) -> i32 {
     let state = dir.join(rung::workspace::STATE_DIR);
     let t = Instant::now();
-    match context::refresh(dir, &state) {
-        Ok(u) => {
-            let took = t.elapsed().as_secs_f64();
-            let held = context::Index::open(&state).and_then(|i| i.holdings());
-            let (files, passages, db) = held.map_or((0, 0, 0), |(h, db)| {
-                let ours = || h.iter().filter(|h| h.top != "rung");
-                (ours().map(|h| h.files).sum::<usize>(), ours().map(|h| h.passages).sum::<usize>(), db)
-            });
+    let done = context::Index::open(&state).and_then(|mut i| {
+        let u = i.update(dir)?;
+        let took = t.elapsed().as_secs_f64();
+        Ok((u, took, i.holdings()?))
+    });
+    match done {
+        Ok((u, took, (held, db))) => {
+            let ours = || held.iter().filter(|h| h.top != "rung");
+            let (files, passages) = (ours().map(|h| h.files).sum::<usize>(), ours().map(|h| h.passages).sum::<usize>());
             println!(
                 "indexed in {took:.2} s: {} files read, {} unchanged, {} dropped; context/ has {files} files, {passages} passages; index {}",
                 u.read,

@@ -352,8 +352,7 @@ pub struct Written {
 /// Splits the manual at `file` (HTML, or PDF through `pdftotext`) into `context/NAME/`, replacing
 /// what an earlier split of rung's wrote there (never a folder of the user's).
 pub fn add_docs(root: &Path, name: &str, file: &Path) -> Result<Written, SourceError> {
-    if name.is_empty() || name.starts_with('.') || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-    {
+    if !super::sources::valid_name(name) {
         return Err(SourceError::Usage(format!("`{name}` cannot be a folder under context/: e.g. ptx")));
     }
     let bytes = std::fs::read(file).map_err(io(format!("reading {}", file.display())))?;

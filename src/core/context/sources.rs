@@ -64,7 +64,7 @@ pub struct Problem {
 }
 
 /// Whether `name` can be a folder under `context/`: one plain path component.
-fn valid_name(name: &str) -> bool {
+pub(super) fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && !name.starts_with('.')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
