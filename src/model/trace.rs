@@ -74,11 +74,16 @@ pub struct TraceRecord {
     pub summary: TraceSummary,
 }
 
+/// A duration in nanoseconds as the trace's tables print it: `0.6 µs`, `1.25 ms`.
+pub fn duration_label(ns: f64) -> String {
+    if ns >= 1e6 { format!("{:.2} ms", ns / 1e6) } else { format!("{:.1} µs", ns / 1e3) }
+}
+
 impl TraceRecord {
     /// The statistics as a small table (the CLI's, the agent's and the MCP reply's text).
     pub fn table(&self) -> String {
         use std::fmt::Write as _;
-        let t = |ns: f64| if ns >= 1e6 { format!("{:.2} ms", ns / 1e6) } else { format!("{:.1} µs", ns / 1e3) };
+        let t = duration_label;
         let s = &self.summary;
         let sizes: Vec<String> = self.sizes.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let mut out = format!(

@@ -59,8 +59,9 @@ impl TraceView {
     }
 }
 
+/// Microseconds as the trace's tables print durations.
 fn time(us: f64) -> String {
-    if us >= 1000.0 { format!("{:.2} ms", us / 1000.0) } else { format!("{us:.1} µs") }
+    rung_core::model::trace::duration_label(us * 1e3)
 }
 
 /// The overlay: title, statistics, then the timeline from `offset` (a share of the span) over
