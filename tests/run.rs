@@ -56,6 +56,26 @@ fn triton_versions_are_checked_in_the_interpreter_and_cuda_ones_say_no_gpu() {
     assert_eq!(std::fs::read_dir(ws.join(".rung/cache/reference")).unwrap().count(), 5);
 }
 
+#[test]
+fn an_edited_input_in_rung_toml_is_not_judged_against_the_old_inputs_reference() {
+    if !common::toolchain_here() {
+        eprintln!("skipped: no toolchain here (rung setup)");
+        return;
+    }
+    let (_tmp, ws) = workspace("vector-add");
+    let first = rung(&ws, &["check", "--json", "--no-bench", "--seed", "7", "v003"]);
+    assert_eq!(stage(&first["versions"][0], "check")["verdict"], "pass", "{first}");
+    // The same seed and sizes, other inputs: the cached reference outputs no longer apply.
+    let toml = std::fs::read_to_string(ws.join("rung.toml")).unwrap();
+    let edited = toml.replace("low = -2.0, high = 2.0", "low = 5.0, high = 9.0");
+    assert_ne!(edited, toml, "the template's `b` init changed: update this test");
+    std::fs::write(ws.join("rung.toml"), edited).unwrap();
+    let second = rung(&ws, &["check", "--json", "--no-bench", "--seed", "7", "v003"]);
+    let check = stage(&second["versions"][0], "check");
+    assert_eq!(check["verdict"], "pass", "a correct version judged against stale reference outputs: {check}");
+    assert_eq!(std::fs::read_dir(ws.join(".rung/cache/reference")).unwrap().count(), 6, "3 sizes, twice");
+}
+
 /// A vector-add Triton version whose kernel body line `BODY` replaces the store.
 #[test]
 fn user_rungs_from_checks_py_are_named_results() {

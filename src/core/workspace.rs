@@ -212,6 +212,34 @@ impl Workspace {
         std::fs::read_to_string(self.root.join(&v.path))
     }
 
+    /// The hash of everything at the workspace's top level that decides the reference's outputs
+    /// for a seed and size: rung.toml (inputs, their init and dtype, scalars, outputs), the
+    /// reference, checks.py, and every other source file beside them that the reference may
+    /// import (`utils.py`, a header). Versions, `context/` and `.rung/` are not in it. A cached
+    /// reference output is keyed by it: editing rung.toml's `init` must not reuse outputs drawn
+    /// from the old inputs.
+    pub fn problem_hash(&self) -> String {
+        const SOURCES: [&str; 10] = ["toml", "py", "cu", "cuh", "h", "hpp", "ptx", "yml", "yaml", "json"];
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&self.root)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.is_file())
+                    .filter(|p| p.extension().and_then(|e| e.to_str()).is_some_and(|e| SOURCES.contains(&e)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        files.sort();
+        let mut text = Vec::new();
+        for f in files {
+            text.extend_from_slice(f.file_name().map(|n| n.as_encoded_bytes()).unwrap_or_default());
+            text.push(0);
+            text.extend_from_slice(&std::fs::read(&f).unwrap_or_default());
+            text.push(0);
+        }
+        crate::store::sha256_hex(&text)
+    }
+
     /// The hash of the version's file as it is now (what results are recorded against); None
     /// when it cannot be read.
     pub fn source_hash(&self, v: &VersionFile) -> Option<String> {

@@ -292,6 +292,7 @@ impl<'a> Checker<'a> {
             Ok(false) => {}
         }
         let ref_source = std::fs::read_to_string(self.ws.root.join(reference)).unwrap_or_default();
+        let problem = self.ws.problem_hash();
         let ref_params: Vec<String> = crate::stages::prepare::python_def_params(&ref_source, "reference")
             .map(|(p, _)| p.into_iter().map(|(n, _)| n).collect())
             .unwrap_or_else(|| self.spec.inputs.iter().map(|t| t.name.clone()).collect());
@@ -443,9 +444,9 @@ impl<'a> Checker<'a> {
             if run_fail.is_some() {
                 break;
             }
-            // The reference, cached by (reference source, seed, size).
+            // The reference, cached by (the problem's files, seed, size).
             let t_ref = Instant::now();
-            let key = sha256_hex(format!("{ref_source}\n{}\n{sizes:?}", self.seed).as_bytes());
+            let key = sha256_hex(format!("{problem}\n{}\n{sizes:?}", self.seed).as_bytes());
             let cache = self.ws.state_dir().join("cache").join("reference").join(&key[..16]);
             let cached = self.spec.outputs.iter().all(|t| cache.join(format!("{}.bin", t.name)).is_file());
             // Written into a folder of this check's own, then renamed into place whole: another

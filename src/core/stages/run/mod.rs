@@ -7,7 +7,7 @@
 //! only if it holds the poison both times; an output that does not change when the inputs did
 //! and is wrong is a remembered (memoised) result; buffers sit inside guard zones on the GPU, so
 //! an out-of-bounds write that did not fault still shows. The second run's outputs are checked
-//! against the reference, whose outputs are cached by (reference source, seed, size).
+//! against the reference, whose outputs are cached by (the problem's files, seed, size).
 //!
 //! GPU MODE problem folders and KernelBench files run in the Python worker the way their own
 //! harnesses do (see [`run_problem`]); rung judges the outputs with its metrics and reports the
