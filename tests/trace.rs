@@ -33,6 +33,7 @@ fn record(ws: &Path, id: &str) -> rung::model::trace::TraceRecord {
         untraced_basis: Some("gpu".into()),
         chrome_trace: format!(".rung/dumps/{id}/{id}.trace.json"),
         summary: summarise(&d, rung::trace::HEADER_MECHANISM),
+        first_capacity: None,
     }
 }
 
@@ -79,4 +80,30 @@ fn get_trace_says_what_is_recorded_and_whether_it_is_of_the_file_as_it_is() {
     assert_eq!(stale.data["current"], false);
     assert!(stale.text.starts_with("the trace of v001 (2026-12-05T00:00:00Z) is of an earlier file"), "{}", stale.text);
     assert!(!rung::agent::prompt::workspace_context(&ws, Some("v001"), "").contains("### Its trace"));
+}
+
+/// `rung trace --json` prints a TraceRecord: the committed schema is the one generated from it,
+/// and a record (with and without a second launch) validates against it.
+#[test]
+fn the_trace_record_matches_the_committed_schema() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/schema/trace.schema.json")).unwrap();
+    let committed: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        committed,
+        rung::model::trace::schema(),
+        "schema/trace.schema.json is stale: run `cargo run -- schema --trace > schema/trace.schema.json`"
+    );
+    let validator = jsonschema::validator_for(&committed).expect("the committed schema is valid");
+    let (_tmp, ws) = common::new_workspace("vector-add");
+    let mut rec = record(&ws, "v001");
+    let plain = serde_json::to_value(&rec).unwrap();
+    assert!(plain.get("first_capacity").is_none(), "absent unless there was a second launch");
+    assert!(validator.is_valid(&plain), "{plain}");
+    rec.first_capacity = Some(1 << 20);
+    let twice = serde_json::to_value(&rec).unwrap();
+    assert!(validator.is_valid(&twice), "{twice}");
+    assert!(rec.table().contains("launched twice: the first launch asked for"), "{}", rec.table());
+    let mut bad = twice.clone();
+    bad["summary"]["requested"] = serde_json::json!("many");
+    assert!(!validator.is_valid(&bad), "the schema rejects a wrong type");
 }

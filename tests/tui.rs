@@ -2178,6 +2178,7 @@ fn t_shows_the_trace_statistics_and_a_timeline_that_zooms_and_scrolls() {
         untraced_basis: None,
         chrome_trace: ".rung/dumps/v001/v001.trace.json".into(),
         summary: summarise(&d, rung::trace::HEADER_MECHANISM),
+        first_capacity: None,
     };
     std::fs::write(rung::stages::trace::record_path(&w, "v001"), serde_json::to_vec(&record).unwrap()).unwrap();
 

@@ -48,8 +48,10 @@ pub fn run(cli: Cli) -> Result<i32> {
         Some(Command::Trace(args)) => Ok(super::trace::trace_cmd(&ws_dir, &args)),
         Some(Command::Context(args)) => Ok(super::context::context_cmd(&ws_dir, &args)),
         Some(Command::Auto(args)) => Ok(super::auto::auto_cmd(&ws_dir, &args)),
-        Some(Command::Schema { worker, watch, aot }) => {
-            let schema = if aot {
+        Some(Command::Schema { worker, watch, aot, trace }) => {
+            let schema = if trace {
+                rung::model::trace::schema()
+            } else if aot {
                 rung::model::aot::schema()
             } else if worker {
                 rung::model::protocol::schema()

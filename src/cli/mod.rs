@@ -87,6 +87,9 @@ pub enum Command {
         /// The schema of what the ahead-of-time scripts (Triton, CuTe DSL) print.
         #[arg(long, conflicts_with_all = ["worker", "watch"])]
         aot: bool,
+        /// The schema of `rung trace --json` (and of the record `get_trace` returns).
+        #[arg(long, conflicts_with_all = ["worker", "watch", "aot"])]
+        trace: bool,
     },
     /// Watch the workspace: every save rebuilds and re-checks that version (newest wins); a change
     /// to rung.toml, the reference or checks.py re-runs every version. `--json`: one event per

@@ -16,8 +16,10 @@ pub struct TraceArgs {
     #[arg(long)]
     pub json: bool,
     /// Records the buffer holds (32 bytes each); past it they are counted, not written.
-    #[arg(long, default_value_t = trace::DEFAULT_CAPACITY)]
-    pub capacity: u64,
+    /// Default: 1048576, and when the launch asks for more, a second launch with room for all
+    /// of them (up to 67108864).
+    #[arg(long)]
+    pub capacity: Option<u64>,
     /// The seed that draws the inputs (default: drawn).
     #[arg(long)]
     pub seed: Option<u64>,

@@ -18,6 +18,7 @@ pub mod gpulock;
 pub mod highlight;
 pub mod hostentry;
 pub mod inputs;
+pub mod kept;
 pub mod launch;
 pub mod metrics;
 pub use rung_model as model;

@@ -430,6 +430,8 @@ pub struct Runners {
     native: Option<Native>,
     /// Seconds each zygote took to start (imports), for the record.
     pub zygote_starts: Vec<f64>,
+    /// Benchmark-size inputs and reference outputs shared by the versions this check benches.
+    pub kept: crate::kept::Kept,
     /// Pids a scheduler may kill to cancel the running job.
     pub live: Live,
     /// Helpers left running after a check recorded its result (disassembling the kernels that
@@ -507,6 +509,7 @@ impl Runners {
             zygotes: Vec::new(),
             native: None,
             zygote_starts: Vec::new(),
+            kept: crate::kept::Kept::default(),
             live: Live::default(),
             background: Vec::new(),
         })

@@ -315,9 +315,19 @@ pub fn chrome_trace(d: &Decoded) -> serde_json::Value {
     let t0 = d.streams.values().map(|s| s.0).min().unwrap_or(0);
     let us = |t: u64| (t - t0) as f64 / 1000.0;
     let tid = |block: u32, warp: u32| u64::from(block) * 64 + u64::from(warp);
+    // Past CHROME_MAX_STREAMS leaders, an evenly spaced sample of them (by SM, block, warp), so
+    // the file opens in Perfetto; the statistics are over every record.
+    let all: std::collections::BTreeSet<(u32, u32, u32)> = d
+        .intervals
+        .iter()
+        .map(|i| (i.sm, i.block, i.warp))
+        .chain(d.marks.iter().map(|m| (m.sm, m.block, m.warp)))
+        .collect();
+    let step = all.len().div_ceil(CHROME_MAX_STREAMS).max(1);
+    let shown: std::collections::BTreeSet<(u32, u32, u32)> = all.iter().copied().step_by(step).collect();
     let mut events = Vec::new();
     let mut named = std::collections::BTreeSet::new();
-    for i in &d.intervals {
+    for i in d.intervals.iter().filter(|i| shown.contains(&(i.sm, i.block, i.warp))) {
         if named.insert((i.sm, i.block, i.warp)) {
             events.push(serde_json::json!({
                 "name": "thread_name", "ph": "M", "pid": i.sm, "tid": tid(i.block, i.warp),
@@ -329,7 +339,7 @@ pub fn chrome_trace(d: &Decoded) -> serde_json::Value {
             "ts": us(i.start_ns), "dur": (i.end_ns - i.start_ns) as f64 / 1000.0,
         }));
     }
-    for m in &d.marks {
+    for m in d.marks.iter().filter(|m| shown.contains(&(m.sm, m.block, m.warp))) {
         events.push(serde_json::json!({
             "name": m.name, "ph": "i", "s": "t", "pid": m.sm, "tid": tid(m.block, m.warp), "ts": us(m.time_ns),
         }));
@@ -340,8 +350,15 @@ pub fn chrome_trace(d: &Decoded) -> serde_json::Value {
             serde_json::json!({"name": "process_name", "ph": "M", "pid": sm, "args": {"name": format!("SM {sm}")}}),
         );
     }
-    serde_json::json!({"traceEvents": events, "displayTimeUnit": "ns"})
+    serde_json::json!({
+        "traceEvents": events,
+        "displayTimeUnit": "ns",
+        "otherData": {"leaders": all.len(), "leaders_shown": shown.len()},
+    })
 }
+
+/// The most leaders (warps or blocks) the Chrome trace-event file shows.
+pub const CHROME_MAX_STREAMS: usize = 4096;
 
 #[cfg(test)]
 mod tests {
@@ -438,5 +455,31 @@ mod tests {
         assert!(events.iter().any(|e| e["ph"] == "M" && e["args"]["name"] == "SM 2"));
         assert!(events.iter().any(|e| e["ph"] == "M" && e["args"]["name"] == "block 4 warp 1"));
         assert!(events.iter().all(|e| e["ph"] != "X" || e["dur"].as_f64().unwrap() >= 0.0));
+    }
+
+    /// A launch of more leaders than the file shows: an even sample of them, every SM still
+    /// there, the totals said; the statistics keep every record.
+    #[test]
+    fn past_the_cap_the_chrome_trace_shows_an_even_sample_of_leaders() {
+        use Kind::*;
+        let names = names_in("RUNG_TRACE_BEGIN(load)");
+        let leaders = CHROME_MAX_STREAMS * 3 + 7;
+        let rs: Vec<Record> = (0..leaders as u32)
+            .flat_map(|w| {
+                let (sm, block) = (w % 132, w / 8);
+                [rec(1_000, "load", Begin, sm, block, w % 8), rec(2_000, "load", End, sm, block, w % 8)]
+            })
+            .collect();
+        let d = decode(&rs, &names, rs.len() as u64, rs.len() as u64);
+        assert_eq!(summarise(&d, HEADER_MECHANISM).sections[0].calls as usize, leaders);
+        let v = chrome_trace(&d);
+        let shown = v["otherData"]["leaders_shown"].as_u64().unwrap() as usize;
+        assert_eq!(v["otherData"]["leaders"].as_u64(), Some(leaders as u64));
+        assert!(shown <= CHROME_MAX_STREAMS && shown > CHROME_MAX_STREAMS / 2, "{shown}");
+        let events = v["traceEvents"].as_array().unwrap();
+        assert_eq!(events.iter().filter(|e| e["ph"] == "X").count(), shown);
+        let sms: std::collections::BTreeSet<u64> =
+            events.iter().filter(|e| e["ph"] == "X").map(|e| e["pid"].as_u64().unwrap()).collect();
+        assert_eq!(sms.len(), 132, "the sample spans every SM");
     }
 }

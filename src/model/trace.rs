@@ -72,6 +72,10 @@ pub struct TraceRecord {
     /// The Chrome trace-event file, relative to the workspace.
     pub chrome_trace: String,
     pub summary: TraceSummary,
+    /// With no capacity given, a first launch whose buffer (this many records) overflowed was
+    /// followed by a second with room for every record it asked for: this record is the second's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_capacity: Option<u64>,
 }
 
 /// A duration in nanoseconds as the trace's tables print it: `0.6 µs`, `1.25 ms`.
@@ -120,6 +124,13 @@ impl TraceRecord {
         for (name, n) in &s.marks {
             let _ = writeln!(out, "mark {name}: {n}");
         }
+        if let Some(first) = self.first_capacity {
+            let _ = writeln!(
+                out,
+                "launched twice: the first launch asked for {} records, past its buffer of {first}; this is the second, with room for all",
+                s.requested
+            );
+        }
         if s.dropped > 0 || s.unmatched_begins + s.unmatched_ends + s.backwards + s.unknown_tags > 0 {
             let _ = writeln!(
                 out,
@@ -142,4 +153,10 @@ impl TraceRecord {
         let _ = writeln!(out, "trace events: {}", self.chrome_trace);
         out
     }
+}
+
+/// The JSON schema of [`TraceRecord`] (`rung trace --json`), as committed in
+/// `schema/trace.schema.json`.
+pub fn schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(TraceRecord)).expect("a schema serialises")
 }

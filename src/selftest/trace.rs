@@ -68,7 +68,7 @@ pub fn run_trace(dir: &Path) -> anyhow::Result<TraceRow> {
     let v = ws.version("v010").ok_or_else(|| anyhow::anyhow!("no v010"))?.clone();
     let tc = crate::toolchain::Toolchain::discover();
     let untraced_ms = crate::service::latest_bench(&store, "v010").map(|b| b.headline.median);
-    match crate::stages::trace::trace_once(&ws, &v, &tc, 7, crate::stages::trace::DEFAULT_CAPACITY) {
+    match crate::stages::trace::trace_once(&ws, &v, &tc, 7, None) {
         Ok(run) => {
             let s = &run.summary;
             let names: Vec<&str> = s.sections.iter().map(|x| x.name.as_str()).collect();

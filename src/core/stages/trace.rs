@@ -18,6 +18,9 @@ use crate::workspace::{VersionFile, VersionKind, Workspace};
 
 /// Records a traced launch may write by default (32 MB of buffer).
 pub const DEFAULT_CAPACITY: u64 = 1 << 20;
+/// With no capacity given, the most records (32 bytes each: 2 GiB) a second launch makes room
+/// for when the first overflowed.
+pub const MAX_AUTO_CAPACITY: u64 = 1 << 26;
 
 /// Why a version was not traced.
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +92,15 @@ pub fn latest_in(state_dir: &Path, id: &str) -> Option<TraceRecord> {
     serde_json::from_slice(&std::fs::read(record_path_in(state_dir, id)).ok()?).ok()
 }
 
+/// The buffer of a second launch: only when no capacity was given, the first launch (buffer
+/// `held`) asked for more records than it held, and room for all of them (with an eighth more)
+/// stays within [`MAX_AUTO_CAPACITY`]. A kernel's record count rarely changes between two
+/// launches on the same inputs; if it does, the second one's drops are counted as usual.
+pub fn second_capacity(given: Option<u64>, held: u64, asked: u64, first: Option<u64>) -> Option<u64> {
+    let room = asked.saturating_add(asked / 8);
+    (given.is_none() && first.is_none() && asked > held && room <= MAX_AUTO_CAPACITY).then_some(room)
+}
+
 /// Builds the traced variant, launches it once at the first benchmark size, and keeps the record
 /// ([`record_path`]) and the Chrome trace-event file beside the version's dumps.
 pub fn trace_once(
@@ -96,7 +108,7 @@ pub fn trace_once(
     v: &VersionFile,
     tc: &Toolchain,
     seed: u64,
-    capacity: u64,
+    capacity: Option<u64>,
 ) -> Result<TraceRecord, TraceRunError> {
     let spec = ws.spec.as_ref().ok_or(TraceRunError::NotRungFormat)?;
     let machine = Machine::discover();
@@ -113,20 +125,27 @@ pub fn trace_once(
         let plan = run::NativePlan::new(ws, spec, v, &source, Some(gpu.sm_count))
             .map_err(|d| TraceRunError::Plan(d.to_string()))?;
         let files = bench::draw_inputs(spec, &sizes, seed, &dir).map_err(|o| TraceRunError::Call(o.summary))?;
-        let mut launch = plan.launch_at(spec, &sizes, &files).map_err(|e| TraceRunError::Plan(e.to_string()))?;
-        launch.cubin = cubin;
         let out = dir.join("trace.bin");
-        launch.trace = Some(TraceRequest { capacity, out: out.clone() });
         let _lock = crate::gpulock::lock(&gpu.uuid)
             .map_err(|e| TraceRunError::Call(format!("cannot take the GPU's bench lock: {e}")))?;
-        let resp = runners
-            .launch(launch, spec.limits.run.max(Duration::from_secs(10)))
-            .map_err(|f| TraceRunError::Call(f.to_string()))?;
-        if !resp.ok {
-            return Err(TraceRunError::Call(resp.error.map(|e| e.message).unwrap_or_default()));
-        }
+        let (mut held, mut first_capacity) = (capacity.unwrap_or(DEFAULT_CAPACITY), None);
+        let resp = loop {
+            let mut launch = plan.launch_at(spec, &sizes, &files).map_err(|e| TraceRunError::Plan(e.to_string()))?;
+            launch.cubin = cubin.clone();
+            launch.trace = Some(TraceRequest { capacity: held, out: out.clone() });
+            let resp = runners
+                .launch(launch, spec.limits.run.max(Duration::from_secs(10)))
+                .map_err(|f| TraceRunError::Call(f.to_string()))?;
+            if !resp.ok {
+                return Err(TraceRunError::Call(resp.error.map(|e| e.message).unwrap_or_default()));
+            }
+            match second_capacity(capacity, held, resp.trace_requested.unwrap_or(0), first_capacity) {
+                Some(room) => (first_capacity, held) = (Some(held), room),
+                None => break resp,
+            }
+        };
         let bytes = std::fs::read(&out).map_err(|source| TraceRunError::Read { path: out.clone(), source })?;
-        let decoded = trace::decode(&trace::parse(&bytes), &traced.names, resp.trace_requested.unwrap_or(0), capacity);
+        let decoded = trace::decode(&trace::parse(&bytes), &traced.names, resp.trace_requested.unwrap_or(0), held);
         let summary = trace::summarise(&decoded, trace::HEADER_MECHANISM);
         let dumps = ws.state_dir().join(crate::store::DUMPS_DIR).join(&v.id);
         std::fs::create_dir_all(&dumps).map_err(|source| TraceRunError::Read { path: dumps.clone(), source })?;
@@ -152,6 +171,7 @@ pub fn trace_once(
             untraced_basis: untraced.map(|b| b.basis),
             chrome_trace: chrome.strip_prefix(&ws.root).unwrap_or(&chrome).display().to_string(),
             summary,
+            first_capacity,
         };
         let path = record_path(ws, &v.id);
         let text = serde_json::to_vec_pretty(&record).expect("a trace record serialises");
@@ -160,4 +180,23 @@ pub fn trace_once(
     })();
     let _ = std::fs::remove_dir_all(&dir);
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_overflowing_first_launch_gets_one_second_with_room_for_all_unless_a_capacity_was_given() {
+        // 2M warps, five records each, into the default buffer: a second launch, room for all.
+        let asked = 10 * DEFAULT_CAPACITY;
+        let room = second_capacity(None, DEFAULT_CAPACITY, asked, None).unwrap();
+        assert!(room >= asked && room <= MAX_AUTO_CAPACITY);
+        // Not when it fit, not when the user chose the capacity, never a third launch.
+        assert_eq!(second_capacity(None, DEFAULT_CAPACITY, DEFAULT_CAPACITY, None), None);
+        assert_eq!(second_capacity(Some(DEFAULT_CAPACITY), DEFAULT_CAPACITY, asked, None), None);
+        assert_eq!(second_capacity(None, room, asked * 2, Some(DEFAULT_CAPACITY)), None);
+        // Past the most rung allocates: the drops are counted instead.
+        assert_eq!(second_capacity(None, DEFAULT_CAPACITY, MAX_AUTO_CAPACITY, None), None);
+    }
 }

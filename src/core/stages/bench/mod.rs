@@ -127,7 +127,7 @@ pub struct BenchCtx<'a> {
 /// Benches one version that passed its check, then times it against each of `others`
 /// interleaved. `target` says how a call is made.
 pub fn bench(cx: &mut BenchCtx, gpu: &GpuInfo, v: &VersionFile, target: &Target, others: &[Other]) -> StageOutcome {
-    let (spec, seed) = (cx.spec, cx.seed);
+    let spec = cx.spec;
     let mut clock = Clock::new();
     let sizes: Vec<SizeSet> = if spec.bench_sizes.is_empty() {
         spec.test_sizes.last().cloned().into_iter().collect()
@@ -154,7 +154,7 @@ pub fn bench(cx: &mut BenchCtx, gpu: &GpuInfo, v: &VersionFile, target: &Target,
     let scratch = cx.runners.scratch(&format!("{}-bench", v.id));
     for (si, size) in sizes.iter().enumerate() {
         let dir = scratch.join(format!("b{si}"));
-        let sets = match draw_sets(spec, size, seed, &dir) {
+        let sets = match kept_sets(cx, size, &dir) {
             Ok(s) => s,
             Err(f) => {
                 failure = Some(*f);
@@ -442,37 +442,84 @@ fn answer(resp: Result<Response, Failure>) -> Result<Response, Box<StageOutcome>
 }
 
 /// The input sets of one benchmark size: set 0 (the real one, whose outputs are re-checked) in
-/// `files` with the outputs' poisoned files, the others as parameter name → file.
+/// `files` with the outputs' poisoned files, the others as parameter name → file; `kept` is the
+/// folder they are kept in across the check's versions (the reference's outputs go there too).
 pub struct Sets {
     pub files: Files,
     pub extra: Vec<BTreeMap<String, PathBuf>>,
+    pub kept: Option<PathBuf>,
 }
 
-fn draw_sets(spec: &Spec, sizes: &SizeSet, seed: u64, dir: &std::path::Path) -> Result<Sets, Box<StageOutcome>> {
+/// The input sets of one size, drawn once per (problem, seed, size) while the runners live and
+/// drawn again when a kept file changed; the outputs are poisoned afresh in `dir` for each bench.
+fn kept_sets(cx: &mut BenchCtx, sizes: &SizeSet, dir: &std::path::Path) -> Result<Sets, Box<StageOutcome>> {
+    let key = crate::store::sha256_hex(format!("{}\n{}\n{sizes:?}", cx.ws.problem_hash(), cx.seed).as_bytes());
+    let folder = cx.runners.env.data.join("kept").join(&key[..16]);
+    let paths = input_paths(cx.spec, &folder);
+    let io =
+        |d: &std::path::Path, e: std::io::Error| Box::new(fail(Verdict::Error, None, format!("{}: {e}", d.display())));
+    if !cx.runners.kept.intact(&paths) {
+        let _ = std::fs::remove_dir_all(&folder);
+        write_inputs(cx.spec, sizes, cx.seed, &folder)?;
+        cx.runners.kept.keep(&folder, &paths).map_err(|e| io(&folder, e))?;
+    }
+    let (mut files, extra) = input_files(cx.spec, sizes, &folder);
+    files.extend(poisoned_outputs(cx.spec, sizes, dir).map_err(|e| io(dir, e))?);
+    Ok(Sets { files, extra, kept: Some(folder) })
+}
+
+/// Set `k`'s file for input `name` in `dir`.
+fn input_path(dir: &std::path::Path, name: &str, k: usize) -> PathBuf {
+    dir.join(format!("{name}-{k}.bin"))
+}
+
+/// Every input set's files in `dir`.
+fn input_paths(spec: &Spec, dir: &std::path::Path) -> Vec<PathBuf> {
+    spec.inputs.iter().flat_map(|t| (0..INPUT_SETS).map(|k| input_path(dir, &t.name, k))).collect()
+}
+
+/// Set 0's inputs with their shapes, and the other sets by name, in `dir`.
+fn input_files(spec: &Spec, sizes: &SizeSet, dir: &std::path::Path) -> (Files, Vec<BTreeMap<String, PathBuf>>) {
+    let mut files: Files = BTreeMap::new();
+    let mut extra: Vec<BTreeMap<String, PathBuf>> = vec![BTreeMap::new(); INPUT_SETS - 1];
+    for t in &spec.inputs {
+        let shape = spec.shape_at(t, sizes).unwrap_or_default();
+        files.insert(t.name.clone(), (input_path(dir, &t.name, 0), shape));
+        for (k, set) in extra.iter_mut().enumerate() {
+            set.insert(t.name.clone(), input_path(dir, &t.name, k + 1));
+        }
+    }
+    (files, extra)
+}
+
+/// Draws every input set of one size into `dir` (set 0 from `seed`, the others from seeds of
+/// their own).
+fn write_inputs(spec: &Spec, sizes: &SizeSet, seed: u64, dir: &std::path::Path) -> Result<(), Box<StageOutcome>> {
     let io = |e: std::io::Error| Box::new(fail(Verdict::Error, None, format!("{}: {e}", dir.display())));
     // A benchmark size past this machine's memory is named, not an allocation that aborts.
     if let Some(why) = spec.too_big(sizes, crate::gpu::available_memory()) {
         return Err(Box::new(fail(Verdict::Error, None, format!("{why}: lower [sizes] bench in rung.toml"))));
     }
     std::fs::create_dir_all(dir).map_err(io)?;
-    let mut files: Files = BTreeMap::new();
-    let mut extra: Vec<BTreeMap<String, PathBuf>> = vec![BTreeMap::new(); INPUT_SETS - 1];
     for (idx, t) in spec.inputs.iter().enumerate() {
         let shape = spec.shape_at(t, sizes).unwrap_or_default();
         let numel = shape.iter().product::<i64>() as usize;
         for k in 0..INPUT_SETS {
             let s = if k == 0 { seed } else { seed.wrapping_add(0xB5E7_0000 + k as u64) };
-            let path = dir.join(format!("{}-{k}.bin", t.name));
-            std::fs::write(&path, inputs::generate(t.dtype, &t.init, s, idx as u64, numel)).map_err(io)?;
-            if k == 0 {
-                files.insert(t.name.clone(), (path, shape.clone()));
-            } else {
-                extra[k - 1].insert(t.name.clone(), path);
-            }
+            let data = inputs::generate(t.dtype, &t.init, s, idx as u64, numel);
+            std::fs::write(input_path(dir, &t.name, k), data).map_err(io)?;
         }
     }
-    files.extend(poisoned_outputs(spec, sizes, dir).map_err(io)?);
-    Ok(Sets { files, extra })
+    Ok(())
+}
+
+fn draw_sets(spec: &Spec, sizes: &SizeSet, seed: u64, dir: &std::path::Path) -> Result<Sets, Box<StageOutcome>> {
+    write_inputs(spec, sizes, seed, dir)?;
+    let (mut files, extra) = input_files(spec, sizes, dir);
+    let outputs = poisoned_outputs(spec, sizes, dir)
+        .map_err(|e| Box::new(fail(Verdict::Error, None, format!("{}: {e}", dir.display()))))?;
+    files.extend(outputs);
+    Ok(Sets { files, extra, kept: None })
 }
 
 /// The real input set of one size (set 0, as the bench draws it) and poisoned outputs, in `dir`:

@@ -14,36 +14,85 @@ use crate::workspace::Workspace;
 
 use super::*;
 
-/// Compares the written-back outputs with the reference at the benchmark size (not cached: a
-/// benchmark-size reference is large).
-pub(super) fn recheck(
+/// Compares the written-back outputs (in `sets.files`) with the reference's at the benchmark
+/// size, which is run on set 0 (a CUDA reference through `native`, a Python one in a child of
+/// the zygote) unless its outputs from an earlier version of this check are kept intact in
+/// `sets.kept`. `None`: they match, or there is no reference to run.
+pub(super) fn recheck_timed(
+    ws: &Workspace,
+    spec: &Spec,
+    runners: &mut Runners,
+    native: Option<LaunchAt>,
+    sizes: &SizeSet,
+    sets: &Sets,
+    dir: &std::path::Path,
+) -> Option<String> {
+    let ref_dir = sets.kept.as_ref().map(|k| k.join("reference")).unwrap_or_else(|| dir.to_path_buf());
+    let paths: Vec<PathBuf> = spec.outputs.iter().map(|t| reference_file(&ref_dir, &t.name)).collect();
+    if !runners.kept.intact(&paths) {
+        if let Err(e) = std::fs::create_dir_all(&ref_dir) {
+            return Some(format!("{}: {e}", ref_dir.display()));
+        }
+        let ran = match native {
+            Some(launch_at) => run_native(spec, runners, launch_at, sizes, &sets.files, &ref_dir),
+            None => run_python(ws, spec, runners, sizes, &sets.files, &ref_dir)?,
+        };
+        if let Err(why) = ran {
+            return Some(why.0);
+        }
+        if sets.kept.is_some() {
+            // Kept only after it ran whole; a failure to keep costs the next version a rerun.
+            let _ = runners.kept.keep(sets.kept.as_deref().expect("checked"), &paths);
+        }
+    }
+    outputs_differ(spec, &sets.files, |name| reference_file(&ref_dir, name))
+}
+
+/// Why the reference did not run at the benchmark size (the bench's re-check reason).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct ReferenceFailed(String);
+
+fn reference_file(dir: &std::path::Path, output: &str) -> PathBuf {
+    dir.join(format!("{output}-ref.bin"))
+}
+
+/// Runs a Python reference on set 0 into `dir`; `None` when the reference is not Python (its
+/// format re-checks elsewhere).
+fn run_python(
     ws: &Workspace,
     spec: &Spec,
     runners: &mut Runners,
     sizes: &SizeSet,
-    seed: u64,
     files: &BTreeMap<String, (PathBuf, Vec<i64>)>,
     dir: &std::path::Path,
-) -> Option<String> {
+) -> Option<Result<(), ReferenceFailed>> {
     let reference = ws.reference.clone().filter(|r| r.extension().is_some_and(|e| e == "py"))?;
-    let ref_source = std::fs::read_to_string(ws.root.join(&reference)).unwrap_or_default();
+    Some(run_python_reference(spec, runners, sizes, files, dir, (&ws.root, reference)))
+}
+
+fn run_python_reference(
+    spec: &Spec,
+    runners: &mut Runners,
+    sizes: &SizeSet,
+    files: &BTreeMap<String, (PathBuf, Vec<i64>)>,
+    dir: &std::path::Path,
+    (ws_root, reference): (&std::path::Path, PathBuf),
+) -> Result<(), ReferenceFailed> {
+    let ref_source = std::fs::read_to_string(ws_root.join(&reference)).unwrap_or_default();
     let params: Vec<String> = crate::stages::prepare::python_def_params(&ref_source, "reference")
         .map(|(p, _)| p.into_iter().map(|(n, _)| n).collect())
         .unwrap_or_else(|| spec.inputs.iter().map(|t| t.name.clone()).collect());
-    let _ = seed;
     let mut returns = BTreeMap::new();
     for t in &spec.outputs {
         let shape = spec.shape_at(t, sizes).unwrap_or_default();
-        returns.insert(
-            t.name.clone(),
-            TensorFile { path: dir.join(format!("{}-ref.bin", t.name)), dtype: t.dtype, shape },
-        );
+        returns.insert(t.name.clone(), TensorFile { path: reference_file(dir, &t.name), dtype: t.dtype, shape });
     }
     let args = call_args(spec, &params, sizes, |t, _| {
         let (path, shape) = &files[&t.name];
         TensorFile { path: path.clone(), dtype: t.dtype, shape: shape.clone() }
     })
-    .ok()?;
+    .map_err(|e| ReferenceFailed(format!("the reference cannot be called: {e}")))?;
     let call = protocol::Call {
         file: reference,
         function: "reference".into(),
@@ -53,27 +102,26 @@ pub(super) fn recheck(
         guard_bytes: 0,
     };
     // The reference runs in a child of its own (the version's child, if any, has ended).
-    let z = runners.zygote(false).ok()?;
+    let z = runners
+        .zygote(false)
+        .map_err(|e| ReferenceFailed(format!("the reference could not run at the benchmark size: {e}")))?;
     if !z.fork(CallMode::Reference, Duration::from_secs(60)).is_ok_and(|r| r.ok) {
-        return Some("the reference could not run at the benchmark size".into());
+        return Err(ReferenceFailed("the reference could not run at the benchmark size".into()));
     }
     let resp = z.call(Op::Call(call), spec.limits.run * 4);
     runners.end_children();
     match resp {
-        Ok(r) if r.ok => {}
-        Ok(r) => return Some(format!("the reference failed: {}", r.error.map(|e| e.message).unwrap_or_default())),
-        Err(e) => return Some(format!("the reference failed: {e}")),
+        Ok(r) if r.ok => Ok(()),
+        Ok(r) => {
+            Err(ReferenceFailed(format!("the reference failed: {}", r.error.map(|e| e.message).unwrap_or_default())))
+        }
+        Err(e) => Err(ReferenceFailed(format!("the reference failed: {e}"))),
     }
-    outputs_differ(spec, files, |name| &returns[name].path)
 }
 
 /// Why the timed outputs in `files` are not the reference's (read from `reference(name)`), by
 /// each output's tolerance; `None` when every one matches.
-fn outputs_differ<'a>(
-    spec: &Spec,
-    files: &'a Files,
-    reference: impl Fn(&str) -> &'a std::path::Path,
-) -> Option<String> {
+fn outputs_differ(spec: &Spec, files: &Files, reference: impl Fn(&str) -> PathBuf) -> Option<String> {
     for t in &spec.outputs {
         let shape: Vec<usize> = files[&t.name].1.iter().map(|d| *d as usize).collect();
         let o = inputs::to_f64(t.dtype, &std::fs::read(&files[&t.name].0).unwrap_or_default());
@@ -86,33 +134,30 @@ fn outputs_differ<'a>(
     None
 }
 
-/// [`recheck`] against a CUDA reference, launched in the native worker on the same inputs.
-pub(super) fn recheck_native(
+/// A CUDA reference, launched in the native worker on set 0, its outputs into `dir`.
+fn run_native(
     spec: &Spec,
     runners: &mut Runners,
     launch_at: LaunchAt,
     sizes: &SizeSet,
     files: &Files,
     dir: &std::path::Path,
-) -> Option<String> {
+) -> Result<(), ReferenceFailed> {
     let mut rfiles = files.clone();
     for t in &spec.outputs {
         let shape = spec.shape_at(t, sizes).unwrap_or_default();
-        let path = dir.join(format!("{}-ref.bin", t.name));
+        let path = reference_file(dir, &t.name);
         let len = shape.iter().product::<i64>() as usize * t.dtype.size_bytes();
-        if let Err(e) = std::fs::write(&path, vec![0xffu8; len]) {
-            return Some(format!("{}: {e}", path.display()));
-        }
+        std::fs::write(&path, vec![0xffu8; len]).map_err(|e| ReferenceFailed(format!("{}: {e}", path.display())))?;
         rfiles.insert(t.name.clone(), (path, shape));
     }
-    let launch = match launch_at(sizes, &rfiles) {
-        Ok(l) => l,
-        Err(m) => return Some(format!("the reference cannot be launched: {m}")),
-    };
+    let launch =
+        launch_at(sizes, &rfiles).map_err(|m| ReferenceFailed(format!("the reference cannot be launched: {m}")))?;
     match runners.launch(launch, spec.limits.run * 4) {
-        Ok(r) if r.ok => {}
-        Ok(r) => return Some(format!("the reference failed: {}", r.error.map(|e| e.message).unwrap_or_default())),
-        Err(e) => return Some(format!("the reference failed: {e}")),
+        Ok(r) if r.ok => Ok(()),
+        Ok(r) => {
+            Err(ReferenceFailed(format!("the reference failed: {}", r.error.map(|e| e.message).unwrap_or_default())))
+        }
+        Err(e) => Err(ReferenceFailed(format!("the reference failed: {e}"))),
     }
-    outputs_differ(spec, files, |name| &rfiles[name].0)
 }

@@ -21,7 +21,7 @@ pub(super) fn bench_size(
     sets: &Sets,
     dir: &std::path::Path,
 ) -> Result<SizeBench, Box<StageOutcome>> {
-    let (ws, spec, seed) = (cx.ws, cx.spec, cx.seed);
+    let (ws, spec) = (cx.ws, cx.spec);
     let runners = &mut *cx.runners;
     // A request may take the whole budget plus one run's limit.
     let limit = spec.limits.bench + spec.limits.run * 2;
@@ -46,10 +46,7 @@ pub(super) fn bench_size(
         }
     }
     let t = std::time::Instant::now();
-    out.recheck_failure = match reference {
-        Some(launch_at) => recheck_native(spec, runners, launch_at, sizes, &sets.files, dir),
-        None => recheck(ws, spec, runners, sizes, seed, &sets.files, dir),
-    };
+    out.recheck_failure = recheck_timed(ws, spec, runners, reference, sizes, sets, dir);
     *out.phases.entry("recheck".into()).or_default() += t.elapsed().as_secs_f64();
     Ok(out)
 }

@@ -1,0 +1,140 @@
+//! Bulk files a check draws once and reuses while its runners live: a benchmark size's input
+//! sets and the reference's outputs there, which every version of a problem at one seed and size
+//! shares (drawing them and running a CPU reference took most of each version's bench).
+//!
+//! Each file is remembered with its length, inode, change time and CRC-32 as written. The data
+//! folder is reachable from the processes that run versions, so nothing is trusted because it
+//! was kept: a file that changed since (a version or a reference that wrote into its inputs) no
+//! longer matches and is drawn again.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// Folders kept at most (one per problem, seed and size); the oldest goes first.
+pub const KEPT_FOLDERS: usize = 4;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    ino: u64,
+    ctime_ns: i128,
+    crc: u32,
+}
+
+/// What is kept, by file, and the folders they live in (oldest first).
+#[derive(Debug, Default)]
+pub struct Kept {
+    files: BTreeMap<PathBuf, Stamp>,
+    folders: Vec<PathBuf>,
+}
+
+impl Kept {
+    /// Whether every path in `paths` was kept and is unchanged since; those that are not are
+    /// forgotten. An empty list is never intact.
+    pub fn intact(&mut self, paths: &[PathBuf]) -> bool {
+        let mut all = !paths.is_empty();
+        for p in paths {
+            let same = self.files.get(p).is_some_and(|kept| stamp(p).is_ok_and(|now| now == *kept));
+            if !same {
+                self.files.remove(p);
+                all = false;
+            }
+        }
+        all
+    }
+
+    /// Keeps `paths` (just written, inside `folder`) as they are now. Past [`KEPT_FOLDERS`]
+    /// folders, the oldest is removed from disk and forgotten.
+    pub fn keep(&mut self, folder: &Path, paths: &[PathBuf]) -> std::io::Result<()> {
+        for p in paths {
+            self.files.insert(p.clone(), stamp(p)?);
+        }
+        if let Some(i) = self.folders.iter().position(|f| f == folder) {
+            let f = self.folders.remove(i);
+            self.folders.push(f);
+        } else {
+            self.folders.push(folder.to_path_buf());
+        }
+        while self.folders.len() > KEPT_FOLDERS {
+            let old = self.folders.remove(0);
+            self.files.retain(|p, _| !p.starts_with(&old));
+            let _ = std::fs::remove_dir_all(&old);
+        }
+        Ok(())
+    }
+}
+
+fn stamp(path: &Path) -> std::io::Result<Stamp> {
+    let mut f = std::fs::File::open(path)?;
+    let m = f.metadata()?;
+    let mut hasher = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; 8 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    // The metadata again: a write while the file was read shows as a changed length or time.
+    let after = std::fs::metadata(path)?;
+    if after.len() != m.len() || after.ctime() != m.ctime() || after.ctime_nsec() != m.ctime_nsec() {
+        return Err(std::io::Error::other("changed while it was read"));
+    }
+    Ok(Stamp {
+        len: m.len(),
+        ino: m.ino(),
+        ctime_ns: m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128,
+        crc: hasher.finalize(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_file_is_intact_until_anything_writes_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("k");
+        std::fs::create_dir(&dir).unwrap();
+        let a = dir.join("a.bin");
+        std::fs::write(&a, vec![7u8; 1 << 20]).unwrap();
+        let mut kept = Kept::default();
+        assert!(!kept.intact(std::slice::from_ref(&a)), "not kept yet");
+        kept.keep(&dir, std::slice::from_ref(&a)).unwrap();
+        assert!(kept.intact(std::slice::from_ref(&a)));
+        assert!(!kept.intact(&[]), "nothing is not intact");
+        // One byte changed in place, length and name the same.
+        use std::os::unix::fs::FileExt;
+        std::fs::OpenOptions::new().write(true).open(&a).unwrap().write_at(&[8], 4096).unwrap();
+        assert!(!kept.intact(std::slice::from_ref(&a)));
+        // Forgotten once found changed, even if the byte is put back.
+        std::fs::OpenOptions::new().write(true).open(&a).unwrap().write_at(&[7], 4096).unwrap();
+        assert!(!kept.intact(std::slice::from_ref(&a)));
+        // A missing file is not intact.
+        kept.keep(&dir, std::slice::from_ref(&a)).unwrap();
+        std::fs::remove_file(&a).unwrap();
+        assert!(!kept.intact(std::slice::from_ref(&a)));
+    }
+
+    #[test]
+    fn past_the_limit_the_oldest_folder_is_removed_and_forgotten() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut files = Vec::new();
+        let mut kept = Kept::default();
+        for i in 0..=KEPT_FOLDERS {
+            let dir = tmp.path().join(format!("k{i}"));
+            std::fs::create_dir(&dir).unwrap();
+            let f = dir.join("x.bin");
+            std::fs::write(&f, [i as u8; 16]).unwrap();
+            kept.keep(&dir, std::slice::from_ref(&f)).unwrap();
+            files.push(f);
+        }
+        assert!(!tmp.path().join("k0").exists(), "the oldest folder is gone");
+        assert!(!kept.intact(&files[..1]));
+        assert!(kept.intact(&files[1..]), "the newer ones stay");
+    }
+}
