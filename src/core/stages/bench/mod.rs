@@ -463,9 +463,37 @@ fn kept_sets(cx: &mut BenchCtx, sizes: &SizeSet, dir: &std::path::Path) -> Resul
         write_inputs(cx.spec, sizes, cx.seed, &folder)?;
         cx.runners.kept.keep(&folder, &paths).map_err(|e| io(&folder, e))?;
     }
-    let (mut files, extra) = input_files(cx.spec, sizes, &folder);
+    let (kept, extra) = input_files(cx.spec, sizes, &folder);
+    // Set 0 is a copy of the bench's own: the write-back step writes every buffer of set 0 back
+    // to its file, and the kept set must stay as drawn for the reference and the next version.
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let mut files = Files::new();
+    for (name, (path, shape)) in kept {
+        let copy = dir.join(path.file_name().expect("a file"));
+        std::fs::copy(&path, &copy).map_err(|e| io(&copy, e))?;
+        files.insert(name, (copy, shape));
+    }
     files.extend(poisoned_outputs(cx.spec, sizes, dir).map_err(|e| io(dir, e))?);
     Ok(Sets { files, extra, kept: Some(folder) })
+}
+
+/// Set 0's inputs as drawn, for the reference: the kept files when they are intact (drawn again
+/// when anything changed them), or the bench's own when nothing is kept.
+fn pristine_inputs(cx: &mut BenchCtx, sizes: &SizeSet, sets: &Sets) -> Result<Files, Box<StageOutcome>> {
+    let Some(folder) = &sets.kept else {
+        let mut files = sets.files.clone();
+        files.retain(|name, _| cx.spec.inputs.iter().any(|t| &t.name == name));
+        return Ok(files);
+    };
+    let paths = input_paths(cx.spec, folder);
+    if !cx.runners.kept.intact(&paths) {
+        write_inputs(cx.spec, sizes, cx.seed, folder)?;
+        cx.runners
+            .kept
+            .keep(folder, &paths)
+            .map_err(|e| Box::new(fail(Verdict::Error, None, format!("{}: {e}", folder.display()))))?;
+    }
+    Ok(input_files(cx.spec, sizes, folder).0)
 }
 
 /// Set `k`'s file for input `name` in `dir`.

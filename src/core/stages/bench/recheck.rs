@@ -15,16 +15,16 @@ use crate::workspace::Workspace;
 use super::*;
 
 /// Compares the written-back outputs (in `sets.files`) with the reference's at the benchmark
-/// size, which is run on set 0 (a CUDA reference through `native`, a Python one in a child of
-/// the zygote) unless its outputs from an earlier version of this check are kept intact in
-/// `sets.kept`. `None`: they match, or there is no reference to run.
+/// size, which is run on set 0 as drawn (`pristine`: a CUDA reference through `native`, a Python
+/// one in a child of the zygote) unless its outputs from an earlier version of this check are
+/// kept intact in `sets.kept`. `None`: they match, or there is no reference to run.
 pub(super) fn recheck_timed(
     ws: &Workspace,
     spec: &Spec,
     runners: &mut Runners,
     native: Option<LaunchAt>,
     sizes: &SizeSet,
-    sets: &Sets,
+    (sets, pristine): (&Sets, &Files),
     dir: &std::path::Path,
 ) -> Option<String> {
     let ref_dir = sets.kept.as_ref().map(|k| k.join("reference")).unwrap_or_else(|| dir.to_path_buf());
@@ -34,8 +34,8 @@ pub(super) fn recheck_timed(
             return Some(format!("{}: {e}", ref_dir.display()));
         }
         let ran = match native {
-            Some(launch_at) => run_native(spec, runners, launch_at, sizes, &sets.files, &ref_dir),
-            None => run_python(ws, spec, runners, sizes, &sets.files, &ref_dir)?,
+            Some(launch_at) => run_native(spec, runners, launch_at, sizes, pristine, &ref_dir),
+            None => run_python(ws, spec, runners, sizes, pristine, &ref_dir)?,
         };
         if let Err(why) = ran {
             return Some(why.0);
@@ -143,7 +143,14 @@ fn run_native(
     files: &Files,
     dir: &std::path::Path,
 ) -> Result<(), ReferenceFailed> {
-    let mut rfiles = files.clone();
+    // The native worker writes every buffer back to its file: the reference gets copies of the
+    // inputs, so the kept ones stay as drawn.
+    let mut rfiles = Files::new();
+    for (name, (path, shape)) in files {
+        let copy = dir.join(format!("{name}-in.bin"));
+        std::fs::copy(path, &copy).map_err(|e| ReferenceFailed(format!("{}: {e}", copy.display())))?;
+        rfiles.insert(name.clone(), (copy, shape.clone()));
+    }
     for t in &spec.outputs {
         let shape = spec.shape_at(t, sizes).unwrap_or_default();
         let path = reference_file(dir, &t.name);
@@ -153,7 +160,11 @@ fn run_native(
     }
     let launch =
         launch_at(sizes, &rfiles).map_err(|m| ReferenceFailed(format!("the reference cannot be launched: {m}")))?;
-    match runners.launch(launch, spec.limits.run * 4) {
+    let ran = runners.launch(launch, spec.limits.run * 4);
+    for name in files.keys() {
+        let _ = std::fs::remove_file(&rfiles[name].0);
+    }
+    match ran {
         Ok(r) if r.ok => Ok(()),
         Ok(r) => {
             Err(ReferenceFailed(format!("the reference failed: {}", r.error.map(|e| e.message).unwrap_or_default())))

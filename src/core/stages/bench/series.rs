@@ -46,7 +46,8 @@ pub(super) fn bench_size(
         }
     }
     let t = std::time::Instant::now();
-    out.recheck_failure = recheck_timed(ws, spec, runners, reference, sizes, sets, dir);
+    let pristine = pristine_inputs(cx, sizes, sets)?;
+    out.recheck_failure = recheck_timed(ws, spec, &mut *cx.runners, reference, sizes, (sets, &pristine), dir);
     *out.phases.entry("recheck".into()).or_default() += t.elapsed().as_secs_f64();
     Ok(out)
 }
