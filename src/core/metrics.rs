@@ -15,7 +15,7 @@
 //! Non-finite outputs are counted separately and left out of the sums, so one NaN does not turn
 //! every other number into NaN.
 
-use crate::dtype::Tolerance;
+use crate::dtype::{DType, Tolerance};
 pub use crate::model::metrics::{Comparison, Mismatch};
 
 /// How many mismatching elements are listed with their indices.
@@ -63,22 +63,175 @@ pub fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
     idx
 }
 
+/// Elements one part of a comparison covers: a comparison of more is split into parts of this
+/// many, run on every core and merged in order. The split depends on the length alone, so the
+/// figures are the same on every machine; up to one part, they are the plain sequential sums.
+pub const PART: usize = 1 << 22;
+
+/// One part's sums, extremes, counts, first mismatches and error map.
+struct Part {
+    sums: [f64; 5],
+    finite: usize,
+    max_abs: f64,
+    max_rel: f64,
+    mismatches: usize,
+    first: Vec<Mismatch>,
+    nan: usize,
+    inf: usize,
+    map: Vec<f64>,
+}
+
+/// The layout every part shares: the error map's grid and the relative error's floor.
+struct Grid<'a> {
+    shape: &'a [usize],
+    rows: usize,
+    cols: usize,
+    map_shape: [usize; 2],
+    floor: f64,
+    tol: &'a Tolerance,
+}
+
+/// Compares elements `offset..offset + output.len()`.
+fn part(output: &[f64], reference: &[f64], offset: usize, g: &Grid) -> Part {
+    let (rows, cols, map_shape) = (g.rows, g.cols, g.map_shape);
+    let mut p = Part {
+        sums: [0.0; 5],
+        finite: 0,
+        max_abs: 0.0,
+        max_rel: 0.0,
+        mismatches: 0,
+        first: Vec::new(),
+        nan: 0,
+        inf: 0,
+        map: vec![0f64; map_shape[0] * map_shape[1]],
+    };
+    let [sum_abs, sum_sq, dot, oo, rr] = &mut p.sums;
+    for (k, (&o, &r)) in output.iter().zip(reference).enumerate() {
+        let i = offset + k;
+        let mismatch;
+        if !o.is_finite() {
+            if o.is_nan() {
+                p.nan += 1;
+            } else {
+                p.inf += 1;
+            }
+            // NaN vs NaN, or the same infinity, is agreement.
+            mismatch = !(o.is_nan() && r.is_nan() || o == r);
+        } else if !r.is_finite() {
+            mismatch = true;
+        } else {
+            let err = (o - r).abs();
+            p.finite += 1;
+            *sum_abs += err;
+            *sum_sq += err * err;
+            *dot += o * r;
+            *oo += o * o;
+            *rr += r * r;
+            p.max_abs = p.max_abs.max(err);
+            p.max_rel = p.max_rel.max(err / r.abs().max(g.floor));
+            mismatch = err > g.tol.atol + g.tol.rtol * r.abs();
+            let (row, col) = ((i / cols.max(1)) % rows.max(1), i % cols.max(1));
+            let cell = (row * map_shape[0] / rows.max(1)) * map_shape[1] + col * map_shape[1] / cols.max(1);
+            p.map[cell] = p.map[cell].max(err);
+        }
+        if mismatch {
+            p.mismatches += 1;
+            if p.first.len() < MAX_LISTED {
+                p.first.push(Mismatch { index: unravel(i, g.shape), output: o, reference: r });
+            }
+        }
+    }
+    p
+}
+
 /// Compares an output with its reference (both already converted to f64), of `shape`.
 pub fn compare(output: &[f64], reference: &[f64], shape: &[usize], tol: &Tolerance) -> Comparison {
     assert_eq!(output.len(), reference.len(), "compare: lengths differ");
     let n = output.len();
-    let max_ref = reference.iter().filter(|r| r.is_finite()).fold(0f64, |m, r| m.max(r.abs()));
-    let floor = (1e-6 * max_ref).max(f64::MIN_POSITIVE);
+    let max_ref = in_parts(n, |a, b, _| finite_max(&reference[a..b])).into_iter().fold(0f64, f64::max);
+    let g = Grid::new(shape, max_ref, tol);
+    let parts = in_parts(n, |a, b, _| part(&output[a..b], &reference[a..b], a, &g));
+    merge(parts, n, max_ref, g.map_shape)
+}
 
-    // The error map over the last two dimensions (rows × cols); 1-D tensors are one row.
-    let (rows, cols) = match shape {
-        [] => (1, 1),
-        [c] => (1, *c),
-        [.., r, c] => (*r, *c),
-    };
-    let map_shape = [rows.clamp(1, MAP_CELLS), cols.clamp(1, MAP_CELLS)];
-    let mut error_map = vec![0f64; map_shape[0] * map_shape[1]];
+/// [`compare`] on two buffers of `dtype` as they are in memory (a benchmark-size output read
+/// from its file), converted a part at a time into each thread's own buffers: the same figures
+/// without two f64 copies of the whole tensor.
+pub fn compare_bytes(dtype: DType, output: &[u8], reference: &[u8], shape: &[usize], tol: &Tolerance) -> Comparison {
+    assert_eq!(output.len(), reference.len(), "compare: lengths differ");
+    let s = dtype.size_bytes();
+    let n = output.len() / s;
+    let max_ref = in_parts(n, |a, b, buf| {
+        crate::inputs::to_f64_into(dtype, &reference[a * s..b * s], &mut buf.1);
+        finite_max(&buf.1)
+    })
+    .into_iter()
+    .fold(0f64, f64::max);
+    let g = Grid::new(shape, max_ref, tol);
+    let parts = in_parts(n, |a, b, buf| {
+        crate::inputs::to_f64_into(dtype, &output[a * s..b * s], &mut buf.0);
+        crate::inputs::to_f64_into(dtype, &reference[a * s..b * s], &mut buf.1);
+        part(&buf.0, &buf.1, a, &g)
+    });
+    merge(parts, n, max_ref, g.map_shape)
+}
 
+fn finite_max(values: &[f64]) -> f64 {
+    values.iter().filter(|r| r.is_finite()).fold(0f64, |m, r| m.max(r.abs()))
+}
+
+/// `f(start, end, scratch)` for each part of `0..n` ([`PART`] elements each), on every core when
+/// there is more than one part, each thread with scratch buffers of its own; the results in
+/// order.
+fn in_parts<T: Send>(n: usize, f: impl Fn(usize, usize, &mut (Vec<f64>, Vec<f64>)) -> T + Sync) -> Vec<T> {
+    let spans: Vec<(usize, usize)> =
+        (0..n.div_ceil(PART).max(1)).map(|k| (k * PART, ((k + 1) * PART).min(n))).collect();
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get()).min(32).min(spans.len());
+    if threads < 2 {
+        let mut scratch = (Vec::new(), Vec::new());
+        return spans.iter().map(|&(a, b)| f(a, b, &mut scratch)).collect();
+    }
+    let mut slots: Vec<Option<T>> = (0..spans.len()).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (spans, f) = (&spans, &f);
+                scope.spawn(move || {
+                    let mut scratch = (Vec::new(), Vec::new());
+                    // Each thread takes every `threads`-th part.
+                    (t..spans.len())
+                        .step_by(threads)
+                        .map(|k| (k, f(spans[k].0, spans[k].1, &mut scratch)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for h in handles {
+            for (k, x) in h.join().expect("a comparison part does not panic") {
+                slots[k] = Some(x);
+            }
+        }
+    });
+    slots.into_iter().map(|x| x.expect("every part computed")).collect()
+}
+
+impl<'a> Grid<'a> {
+    fn new(shape: &'a [usize], max_ref: f64, tol: &'a Tolerance) -> Grid<'a> {
+        // The error map over the last two dimensions (rows × cols); 1-D tensors are one row.
+        let (rows, cols) = match shape {
+            [] => (1, 1),
+            [c] => (1, *c),
+            [.., r, c] => (*r, *c),
+        };
+        let map_shape = [rows.clamp(1, MAP_CELLS), cols.clamp(1, MAP_CELLS)];
+        Grid { shape, rows, cols, map_shape, floor: (1e-6 * max_ref).max(f64::MIN_POSITIVE), tol }
+    }
+}
+
+/// The parts' figures in order: sums added part by part, extremes and counts combined, the first
+/// mismatches of the earliest parts, the error maps cell by cell.
+fn merge(parts: Vec<Part>, n: usize, max_ref: f64, map_shape: [usize; 2]) -> Comparison {
+    let mut sums = [0f64; 5];
     let mut c = Comparison {
         elements: n,
         max_abs_err: 0.0,
@@ -92,45 +245,27 @@ pub fn compare(output: &[f64], reference: &[f64], shape: &[usize], tol: &Toleran
         first_mismatches: Vec::new(),
         nan_count: 0,
         inf_count: 0,
-        error_map: Vec::new(),
+        error_map: vec![0f64; map_shape[0] * map_shape[1]],
         map_shape,
     };
-    let (mut sum_abs, mut sum_sq, mut dot, mut oo, mut rr) = (0f64, 0f64, 0f64, 0f64, 0f64);
     let mut finite = 0usize;
-    for (i, (&o, &r)) in output.iter().zip(reference).enumerate() {
-        let mismatch;
-        if !o.is_finite() {
-            if o.is_nan() {
-                c.nan_count += 1;
-            } else {
-                c.inf_count += 1;
-            }
-            // NaN vs NaN, or the same infinity, is agreement.
-            mismatch = !(o.is_nan() && r.is_nan() || o == r);
-        } else if !r.is_finite() {
-            mismatch = true;
-        } else {
-            let err = (o - r).abs();
-            finite += 1;
-            sum_abs += err;
-            sum_sq += err * err;
-            dot += o * r;
-            oo += o * o;
-            rr += r * r;
-            c.max_abs_err = c.max_abs_err.max(err);
-            c.max_rel_err = c.max_rel_err.max(err / r.abs().max(floor));
-            mismatch = err > tol.atol + tol.rtol * r.abs();
-            let (row, col) = ((i / cols.max(1)) % rows.max(1), i % cols.max(1));
-            let cell = (row * map_shape[0] / rows.max(1)) * map_shape[1] + col * map_shape[1] / cols.max(1);
-            error_map[cell] = error_map[cell].max(err);
+    for p in parts {
+        for (s, x) in sums.iter_mut().zip(p.sums) {
+            *s += x;
         }
-        if mismatch {
-            c.mismatches += 1;
-            if c.first_mismatches.len() < MAX_LISTED {
-                c.first_mismatches.push(Mismatch { index: unravel(i, shape), output: o, reference: r });
-            }
+        finite += p.finite;
+        c.max_abs_err = c.max_abs_err.max(p.max_abs);
+        c.max_rel_err = c.max_rel_err.max(p.max_rel);
+        c.mismatches += p.mismatches;
+        c.nan_count += p.nan;
+        c.inf_count += p.inf;
+        let room = MAX_LISTED - c.first_mismatches.len();
+        c.first_mismatches.extend(p.first.into_iter().take(room));
+        for (m, x) in c.error_map.iter_mut().zip(p.map) {
+            *m = m.max(x);
         }
     }
+    let [sum_abs, sum_sq, dot, oo, rr] = sums;
     if finite > 0 {
         c.mean_abs_err = sum_abs / finite as f64;
         c.mse = sum_sq / finite as f64;
@@ -144,13 +279,55 @@ pub fn compare(output: &[f64], reference: &[f64], shape: &[usize], tol: &Toleran
     } else {
         dot / (oo.sqrt() * rr.sqrt())
     };
-    c.error_map = error_map;
     c
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Past one part, the comparison is split, run on every core and merged: the counts, the
+    /// first mismatches, the extremes and the error map are those of one sequential pass, and the
+    /// sums agree with it to rounding.
+    #[test]
+    fn a_comparison_in_parts_is_the_sequential_one() {
+        let n = 7 * 1_200_000; // past two parts, and 7 rows
+        let reference: Vec<f64> =
+            (0..n).map(|i| ((i as u64).wrapping_mul(2_654_435_761) % 1000) as f64 * 0.01 - 5.0).collect();
+        let mut output = reference.clone();
+        for i in [3, PART - 1, PART, PART + 7, 2 * PART + 1, n - 1] {
+            output[i] += 0.5;
+        }
+        for i in (0..n).step_by(97) {
+            output[i] += 1e-9;
+        }
+        output[PART + 100] = f64::NAN;
+        let rows = [7, n / 7];
+        let shape = &rows[..];
+        let tol = tol(1e-5, 1e-4);
+        let flat = [n];
+        for shape in [&flat[..], shape] {
+            assert_eq!(shape.iter().product::<usize>(), n);
+            let c = compare(&output, &reference, shape, &tol);
+            let max_ref = reference.iter().fold(0f64, |m, r| m.max(r.abs()));
+            let g = Grid::new(shape, max_ref, &tol);
+            let seq = merge(vec![part(&output, &reference, 0, &g)], n, max_ref, g.map_shape);
+            assert_eq!(c.mismatches, 7, "six moved elements and one NaN");
+            assert_eq!((c.mismatches, c.nan_count, c.inf_count), (seq.mismatches, seq.nan_count, seq.inf_count));
+            assert_eq!(format!("{:?}", c.first_mismatches), format!("{:?}", seq.first_mismatches), "NaN included");
+            assert_eq!((c.max_abs_err, c.max_rel_err), (seq.max_abs_err, seq.max_rel_err));
+            assert_eq!(c.error_map, seq.error_map);
+            for (a, b) in [(c.mean_abs_err, seq.mean_abs_err), (c.mse, seq.mse), (c.cosine, seq.cosine)] {
+                assert!((a - b).abs() <= 1e-12 * b.abs().max(1e-300), "{a} vs {b}");
+            }
+            let again = compare(&output, &reference, shape, &tol);
+            assert_eq!(format!("{again:?}"), format!("{c:?}"), "the same figures every time");
+            // From the bytes as they are in memory: the same figures exactly.
+            let bytes = |v: &[f64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+            let from_bytes = compare_bytes(DType::F64, &bytes(&output), &bytes(&reference), shape, &tol);
+            assert_eq!(format!("{from_bytes:?}"), format!("{c:?}"), "compare_bytes is compare");
+        }
+    }
 
     fn tol(atol: f64, rtol: f64) -> Tolerance {
         Tolerance { atol, rtol, min_psnr: None, min_cosine: None }

@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::inputs;
 use crate::metrics;
 use crate::model::protocol::{self, CallMode, Op, TensorFile};
 use crate::runners::Runners;
@@ -124,9 +123,12 @@ fn run_python_reference(
 fn outputs_differ(spec: &Spec, files: &Files, reference: impl Fn(&str) -> PathBuf) -> Option<String> {
     for t in &spec.outputs {
         let shape: Vec<usize> = files[&t.name].1.iter().map(|d| *d as usize).collect();
-        let o = inputs::to_f64(t.dtype, &std::fs::read(&files[&t.name].0).unwrap_or_default());
-        let r = inputs::to_f64(t.dtype, &std::fs::read(reference(&t.name)).unwrap_or_default());
-        let c = metrics::compare(&o, &r, &shape, &t.tolerance);
+        let o = std::fs::read(&files[&t.name].0).unwrap_or_default();
+        let r = std::fs::read(reference(&t.name)).unwrap_or_default();
+        if o.len() != r.len() {
+            return Some(format!("`{}`: {} bytes written back, the reference's {}", t.name, o.len(), r.len()));
+        }
+        let c = metrics::compare_bytes(t.dtype, &o, &r, &shape, &t.tolerance);
         if let Some(why) = metrics::judge(&c, &t.tolerance) {
             return Some(format!("`{}`: {why}", t.name));
         }
