@@ -252,6 +252,25 @@ fn a_triton_error_is_reported_at_its_line() {
     assert!(d[0].3.contains("bee"), "{d:?}");
 }
 
+/// A Triton version that imports a module found only through the user's PYTHONPATH (a package
+/// installed with `pip --target`): the ahead-of-time build keeps that path after the
+/// workspace's own root.
+#[test]
+fn the_ahead_of_time_build_keeps_the_users_pythonpath() {
+    let Some(_) = real_nvcc() else { return };
+    let (tmp, ws) = workspace("vector-add");
+    let site = tmp.path().join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    std::fs::write(site.join("rung_pythonpath_probe.py"), "BLOCK = 1024\n").unwrap();
+    let src = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
+    let with_import = format!("import rung_pythonpath_probe  # noqa: F401\n{src}");
+    std::fs::write(ws.join("versions/v003-triton.py"), with_import).unwrap();
+    let out = rung(&ws, &["check", "--json", "--no-bench", "v003"], &[("PYTHONPATH", site.to_str().unwrap())]);
+    let v = json(&out);
+    let build = v["versions"][0]["stages"].as_array().unwrap().iter().find(|s| s["stage"] == "build").unwrap().clone();
+    assert_eq!(build["verdict"], "pass", "{build}");
+}
+
 /// ptxas rejects a Triton kernel's inline PTX: rung parses ptxas's messages itself (the script
 /// only saves the rejected PTX) and places them at the version's line through its `.loc`s.
 #[test]

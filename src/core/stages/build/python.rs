@@ -81,8 +81,14 @@ pub(super) fn build_python_aot(
         cmd.env("TMPDIR", &s.tmp);
         sandbox.apply(&mut cmd);
     }
-    // A problem folder's own modules (GPU MODE's task.py, utils.py) import from its root.
-    cmd.env("PYTHONPATH", &s.env.ws.root);
+    // A problem folder's own modules (GPU MODE's task.py, utils.py) import from its root, ahead
+    // of the user's own PYTHONPATH (a DSL installed with `pip --target` is found through it).
+    let mut path = std::ffi::OsString::from(&s.env.ws.root);
+    if let Some(user) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
+        path.push(":");
+        path.push(user);
+    }
+    cmd.env("PYTHONPATH", path);
     cmd.current_dir(&s.env.ws.root);
     s.commands.push(quote(&cmd));
     let out = match run_tool(cmd, s.env) {
