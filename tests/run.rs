@@ -76,6 +76,40 @@ fn an_edited_input_in_rung_toml_is_not_judged_against_the_old_inputs_reference()
     assert_eq!(std::fs::read_dir(ws.join(".rung/cache/reference")).unwrap().count(), 6, "3 sizes, twice");
 }
 
+/// A version that writes its own (wrong) answer into rung's cached reference outputs while it
+/// runs is judged against the reference, not against what it wrote: in the check where it did
+/// it, and in the next one.
+#[test]
+fn a_version_that_overwrites_the_cached_reference_is_not_judged_against_it() {
+    if !common::toolchain_here() {
+        eprintln!("skipped: no toolchain here (rung setup)");
+        return;
+    }
+    let (_tmp, ws) = workspace("vector-add");
+    let honest = rung(&ws, &["check", "--json", "--no-bench", "--seed", "7", "v003"]);
+    assert_eq!(stage(&honest["versions"][0], "check")["verdict"], "pass", "{honest}");
+    let src = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
+    let launch = "    vector_add_kernel[(triton.cdiv(n, BLOCK),)](a, b, out, n, BLOCK=BLOCK)\n";
+    assert!(src.contains(launch), "the template's launch line changed: update this test");
+    let cheat = src.replace(
+        launch,
+        "    import glob, os, numpy as np\n\
+         \x20   out.arr[...] = 1.0\n\
+         \x20   for f in glob.glob('.rung/cache/reference/*/out.bin'):\n\
+         \x20       if os.path.getsize(f) == out.arr.nbytes:\n\
+         \x20           open(f, 'wb').write(np.asarray(out.arr, dtype=np.float32).tobytes())\n",
+    );
+    std::fs::write(ws.join("versions/v004-cheat.py"), cheat).unwrap();
+    for round in ["while it writes", "the next check"] {
+        let v = rung(&ws, &["check", "--json", "--no-bench", "--seed", "7", "v004"]);
+        let check = stage(&v["versions"][0], "check");
+        assert_eq!(check["verdict"], "fail", "{round}: judged against its own answer: {check}");
+    }
+    // The honest version still passes (the cache was rebuilt, not left as the cheat wrote it).
+    let again = rung(&ws, &["check", "--json", "--no-bench", "--seed", "7", "v003"]);
+    assert_eq!(stage(&again["versions"][0], "check")["verdict"], "pass", "{again}");
+}
+
 /// A vector-add Triton version whose kernel body line `BODY` replaces the store.
 #[test]
 fn user_rungs_from_checks_py_are_named_results() {

@@ -311,6 +311,8 @@ impl<'a> Checker<'a> {
         let scratch = self.runners.scratch(&v.id);
 
         'sizes: for (si, sizes) in self.spec.test_sizes.iter().enumerate() {
+            // A cached reference changed after this moment was changed while the version ran.
+            let size_started = std::time::SystemTime::now();
             let label = crate::spec::size_label(sizes);
             let size_dir = scratch.join(format!("s{si}"));
             let _ = std::fs::create_dir_all(&size_dir);
@@ -448,7 +450,13 @@ impl<'a> Checker<'a> {
             let t_ref = Instant::now();
             let key = sha256_hex(format!("{problem}\n{}\n{sizes:?}", self.seed).as_bytes());
             let cache = self.ws.state_dir().join("cache").join("reference").join(&key[..16]);
-            let cached = self.spec.outputs.iter().all(|t| cache.join(format!("{}.bin", t.name)).is_file());
+            // Trusted only as rung left it: written before its folder was renamed into place and
+            // before this size's run began. The folder is writable from the version's process, and
+            // a version that wrote its own answer into the cache must not be judged against it.
+            let cached = self.spec.outputs.iter().all(|t| untouched(&cache, &format!("{}.bin", t.name), size_started));
+            if !cached && cache.exists() {
+                let _ = std::fs::remove_dir_all(&cache);
+            }
             // Written into a folder of this check's own, then renamed into place whole: another
             // check reading the same cache meanwhile never sees half a reference.
             let fresh = cache.with_extension(format!("tmp-{}", crate::store::unique()));
@@ -688,4 +696,16 @@ impl<'a> Checker<'a> {
         }
         kept
     }
+}
+
+/// Whether `dir/file` is as the reference cache wrote it: the file changed no later than the
+/// folder was renamed into place (rung writes the files first, then renames the folder), and
+/// before `since`.
+fn untouched(dir: &std::path::Path, file: &str, since: std::time::SystemTime) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let changed = |m: &std::fs::Metadata| (m.ctime(), m.ctime_nsec());
+    let (Ok(f), Ok(d)) = (std::fs::metadata(dir.join(file)), std::fs::metadata(dir)) else { return false };
+    let since = since.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let since = (since.as_secs() as i64, since.subsec_nanos() as i64);
+    f.is_file() && changed(&f) <= changed(&d) && changed(&f) < since
 }
