@@ -455,14 +455,9 @@ pub struct Sets {
 fn kept_sets(cx: &mut BenchCtx, sizes: &SizeSet, dir: &std::path::Path) -> Result<Sets, Box<StageOutcome>> {
     let key = crate::store::sha256_hex(format!("{}\n{}\n{sizes:?}", cx.ws.problem_hash(), cx.seed).as_bytes());
     let folder = cx.runners.env.data.join("kept").join(&key[..16]);
-    let paths = input_paths(cx.spec, &folder);
     let io =
         |d: &std::path::Path, e: std::io::Error| Box::new(fail(Verdict::Error, None, format!("{}: {e}", d.display())));
-    if !cx.runners.kept.intact(&paths) {
-        let _ = std::fs::remove_dir_all(&folder);
-        write_inputs(cx.spec, sizes, cx.seed, &folder)?;
-        cx.runners.kept.keep(&folder, &paths).map_err(|e| io(&folder, e))?;
-    }
+    keep_inputs(cx, sizes, &folder)?;
     let (kept, extra) = input_files(cx.spec, sizes, &folder);
     // Set 0 is a copy of the bench's own: the write-back step writes every buffer of set 0 back
     // to its file, and the kept set must stay as drawn for the reference and the next version.
@@ -485,6 +480,13 @@ fn pristine_inputs(cx: &mut BenchCtx, sizes: &SizeSet, sets: &Sets) -> Result<Fi
         files.retain(|name, _| cx.spec.inputs.iter().any(|t| &t.name == name));
         return Ok(files);
     };
+    keep_inputs(cx, sizes, folder)?;
+    Ok(input_files(cx.spec, sizes, folder).0)
+}
+
+/// Every input set of one size in `folder`, as drawn: the kept files while intact, drawn again
+/// (over whatever changed them) and kept otherwise.
+fn keep_inputs(cx: &mut BenchCtx, sizes: &SizeSet, folder: &std::path::Path) -> Result<(), Box<StageOutcome>> {
     let paths = input_paths(cx.spec, folder);
     if !cx.runners.kept.intact(&paths) {
         write_inputs(cx.spec, sizes, cx.seed, folder)?;
@@ -493,7 +495,7 @@ fn pristine_inputs(cx: &mut BenchCtx, sizes: &SizeSet, sets: &Sets) -> Result<Fi
             .keep(folder, &paths)
             .map_err(|e| Box::new(fail(Verdict::Error, None, format!("{}: {e}", folder.display()))))?;
     }
-    Ok(input_files(cx.spec, sizes, folder).0)
+    Ok(())
 }
 
 /// Set `k`'s file for input `name` in `dir`.

@@ -14,34 +14,38 @@ use crate::workspace::Workspace;
 use super::*;
 
 /// Compares the written-back outputs (in `sets.files`) with the reference's at the benchmark
-/// size, which is run on set 0 as drawn (`pristine`: a CUDA reference through `native`, a Python
-/// one in a child of the zygote) unless its outputs from an earlier version of this check are
-/// kept intact in `sets.kept`. `None`: they match, or there is no reference to run.
+/// size. Unless its outputs from an earlier version of this check are kept intact in
+/// `sets.kept`, the reference is run on set 0 as drawn ([`pristine_inputs`], read only then): a
+/// CUDA reference through `native`, a Python one in a child of the zygote. `None`: they match,
+/// or there is no reference to run.
 pub(super) fn recheck_timed(
-    ws: &Workspace,
-    spec: &Spec,
-    runners: &mut Runners,
+    cx: &mut BenchCtx,
     native: Option<LaunchAt>,
     sizes: &SizeSet,
-    (sets, pristine): (&Sets, &Files),
+    sets: &Sets,
     dir: &std::path::Path,
 ) -> Option<String> {
+    let spec = cx.spec;
     let ref_dir = sets.kept.as_ref().map(|k| k.join("reference")).unwrap_or_else(|| dir.to_path_buf());
     let paths: Vec<PathBuf> = spec.outputs.iter().map(|t| reference_file(&ref_dir, &t.name)).collect();
-    if !runners.kept.intact(&paths) {
+    if !cx.runners.kept.intact(&paths) {
+        let pristine = match pristine_inputs(cx, sizes, sets) {
+            Ok(p) => p,
+            Err(f) => return Some(f.summary),
+        };
         if let Err(e) = std::fs::create_dir_all(&ref_dir) {
             return Some(format!("{}: {e}", ref_dir.display()));
         }
         let ran = match native {
-            Some(launch_at) => run_native(spec, runners, launch_at, sizes, pristine, &ref_dir),
-            None => run_python(ws, spec, runners, sizes, pristine, &ref_dir)?,
+            Some(launch_at) => run_native(spec, cx.runners, launch_at, sizes, &pristine, &ref_dir),
+            None => run_python(cx.ws, spec, cx.runners, sizes, &pristine, &ref_dir)?,
         };
         if let Err(why) = ran {
             return Some(why.0);
         }
-        if sets.kept.is_some() {
+        if let Some(folder) = &sets.kept {
             // Kept only after it ran whole; a failure to keep costs the next version a rerun.
-            let _ = runners.kept.keep(sets.kept.as_deref().expect("checked"), &paths);
+            let _ = cx.runners.kept.keep(folder, &paths);
         }
     }
     outputs_differ(spec, &sets.files, |name| reference_file(&ref_dir, name))

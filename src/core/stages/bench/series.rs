@@ -21,7 +21,7 @@ pub(super) fn bench_size(
     sets: &Sets,
     dir: &std::path::Path,
 ) -> Result<SizeBench, Box<StageOutcome>> {
-    let (ws, spec) = (cx.ws, cx.spec);
+    let spec = cx.spec;
     let runners = &mut *cx.runners;
     // A request may take the whole budget plus one run's limit.
     let limit = spec.limits.bench + spec.limits.run * 2;
@@ -46,8 +46,7 @@ pub(super) fn bench_size(
         }
     }
     let t = std::time::Instant::now();
-    let pristine = pristine_inputs(cx, sizes, sets)?;
-    out.recheck_failure = recheck_timed(ws, spec, &mut *cx.runners, reference, sizes, (sets, &pristine), dir);
+    out.recheck_failure = recheck_timed(cx, reference, sizes, sets, dir);
     *out.phases.entry("recheck".into()).or_default() += t.elapsed().as_secs_f64();
     Ok(out)
 }
