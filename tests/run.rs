@@ -110,6 +110,48 @@ fn a_version_that_overwrites_the_cached_reference_is_not_judged_against_it() {
     assert_eq!(stage(&again["versions"][0], "check")["verdict"], "pass", "{again}");
 }
 
+/// A version that patches its own process so the reference agrees with it (the worker's module
+/// loader, or the reference's module if it is already loaded) is still judged against the real
+/// reference: the reference runs in a process no version ran in.
+#[test]
+fn a_version_that_patches_its_process_cannot_change_the_reference() {
+    if !common::toolchain_here() {
+        eprintln!("skipped: no toolchain here (rung setup)");
+        return;
+    }
+    let (_tmp, ws) = workspace("vector-add");
+    let src = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
+    let launch = "    vector_add_kernel[(triton.cdiv(n, BLOCK),)](a, b, out, n, BLOCK=BLOCK)\n";
+    assert!(src.contains(launch), "the template's launch line changed: update this test");
+    // out = a (wrong, but it follows the inputs), and a reference that says the same.
+    let cheat = src.replace(
+        launch,
+        "    import sys, numpy as np\n\
+         \x20   np.asarray(out.arr)[...] = np.asarray(a.arr)\n\
+         \x20   fake = lambda a, b, **_: np.array(a, dtype=np.float32)\n\
+         \x20   main = sys.modules['__main__']\n\
+         \x20   load = main._load\n\
+         \x20   class Fake:\n\
+         \x20       reference = staticmethod(fake)\n\
+         \x20   if not hasattr(main, 'cheated'):\n\
+         \x20       main._load = lambda f: Fake if str(f).endswith('reference.py') else load(f)\n\
+         \x20       main.cheated = True\n\
+         \x20   for m in list(sys.modules.values()):\n\
+         \x20       if callable(getattr(m, 'reference', None)):\n\
+         \x20           m.reference = fake\n",
+    );
+    std::fs::write(ws.join("versions/v004-cheat.py"), cheat).unwrap();
+    // Alone, so the reference is run in this check (not read from the cache an honest check
+    // left), once per test size.
+    let v = rung(&ws, &["check", "--json", "--no-bench", "v004"]);
+    assert_eq!(stage(&v["versions"][0], "run")["verdict"], "pass", "the cheat runs: {v}");
+    let check = stage(&v["versions"][0], "check");
+    assert_eq!(check["verdict"], "fail", "judged against the reference it patched: {check}");
+    assert!(check["summary"].as_str().unwrap().contains("differ"), "{check}");
+    let v = rung(&ws, &["check", "--json", "--no-bench", "v003"]);
+    assert_eq!(stage(&v["versions"][0], "check")["verdict"], "pass", "the honest version: {v}");
+}
+
 /// A vector-add Triton version whose kernel body line `BODY` replaces the store.
 #[test]
 fn user_rungs_from_checks_py_are_named_results() {

@@ -659,8 +659,11 @@ def _serve():
         os.environ["TRITON_INTERPRET"] = "1"
     else:
         os.environ.pop("TRITON_INTERPRET", None)
+    # A reference zygote (--reference) runs only the problem's own code: numpy is what a
+    # rung.toml reference takes; torch or triton, if it imports them, load in its child.
+    reference = "--reference" in sys.argv
     packages = {}
-    for mod in ("numpy", "triton", "torch"):
+    for mod in ("numpy",) if reference else ("numpy", "triton", "torch"):
         try:
             packages[mod] = str(__import__(mod).__version__)
         except Exception:

@@ -224,6 +224,9 @@ pub struct Zygote {
     live: Live,
     /// Triton's interpreter (TRITON_INTERPRET=1, no CUDA) or real Triton.
     pub interpret: bool,
+    /// The zygote whose children run only the problem's own code (a rung.toml problem's Python
+    /// reference and checks.py), never a version: see [`Runners::reference`].
+    pub reference: bool,
     child: Option<u32>,
     next_id: u64,
     /// The current child's token, on each of its answers.
@@ -242,18 +245,36 @@ fn fork_token() -> String {
 }
 
 impl Zygote {
-    fn start(python: &Path, script: &Path, interpret: bool, env: &WorkerEnv, live: Live) -> Result<Zygote, Failure> {
+    fn start(
+        python: &Path,
+        script: &Path,
+        (interpret, reference): (bool, bool),
+        env: &WorkerEnv,
+        live: Live,
+    ) -> Result<Zygote, Failure> {
         let mut cmd = Command::new(python);
         cmd.arg(script).arg(if interpret { "--interpret" } else { "--cuda" });
+        if reference {
+            cmd.arg("--reference");
+        }
         env.apply(&mut cmd);
         if interpret {
             cmd.env("TRITON_INTERPRET", "1");
         } else {
             cmd.env_remove("TRITON_INTERPRET");
         }
-        let log = env.logs.join(format!("python-{}.log", if interpret { "interpret" } else { "cuda" }));
-        let worker = Worker::start(cmd, &log)?;
-        Ok(Zygote { worker, live, interpret, child: None, next_id: 1, token: None })
+        let name = match (reference, interpret) {
+            (true, _) => "reference",
+            (false, true) => "interpret",
+            (false, false) => "cuda",
+        };
+        let worker = Worker::start(cmd, &env.logs.join(format!("python-{name}.log")))?;
+        Ok(Zygote { worker, live, interpret, reference, child: None, next_id: 1, token: None })
+    }
+
+    /// Whether a child is running (forked and not ended).
+    pub fn has_child(&self) -> bool {
+        self.child.is_some()
     }
 
     pub fn hello(&self) -> &Hello {
@@ -525,28 +546,53 @@ impl Runners {
 
     /// The zygote (interpreter or real Triton), started if needed (or restarted if it died).
     pub fn zygote(&mut self, interpret: bool) -> Result<&mut Zygote, Failure> {
-        if let Some(i) = self.zygotes.iter().position(|z| z.interpret == interpret)
+        self.zygote_for(interpret, false)
+    }
+
+    /// The zygote of that kind, started if it is not running (or died).
+    fn zygote_for(&mut self, interpret: bool, reference: bool) -> Result<&mut Zygote, Failure> {
+        let is = |z: &Zygote| z.interpret == interpret && z.reference == reference;
+        if let Some(i) = self.zygotes.iter().position(is)
             && !self.zygotes[i].worker.alive()
         {
             self.zygotes.remove(i);
         }
-        if !self.zygotes.iter().any(|z| z.interpret == interpret) {
+        if !self.zygotes.iter().any(is) {
             let python = self.python.clone().ok_or_else(|| {
                 Failure::Protocol("no Python with numpy for the worker: run `rung setup`".to_string())
             })?;
             let t0 = Instant::now();
             // Read when a zygote starts (a watch's restarted zygote sees versions added since).
-            self.env.preimport_inductor = uses_inductor(&self.env.cwd);
-            let z = Zygote::start(&python, &self.script, interpret, &self.env, self.live.clone())?;
-            self.zygote_starts.push(t0.elapsed().as_secs_f64());
+            self.env.preimport_inductor = !reference && uses_inductor(&self.env.cwd);
+            let z = Zygote::start(&python, &self.script, (interpret, reference), &self.env, self.live.clone())?;
+            if !reference {
+                self.zygote_starts.push(t0.elapsed().as_secs_f64());
+            }
             self.zygotes.push(z);
         }
-        Ok(self.zygotes.iter_mut().find(|z| z.interpret == interpret).expect("just started"))
+        Ok(self.zygotes.iter_mut().find(|z| is(z)).expect("just started"))
+    }
+
+    /// The child that runs a rung.toml problem's own Python (its reference, checks.py) in this
+    /// check: forked from a zygote of its own that no version's code ever ran in, so nothing a
+    /// version does in its process (patching numpy, the worker's functions, the reference's
+    /// module) reaches the answer it is judged against. The child lives until
+    /// [`Runners::end_children`], so a check imports the reference once.
+    pub fn reference(&mut self, limit: Duration) -> Result<&mut Zygote, Failure> {
+        let z = self.zygote_for(true, true)?;
+        if !z.has_child() {
+            let resp = z.fork(CallMode::Reference, limit)?;
+            if !resp.ok {
+                let e = resp.error.unwrap_or_else(|| WorkerError::new("WorkerDied", "the child did not start"));
+                return Err(Failure::Died(format!("the reference's process did not start: {}: {}", e.kind, e.message)));
+            }
+        }
+        Ok(z)
     }
 
     /// Whether that zygote is already running (its imports are warm).
     pub fn warm(&self, interpret: bool) -> bool {
-        self.zygotes.iter().any(|z| z.interpret == interpret)
+        self.zygotes.iter().any(|z| z.interpret == interpret && !z.reference)
     }
 
     /// One launch in the native worker. After a CUDA error, a death or a time-out the worker is

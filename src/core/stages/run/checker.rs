@@ -140,6 +140,13 @@ impl<'a> Checker<'a> {
         self.runners.zygote(interpret)?.call(op, limit)
     }
 
+    /// One request to the problem's own process (the reference, checks.py): never the one the
+    /// version ran in ([`crate::runners::Runners::reference`]).
+    pub(super) fn problem_code(&mut self, op: protocol::Op) -> Result<Response, Failure> {
+        let limit = self.spec.limits.run;
+        self.runners.reference(limit + Duration::from_secs(30))?.call(op, limit)
+    }
+
     /// One run of the version at `sizes`: the kernel through the native worker, or run() in the
     /// Python child.
     pub(super) fn call_run(
@@ -498,7 +505,7 @@ impl<'a> Checker<'a> {
                     returns,
                     guard_bytes: 0,
                 };
-                let why = match self.python(protocol::Op::Call(call)) {
+                let why = match self.problem_code(protocol::Op::Call(call)) {
                     Ok(resp) if resp.ok => None,
                     Ok(resp) => {
                         let e = resp.error.unwrap_or_else(|| WorkerError::new("error", ""));
@@ -578,7 +585,7 @@ impl<'a> Checker<'a> {
                     inputs: tensors(&self.spec.inputs),
                     outputs: tensors(&self.spec.outputs),
                 };
-                match self.python(protocol::Op::Checks(req)) {
+                match self.problem_code(protocol::Op::Checks(req)) {
                     Ok(resp) if resp.ok => {
                         for r in resp.rungs {
                             let rung = UserRung {
