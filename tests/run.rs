@@ -386,6 +386,52 @@ fn the_sandbox_refuses_secrets_writes_outside_and_the_network() {
     assert_eq!(stage(&v["versions"][0], "run")["reason"], "sandbox-denied", "{v}");
 }
 
+/// An agent's proposal runs sandboxed even with the sandbox off: the same version that reads a
+/// planted `~/.ssh/id_ed25519` unsandboxed as the user's own is refused once it is a proposal.
+#[test]
+fn an_agents_proposal_runs_sandboxed_with_the_sandbox_off() {
+    if !common::toolchain_here() {
+        return;
+    }
+    if rung::sandbox::kernel_abi() == 0 {
+        eprintln!("SKIPPED: this kernel has no Landlock");
+        return;
+    }
+    let (tmp, ws) = workspace("vector-add");
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "PRIVATE KEY\n").unwrap();
+    let src = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
+    let line = format!("    open({:?}).read()\n", home.join(".ssh/id_ed25519").to_str().unwrap());
+    let bad = src.replace("def run(a, b, out, n):\n", &format!("def run(a, b, out, n):\n{line}"));
+    assert_ne!(bad, src);
+    std::fs::write(ws.join("versions/v004-agent-read.py"), bad).unwrap();
+    let check = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_rung"))
+            .args(["check", "--json", "--no-bench", "v004"])
+            .current_dir(&ws)
+            .env_remove("RUNG_SANDBOX")
+            .env("RUNG_CONFIG", tmp.path().join("no-config.toml"))
+            .env("RUNG_HOME", rung::toolchain::rung_home())
+            .env("HOME", &home)
+            .output()
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let v = check();
+    let run = stage(&v["versions"][0], "run");
+    assert_eq!(run["verdict"], "pass", "the user's own version runs with the user's rights (sandbox off): {run}");
+    assert!(run["detail"]["sandbox"].as_str().unwrap().starts_with("off"), "{run}");
+    let mut store = rung::store::Store::open(&ws.join(".rung")).unwrap();
+    store.set_status("v004", rung::store::Status::Proposed, None).unwrap();
+    drop(store);
+    let v = check();
+    let run = stage(&v["versions"][0], "run");
+    assert_eq!((run["verdict"].as_str(), run["reason"].as_str()), (Some("fail"), Some("sandbox-denied")), "{run}");
+    let said = run["detail"]["sandbox"].as_str().unwrap();
+    assert!(said.starts_with("strict: Landlock ABI") && said.contains("proposal"), "{said}");
+}
+
 /// Whether a process is gone (or only a zombie no one has reaped yet).
 fn gone(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))

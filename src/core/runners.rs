@@ -590,6 +590,26 @@ impl Runners {
         Ok(z)
     }
 
+    /// When the sandbox is asked for now ([`crate::sandbox::strict`]) and these workers started
+    /// outside it, they are ended, and the next ones start inside it. Returns whether they were.
+    pub fn sandbox_if_asked(&mut self, root: &Path) -> bool {
+        if self.env.sandbox.is_some() || !crate::sandbox::strict() {
+            return false;
+        }
+        let Some(sandbox) = crate::sandbox::for_workspace(root, self.python.as_deref(), &self.env.data) else {
+            return false;
+        };
+        self.env.sandbox = Some(sandbox);
+        self.zygotes.clear();
+        self.native = None;
+        true
+    }
+
+    /// Starts the reference's zygote (without a child) while nobody waits.
+    pub fn start_reference(&mut self) -> Result<(), Failure> {
+        self.zygote_for(true, true).map(|_| ())
+    }
+
     /// Whether that zygote is already running (its imports are warm).
     pub fn warm(&self, interpret: bool) -> bool {
         self.zygotes.iter().any(|z| z.interpret == interpret && !z.reference)

@@ -82,7 +82,10 @@ pub fn mode_from(var: Option<String>, config: Option<PathBuf>) -> Mode {
 /// What the sandbox is on this machine, in words, for `rung doctor` and every run's record.
 pub fn describe() -> String {
     let abi = kernel_abi();
-    let m = mode();
+    let mut m = mode();
+    if !m.strict && FOR_PROPOSALS.load(std::sync::atomic::Ordering::SeqCst) {
+        m = Mode { strict: true, from: "an agent's proposal: proposals always run sandboxed".into(), problem: None };
+    }
     let said = m.problem.map(|p| format!(" ({p})")).unwrap_or_default();
     match (m.strict, abi) {
         (false, _) => format!(
@@ -99,9 +102,20 @@ pub fn describe() -> String {
     }
 }
 
-/// Whether versions run sandboxed ([`mode`]).
+/// Set once an agent's proposal is built or run in this process: from then on every process rung
+/// starts for a version is sandboxed, whatever the mode says.
+static FOR_PROPOSALS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Agent proposals always run sandboxed: called before a proposal is written, built or run. The
+/// rest of the process's versions run sandboxed too (one set of workers serves them all, and an
+/// agent that proposed once may propose again).
+pub fn for_proposals() {
+    FOR_PROPOSALS.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Whether versions run sandboxed ([`mode`], or an agent's proposal was seen: [`for_proposals`]).
 pub fn strict() -> bool {
-    mode().strict
+    FOR_PROPOSALS.load(std::sync::atomic::Ordering::SeqCst) || mode().strict
 }
 
 /// The resource limits a sandboxed process starts with: no core dumps, a cap on the size of any

@@ -289,6 +289,9 @@ pub fn submit_version(ctx: &Context, args: &SubmitArgs) -> Result<Reply, ToolErr
             "pass a plain description such as `float4-unrolled`",
         ));
     }
+    // Before the file exists: a watcher in this process that builds it at once builds it inside
+    // the sandbox (proposals always run sandboxed).
+    rung_core::sandbox::for_proposals();
     {
         use std::io::Write;
         // Never overwrites: a file of that name appearing meanwhile (or a link planted there)

@@ -367,6 +367,9 @@ pub fn build_phase(
     };
     let source_hash = sha256_hex(source.as_bytes());
     let row = store.sync_version(v, &source_hash, Status::Draft)?;
+    if row.status == Status::Proposed {
+        crate::sandbox::for_proposals();
+    }
     const NO_OPTIONS: &CheckOptions = &CheckOptions { versions: Vec::new(), seed: None, no_bench: false };
     let mut no_workers = None;
     let at = RunCtx { ws, store, machine, runners: &mut no_workers, opts: NO_OPTIONS, seed, cancel };
@@ -388,6 +391,14 @@ pub fn run_phase(cx: RunCtx<'_>, built: Built) -> Result<Option<VersionReport>, 
     }
     let machine = cx.machine;
     let Built { version, source, source_hash, status, stages, runnable } = built;
+    if status == Status::Proposed {
+        crate::sandbox::for_proposals();
+    }
+    // Workers started unsandboxed go when the sandbox is now asked for (a proposal's first
+    // check): the next ones start inside it.
+    if let Some(r) = cx.runners.as_mut() {
+        r.sandbox_if_asked(&cx.ws.root);
+    }
     let mut cx = Climb::start(cx, version, source, source_hash, stages);
     if !ladder::climb(ladder::GPU, &mut cx)? {
         return Ok(None);

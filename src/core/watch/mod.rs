@@ -404,6 +404,12 @@ pub fn watch(
             {
                 r.live = live.clone();
                 let _ = r.zygote(machine.gpu.devices.is_empty());
+                // A rung.toml problem's Python reference runs in a zygote of its own.
+                if opened.format == crate::model::version::Format::Rung
+                    && opened.reference.as_ref().is_some_and(|r| r.extension().is_some_and(|e| e == "py"))
+                {
+                    let _ = r.start_reference();
+                }
             }
             drop(opened);
             while let Some(job) = q.pop() {
