@@ -447,18 +447,24 @@ fn a_rung_run_entry_is_called_through_the_packed_shim_with_every_parameter_in_pl
     assert_eq!(code, 42);
 }
 
-/// Whether rung's Python has the CuTe DSL (`rung setup --with cute-dsl`).
-fn cute_dsl() -> bool {
+/// Whether rung's Python has `package` (its `rung setup --with` extra `extra`); with
+/// RUNG_REQUIRE_TOOLCHAIN set, its absence is a failure, not a skip.
+fn python_package(package: &str, what: &str, extra: &str) -> bool {
     let out = Command::new(env!("CARGO_BIN_EXE_rung")).args(["doctor", "--json"]).output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    if v["toolchain"]["python"]["packages"]["cutlass"].is_string() {
+    if v["toolchain"]["python"]["packages"][package].is_string() {
         return true;
     }
     if std::env::var_os("RUNG_REQUIRE_TOOLCHAIN").is_some() {
-        panic!("RUNG_REQUIRE_TOOLCHAIN is set but the CuTe DSL is missing: run `rung setup --with cute-dsl`");
+        panic!("RUNG_REQUIRE_TOOLCHAIN is set but {what} is missing: run `rung setup --with {extra}`");
     }
-    eprintln!("SKIPPED: no CuTe DSL here (run `rung setup --with cute-dsl`)");
+    eprintln!("SKIPPED: no {what} here (run `rung setup --with {extra}`)");
     false
+}
+
+/// Whether rung's Python has the CuTe DSL (`rung setup --with cute-dsl`).
+fn cute_dsl() -> bool {
+    python_package("cutlass", "the CuTe DSL", "cute-dsl")
 }
 
 #[test]
@@ -488,6 +494,47 @@ fn cute_dsl_versions_compile_ahead_of_time_and_report_errors_at_their_line() {
     assert_eq!(stage["verdict"], "fail");
     assert_eq!((d[0].0.as_str(), d[0].1, d[0].2), ("versions/v041-cute-error.py", 19, 25), "{d:?}");
     assert!(d[0].3.contains("name 'bb' is not defined"), "{d:?}");
+}
+
+/// Whether rung's Python has TileLang (`rung setup --with tilelang`).
+fn tilelang() -> bool {
+    python_package("tilelang", "TileLang", "tilelang")
+}
+
+/// `rung new --template tilelang`: its TileLang version compiles ahead of time here, with no GPU
+/// and no torch (its CUDA, PTX, cubin and SASS kept, the SASS citing the version's lines), the
+/// notes are found by the context search, and a kernel with an undefined name fails its build
+/// at that name's line and column.
+#[test]
+fn tilelang_versions_compile_ahead_of_time_and_report_errors_at_their_line() {
+    if real_nvcc().is_none() || !tilelang() {
+        return;
+    }
+    let (_tmp, ws) = workspace("tilelang");
+    assert!(ws.join("versions/v001-naive.cu").is_file(), "laid over the vector add");
+    let v = json(&rung(&ws, &["check", "--json", "v004"], &[]));
+    let rec = &v["versions"][0];
+    assert_eq!(rec["kind"], "tilelang", "{rec}");
+    let build = rec["stages"].as_array().unwrap().iter().find(|s| s["stage"] == "build").unwrap();
+    assert_eq!(build["verdict"], "pass", "{build}");
+    assert_eq!(build["detail"]["compiler"], "tilelang");
+    assert_eq!(build["detail"]["arch"], "sm_90a");
+    assert!(build["detail"]["kernels"][0]["resources"]["registers"].as_u64().unwrap() > 0, "{build}");
+    for ext in ["cu", "ptx", "cubin", "sass"] {
+        assert!(ws.join(format!(".rung/dumps/v004/vector_add.{ext}")).is_file(), "{ext}");
+    }
+    let sass = std::fs::read_to_string(ws.join(".rung/dumps/v004/vector_add.sass")).unwrap();
+    assert!(sass.contains("v004-tilelang-add.py") && sass.contains("line 21"), "the SASS cites the version's lines");
+    let found = rung::context::search(&ws, &ws.join(".rung"), "T.Pipelined gemm example", 3, 2000).unwrap();
+    assert_eq!(found[0].path, PathBuf::from("context/tilelang.md"), "{found:?}");
+
+    let good = std::fs::read_to_string(ws.join("versions/v004-tilelang-add.py")).unwrap();
+    let bad = good.replace("C[idx] = A[idx] + B[idx]", "C[idx] = A[idx] + D[idx]");
+    assert_ne!(bad, good, "the template's kernel line changed: update this test");
+    let (stage, d) = build_diagnostics(&ws, "v005-tilelang-error.py", &bad);
+    assert_eq!(stage["verdict"], "fail");
+    assert_eq!((d[0].0.as_str(), d[0].1, d[0].2), ("versions/v005-tilelang-error.py", 21, 39), "{d:?}");
+    assert!(d[0].3.contains("name 'D' is not defined"), "{d:?}");
 }
 
 /// The ahead-of-time scripts' reply is what `schema/aot.schema.json` says, and that schema is

@@ -19,6 +19,8 @@ pub const PYTHON_WORKER: &str = "rung_worker.py";
 pub const TRITON_AOT: &str = "triton_aot.py";
 /// CuTe DSL's ahead-of-time compile script.
 pub const CUTE_AOT: &str = "cute_aot.py";
+/// TileLang's ahead-of-time compile script.
+pub const TILELANG_AOT: &str = "tilelang_aot.py";
 
 /// Writes every Python file into `dir` (created if missing); a file that already holds the same
 /// text is left alone, so a running worker's files are not rewritten under it.
@@ -88,7 +90,7 @@ mod tests {
                 }
             }
         }
-        for script in [PYTHON_WORKER, TRITON_AOT, CUTE_AOT, "rung_problem.py", "aot_common.py"] {
+        for script in [PYTHON_WORKER, TRITON_AOT, CUTE_AOT, TILELANG_AOT, "rung_problem.py", "aot_common.py"] {
             assert!(names.iter().any(|n| n == script), "{script} is not embedded");
         }
     }

@@ -68,24 +68,46 @@ fn base_python() -> Result<(PathBuf, String), SetupError> {
     Ok((py, String::from_utf8_lossy(&out.stdout).trim().to_string()))
 }
 
-/// Optional packages `rung setup --with NAME` adds: name, pip requirement, what it enables.
-pub const EXTRAS: &[(&str, &str, &str)] = &[
-    ("cute-dsl", "nvidia-cutlass-dsl==4.8.1", "CuTe DSL versions (about 300 MB)"),
-    ("tilelang", "tilelang", "TileLang versions"),
+/// Optional packages `rung setup --with NAME` adds: name, pip requirements, what it enables. A
+/// requirement marked [`NO_DEPS`] is installed without its declared dependencies (the ones it
+/// needs are listed beside it).
+pub const EXTRAS: &[(&str, &[&str], &str)] = &[
+    ("cute-dsl", &["nvidia-cutlass-dsl==4.8.1"], "CuTe DSL versions (about 300 MB)"),
+    // TileLang declares torch (about 3 GB from this index) but compiles without it: rung's
+    // compile script gives it a stand-in when torch is absent. Its other dependencies are named.
+    (
+        "tilelang",
+        &[
+            "no-deps:tilelang==0.1.15",
+            "apache-tvm-ffi>=0.1.11,<0.1.13",
+            "z3-solver>=4.13.0,<4.15.5",
+            "cloudpickle",
+            "ml-dtypes>=0.5.1",
+            "psutil",
+            "tqdm>=4.62.3",
+            "typing-extensions>=4.10.0",
+        ],
+        "TileLang versions (about 340 MB; without torch they compile, and run where torch is)",
+    ),
 ];
+
+/// The prefix of a requirement installed with `pip install --no-deps`.
+pub const NO_DEPS: &str = "no-deps:";
 
 /// The pip requirements for the base set plus `extras`, or an error naming the known extras.
 pub fn requirements(extras: &[String]) -> Result<Vec<String>, SetupError> {
     let mut reqs: Vec<String> = SETUP_REQUIREMENTS.iter().map(|r| r.to_string()).collect();
     for e in extras {
-        let Some((_, req, _)) = EXTRAS.iter().find(|(n, _, _)| n == e) else {
+        let Some((_, wanted, _)) = EXTRAS.iter().find(|(n, _, _)| n == e) else {
             return Err(SetupError::UnknownExtra(
                 e.clone(),
                 EXTRAS.iter().map(|(n, _, _)| *n).collect::<Vec<_>>().join(", "),
             ));
         };
-        if !reqs.iter().any(|r| r == req) {
-            reqs.push(req.to_string());
+        for req in wanted.iter() {
+            if !reqs.iter().any(|r| r == req) {
+                reqs.push(req.to_string());
+            }
         }
     }
     Ok(reqs)
@@ -156,17 +178,23 @@ pub fn setup(force: bool, extras: &[String], progress: &mut dyn FnMut(SetupEvent
         .inspect_err(|_| discard(&target))?;
 
     progress(SetupEvent::Step(format!("installing {} packages (about 1.6 GB): {}", reqs.len(), reqs.join(" "))));
-    let mut pip = Command::new(target.join("bin/python"));
-    pip.args(["-m", "pip", "install", "--progress-bar", "off", "--disable-pip-version-check"]).args(&reqs);
-    run_step(
-        "pip install",
-        pip,
-        &mut log,
-        &log_path,
-        progress,
-        "check the network access to PyPI and the free disk space",
-    )
-    .inspect_err(|_| discard(&target))?;
+    let (bare, with_deps): (Vec<&String>, Vec<&String>) = reqs.iter().partition(|r| r.starts_with(NO_DEPS));
+    let bare: Vec<&str> = bare.iter().map(|r| &r[NO_DEPS.len()..]).collect();
+    for (what, no_deps, list) in
+        [("pip install", false, with_deps.iter().map(|r| r.as_str()).collect()), ("pip install --no-deps", true, bare)]
+    {
+        if list.is_empty() {
+            continue;
+        }
+        let mut pip = Command::new(target.join("bin/python"));
+        pip.args(["-m", "pip", "install", "--progress-bar", "off", "--disable-pip-version-check"]);
+        if no_deps {
+            pip.arg("--no-deps");
+        }
+        pip.args(&list);
+        run_step(what, pip, &mut log, &log_path, progress, "check the network access to PyPI and the free disk space")
+            .inspect_err(|_| discard(&target))?;
+    }
 
     progress(SetupEvent::Step("verifying nvcc, triton and numpy".into()));
     let mut verify = Command::new(target.join("bin/python"));
@@ -280,6 +308,26 @@ fn run_step(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// TileLang comes without torch (its declared dependency, 3 GB here): the package itself is
+    /// installed without dependencies and the ones it needs are named; an unknown extra names
+    /// the known ones.
+    #[test]
+    fn extras_add_their_requirements_and_tilelang_brings_no_torch() {
+        let base = requirements(&[]).unwrap();
+        let with = requirements(&["tilelang".into(), "cute-dsl".into()]).unwrap();
+        assert_eq!(&with[..base.len()], &base[..]);
+        assert!(with.iter().any(|r| r == "no-deps:tilelang==0.1.15"), "{with:?}");
+        assert!(
+            with.iter().any(|r| r.starts_with("apache-tvm-ffi")) && with.iter().any(|r| r.starts_with("z3-solver"))
+        );
+        assert!(with.iter().any(|r| r.starts_with("nvidia-cutlass-dsl")));
+        assert!(!with.iter().any(|r| r.contains("torch") && !r.contains("tvm")), "{with:?}");
+        // The environment's key changes with the set, so an environment without TileLang is not reused.
+        assert_ne!(env_key("3.11.9", &base), env_key("3.11.9", &with));
+        let e = requirements(&["tilelan".into()]).unwrap_err().to_string();
+        assert!(e.contains("tilelan") && e.contains("cute-dsl, tilelang"), "{e}");
+    }
 
     #[test]
     fn only_old_incomplete_environments_are_swept() {

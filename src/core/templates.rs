@@ -7,6 +7,8 @@ use include_dir::{Dir, include_dir};
 static VECTOR_ADD: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../assets/templates/vector-add");
 /// Laid over the vector add: a CuTe DSL version and notes on where in CUTLASS to look.
 static CUTE_DSL: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../assets/templates/cute-dsl");
+/// Laid over the vector add: a TileLang version and notes on where in TileLang to look.
+static TILELANG: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../assets/templates/tilelang");
 static DEMO: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../assets/demo");
 
 /// The demo's template name.
@@ -14,7 +16,7 @@ pub const DEMO_TEMPLATE: &str = "rmsnorm";
 pub const DEFAULT_TEMPLATE: &str = "vector-add";
 
 /// Every template: name, one-line description, its files, and the template it is laid over.
-pub fn templates() -> [(&'static str, &'static str, &'static Dir<'static>, Option<&'static Dir<'static>>); 3] {
+pub fn templates() -> [(&'static str, &'static str, &'static Dir<'static>, Option<&'static Dir<'static>>); 4] {
     [
         ("vector-add", "f32 vector add: the smallest complete workspace", &VECTOR_ADD, None),
         (
@@ -27,6 +29,12 @@ pub fn templates() -> [(&'static str, &'static str, &'static Dir<'static>, Optio
             "cute-dsl",
             "the f32 vector add with a CuTe DSL version beside CUDA and Triton, and notes on where in CUTLASS to look",
             &CUTE_DSL,
+            Some(&VECTOR_ADD),
+        ),
+        (
+            "tilelang",
+            "the f32 vector add with a TileLang version beside CUDA and Triton, and notes on where in TileLang to look",
+            &TILELANG,
             Some(&VECTOR_ADD),
         ),
     ]

@@ -298,6 +298,7 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
     let aot = match v.kind {
         VersionKind::Triton => true,
         VersionKind::CuteDsl => tc.has_python_package("cutlass"),
+        VersionKind::TileLang => tc.has_python_package("tilelang"),
         _ => false,
     };
     if !is_cuda && !aot {
@@ -352,6 +353,14 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
             }
             t
         }
+        VersionKind::TileLang => {
+            let mut t = tool_versions(&[("nvcc", &tc.nvcc), ("nvdisasm", &tc.nvdisasm), ("cuobjdump", &tc.cuobjdump)]);
+            if let Some(p) = &tc.python {
+                t.insert("python".into(), p.version.clone());
+                t.insert("tilelang".into(), p.packages.get("tilelang").cloned().unwrap_or_default());
+            }
+            t
+        }
         VersionKind::Ptx => {
             tool_versions(&[("ptxas", &tc.ptxas), ("nvdisasm", &tc.nvdisasm), ("cuobjdump", &tc.cuobjdump)])
         }
@@ -391,7 +400,7 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
     }
     // The embedded compile scripts are part of the build, like a tool version.
     match v.kind {
-        VersionKind::Triton | VersionKind::CuteDsl => key_text.push_str(&PYTHON_KEY),
+        VersionKind::Triton | VersionKind::CuteDsl | VersionKind::TileLang => key_text.push_str(&PYTHON_KEY),
         // rung's headers are on a CUDA build's include path.
         VersionKind::Cuda | VersionKind::CudaHost => key_text.push_str(crate::assets::TRACE_HEADER),
         _ => {}
@@ -419,6 +428,8 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
         VersionKind::Triton if !tc.has_python_package("triton") => Some("Triton is not installed"),
         VersionKind::Triton if tc.ptxas.is_none() => Some("no ptxas for Triton"),
         VersionKind::CuteDsl => None,
+        VersionKind::TileLang if tc.nvcc.is_none() => Some("no nvcc for TileLang (it compiles its CUDA with nvcc)"),
+        VersionKind::TileLang => None,
         VersionKind::Ptx if tc.ptxas.is_none() => Some("no ptxas"),
         VersionKind::Cuda if use_nvrtc && tc.nvrtc_lib_dir.is_none() => Some("no NVRTC (libnvrtc.so.13)"),
         VersionKind::Cuda | VersionKind::CudaHost if !use_nvrtc && tc.nvcc.is_none() => {
@@ -460,6 +471,7 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
         compiler: match v.kind {
             VersionKind::Triton => "triton".into(),
             VersionKind::CuteDsl => "cute-dsl".into(),
+            VersionKind::TileLang => "tilelang".into(),
             VersionKind::Ptx => "ptxas".into(),
             _ if use_nvrtc => "nvrtc".into(),
             _ => "nvcc".into(),
@@ -477,6 +489,7 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
     let produced = match v.kind {
         VersionKind::Triton => build_python_aot(&mut s, AotTool::Triton, &arch, &mut detail),
         VersionKind::CuteDsl => build_python_aot(&mut s, AotTool::Cute, &arch, &mut detail),
+        VersionKind::TileLang => build_python_aot(&mut s, AotTool::TileLang, &arch, &mut detail),
         _ => build_cuda(&mut s, &arch, &flags, use_nvrtc, &mut detail),
     };
     detail.commands = std::mem::take(&mut s.commands);

@@ -2,7 +2,7 @@
 //! kernels that really launched, captured at run time. The scripts parse no tool's report: each
 //! kernel's resources are read here, from its cubin and its `ptxas -v` report.
 
-use crate::assets::{CUTE_AOT, TRITON_AOT};
+use crate::assets::{CUTE_AOT, TILELANG_AOT, TRITON_AOT};
 use std::path::Path;
 use std::process::Command;
 
@@ -26,6 +26,17 @@ use super::*;
 pub(super) enum AotTool {
     Triton,
     Cute,
+    TileLang,
+}
+
+impl AotTool {
+    fn name(self) -> &'static str {
+        match self {
+            AotTool::Triton => "Triton",
+            AotTool::Cute => "CuTe DSL",
+            AotTool::TileLang => "TileLang",
+        }
+    }
 }
 
 /// Triton or CuTe DSL kernels compiled ahead of time by the embedded Python scripts, which print
@@ -41,13 +52,14 @@ pub(super) fn build_python_aot(
     let name = match tool {
         AotTool::Triton => TRITON_AOT,
         AotTool::Cute => CUTE_AOT,
+        AotTool::TileLang => TILELANG_AOT,
     };
     let script = s.tmp.join(name);
     crate::assets::write_python(&s.tmp).map_err(|_| ())?;
     let out_dir = s.tmp.join("aot");
     // CuTe DSL compiles for the architecture-specific target (sm_90a on Hopper).
     let target = match tool {
-        AotTool::Cute if !arch.ends_with('a') => format!("{}a", arch.trim_start_matches("sm_")),
+        AotTool::Cute | AotTool::TileLang if !arch.ends_with('a') => format!("{}a", arch.trim_start_matches("sm_")),
         _ => arch.trim_start_matches("sm_").to_string(),
     };
     detail.arch = format!("sm_{target}");
@@ -105,7 +117,11 @@ pub(super) fn build_python_aot(
             let text = String::from_utf8_lossy(&out.stderr).into_owned();
             let mut ds = PythonTraceback.parse(&text, &s.ctx);
             if ds.is_empty() {
-                let mut d = Diagnostic::error(&s.v.path, Pos::WHOLE_FILE, "the Triton compiler produced no result");
+                let mut d = Diagnostic::error(
+                    &s.v.path,
+                    Pos::WHOLE_FILE,
+                    format!("the {} compiler produced no result", tool.name()),
+                );
                 d.tool_text = Some(text);
                 ds.push(d);
             }
@@ -142,7 +158,7 @@ pub(super) fn build_python_aot(
             let mut d = Diagnostic::error(
                 &s.v.path,
                 Pos::WHOLE_FILE,
-                format!("the Triton compiler failed (exit {:?})", out.status.code()),
+                format!("the {} compiler failed (exit {:?})", tool.name(), out.status.code()),
             );
             d.tool_text = Some(String::from_utf8_lossy(&out.stderr).into_owned());
             s.diagnostics.push(d);
@@ -159,6 +175,10 @@ pub(super) fn build_python_aot(
                 "no @cute.jit function found",
                 "a CuTe DSL version defines a @cute.jit function that launches its @cute.kernel, and a run(...)",
             ),
+            AotTool::TileLang => (
+                "no TileLang kernel found",
+                "a TileLang version defines a @tilelang.jit factory (or a @T.prim_func) and a run(...) that calls it",
+            ),
         };
         s.diagnostics.push(Diagnostic::error(&s.v.path, Pos::new(1, 1), what).with_help(help));
         return Err(());
@@ -172,7 +192,13 @@ pub(super) fn build_python_aot(
             if kind == "meta" || kind == "source" {
                 continue;
             }
-            let ext = if kind == "ptxas" { "ptxas.txt".to_string() } else { kind.clone() };
+            // TileLang's generated CUDA and its TIR script keep their languages' extensions.
+            let ext = match kind.as_str() {
+                "ptxas" => "ptxas.txt".to_string(),
+                "cuda" => "cu".to_string(),
+                "tir" => "tir.py".to_string(),
+                _ => kind.clone(),
+            };
             if let Ok(bytes) = std::fs::read(s.env.ws.root.join(path)) {
                 files.push((format!("{}.{ext}", k.name), kind.clone(), bytes));
             }
