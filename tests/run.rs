@@ -331,6 +331,10 @@ fn the_sandbox_refuses_secrets_writes_outside_and_the_network() {
         ),
         ("v006-write", format!("open({:?}, 'w').write('x')", outside.to_str().unwrap()), "outside.txt"),
         ("v007-net", format!("import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5)"), ""),
+        // rung's own state: the history (a version could set its own status) and the cached
+        // reference outputs (the answer it is judged against).
+        ("v009-history", "open('.rung/history.db', 'ab').write(b'x')".to_string(), "history.db"),
+        ("v010-cache", "import os; os.listdir('.rung/cache')".to_string(), ".rung/cache"),
     ];
     // The resource limits: no core dumps, a file-size and a private-memory cap (passes only
     // with all three in place).
@@ -343,7 +347,7 @@ fn the_sandbox_refuses_secrets_writes_outside_and_the_network() {
         std::fs::write(ws.join(format!("versions/{name}.py")), bad).unwrap();
     }
     let out = Command::new(env!("CARGO_BIN_EXE_rung"))
-        .args(["check", "--json", "v003", "v004", "v005", "v006", "v007", "v008"])
+        .args(["check", "--json", "v003", "v004", "v005", "v006", "v007", "v009", "v010", "v008"])
         .current_dir(&ws)
         .env("RUNG_SANDBOX", "strict")
         // HOME moves to the fake one, so rung's own folder (by default under the real HOME) is
@@ -366,7 +370,7 @@ fn the_sandbox_refuses_secrets_writes_outside_and_the_network() {
     assert!(!outside.exists(), "nothing was written outside");
     listener.set_nonblocking(true).unwrap();
     assert!(listener.accept().is_err(), "no connection reached the port");
-    assert_eq!(stage(&v["versions"][5], "check")["verdict"], "pass", "the limits are in place: {v}");
+    assert_eq!(stage(&v["versions"][7], "check")["verdict"], "pass", "the limits are in place: {v}");
     let recorded = stage(&v["versions"][0], "run")["detail"]["sandbox"].as_str().unwrap().to_string();
     assert!(recorded.starts_with("strict: Landlock ABI") && recorded.contains("no core dumps"), "{recorded}");
 

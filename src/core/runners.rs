@@ -590,16 +590,18 @@ impl Runners {
         Ok(z)
     }
 
-    /// When the sandbox is asked for now ([`crate::sandbox::strict`]) and these workers started
-    /// outside it, they are ended, and the next ones start inside it. Returns whether they were.
+    /// When the sandbox these workers should start in is not the one they started in (it is
+    /// asked for now, [`crate::sandbox::strict`], or the workspace's top-level entries changed
+    /// since it was made), they are ended, and the next ones start in the current one. Returns
+    /// whether they were.
     pub fn sandbox_if_asked(&mut self, root: &Path) -> bool {
-        if self.env.sandbox.is_some() || !crate::sandbox::strict() {
-            return false;
-        }
-        let Some(sandbox) = crate::sandbox::for_workspace(root, self.python.as_deref(), &self.env.data) else {
+        let Some(now) = crate::sandbox::for_workspace(root, self.python.as_deref(), &self.env.data) else {
             return false;
         };
-        self.env.sandbox = Some(sandbox);
+        if self.env.sandbox.as_ref().is_some_and(|s| std::sync::Arc::ptr_eq(s, &now)) {
+            return false;
+        }
+        self.env.sandbox = Some(now);
         self.zygotes.clear();
         self.native = None;
         true

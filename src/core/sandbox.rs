@@ -174,8 +174,34 @@ pub struct SandboxError(String);
 /// The folders everything reads: the system (libraries, the driver's files, `/proc`, `/sys`).
 const SYSTEM: &[&str] = &["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys", "/run"];
 
+/// What a version's processes may write in the workspace's `.rung/`: the compilers' caches
+/// (Triton's and CUDA's, torch's extensions and Inductor's) and the builds' scratch folders.
+/// The rest (the history, the stored artefacts, the reference cache, the proposals' records) is
+/// rung's: a version that could write there could change its own status or another version's
+/// results, or the answer it is judged against.
+pub const STATE_WRITABLE: &[&str] = &["triton-cache", "torch-cache", "tmp"];
+/// What they may read there besides: the built artefacts the native worker loads.
+pub const STATE_READABLE: &[&str] = &["dumps", "objects"];
+
+/// The entries of the workspace's root a version may read: all but `.rung/`, and no link that
+/// leads out of the workspace (the root as a whole never let one be followed out either).
+fn root_entries(root: &Path) -> Vec<PathBuf> {
+    let Ok(real_root) = root.canonicalize() else { return vec![] };
+    let mut out: Vec<PathBuf> = std::fs::read_dir(root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name() != crate::workspace::STATE_DIR)
+        .map(|e| e.path())
+        .filter(|p| p.canonicalize().is_ok_and(|real| real.starts_with(&real_root)))
+        .collect();
+    out.sort();
+    out
+}
+
 impl Sandbox {
-    /// A ruleset for a workspace: `root` readable, `state` (its `.rung/`) and `scratch`
+    /// A ruleset for a workspace: `root`'s entries readable except `state` (its `.rung/`), of
+    /// which only [`STATE_READABLE`] is readable and [`STATE_WRITABLE`] writable; `scratch`
     /// writable, and `read` besides (Python's folders, the toolchain). Best effort on older
     /// kernels (whatever their Landlock can enforce); `None` when it has none.
     pub fn new(
@@ -190,9 +216,14 @@ impl Sandbox {
         let err = |e: landlock::RulesetError| SandboxError(e.to_string());
         let abi = ABI::V5;
         let mut reads: Vec<PathBuf> = SYSTEM.iter().map(PathBuf::from).collect();
-        reads.push(root.to_path_buf());
+        reads.extend(root_entries(root));
+        reads.extend(STATE_READABLE.iter().map(|d| state.join(d)));
         reads.extend(read.iter().cloned());
-        let mut writes: Vec<PathBuf> = vec![state.to_path_buf(), PathBuf::from("/dev")];
+        let mut writes: Vec<PathBuf> = STATE_WRITABLE.iter().map(|d| state.join(d)).collect();
+        for w in &writes {
+            let _ = std::fs::create_dir_all(w);
+        }
+        writes.push(PathBuf::from("/dev"));
         writes.extend(scratch.iter().cloned());
         reads.retain(|p| p.exists());
         writes.retain(|p| p.exists());
@@ -279,16 +310,20 @@ fn ask_python_folders(python: &Path) -> Vec<PathBuf> {
     dirs
 }
 
-/// The sandbox for a workspace's processes with this Python, made once per process and reused:
-/// `None` when it is off, or the kernel has no Landlock. `scratch` is the run's data folder.
+/// The sandbox for a workspace's processes with this Python, made once per process and reused
+/// while the workspace's top-level entries stay the same (a file added at its root is readable
+/// only in a sandbox made after it): `None` when it is off, or the kernel has no Landlock.
+/// `scratch` is the run's data folder.
 pub fn for_workspace(root: &Path, python: Option<&Path>, scratch: &Path) -> Option<Arc<Sandbox>> {
-    /// (workspace, Python, scratch) → the sandbox made for them.
-    type Made = BTreeMap<(PathBuf, PathBuf, PathBuf), Option<Arc<Sandbox>>>;
+    /// (workspace and its entries, Python, scratch) → the sandbox made for them.
+    type Made = BTreeMap<(Vec<PathBuf>, PathBuf, PathBuf), Option<Arc<Sandbox>>>;
     static MADE: LazyLock<Mutex<Made>> = LazyLock::new(|| Mutex::new(BTreeMap::new()));
     if !strict() {
         return None;
     }
-    let key = (root.to_path_buf(), python.map(Path::to_path_buf).unwrap_or_default(), scratch.to_path_buf());
+    let mut entries = vec![root.to_path_buf()];
+    entries.extend(root_entries(root));
+    let key = (entries, python.map(Path::to_path_buf).unwrap_or_default(), scratch.to_path_buf());
     let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
     made.entry(key)
         .or_insert_with(|| {
@@ -334,6 +369,44 @@ mod mode_tests {
         std::fs::write(&cfg, "[sandbox\n").unwrap();
         let broken = mode_from(None, Some(cfg.clone()));
         assert!(!broken.strict && broken.problem.unwrap().contains("config.toml"));
+    }
+
+    /// Inside the sandbox a process reads the workspace's own files but not rung's state in
+    /// `.rung/` (the history, the reference cache), writes only the caches and scratch there,
+    /// and follows no link out of the workspace.
+    #[test]
+    fn a_sandboxed_process_reads_the_workspace_but_not_rungs_state() {
+        if kernel_abi() == 0 {
+            eprintln!("SKIPPED: this kernel has no Landlock");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (root, outside) = (dir.path().join("ws"), dir.path().join("outside"));
+        let state = root.join(crate::workspace::STATE_DIR);
+        for d in [root.join("versions"), state.join("cache/reference"), outside.clone()] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(root.join("rung.toml"), "x").unwrap();
+        std::fs::write(state.join("history.db"), "x").unwrap();
+        std::fs::write(state.join("cache/reference/out.bin"), "x").unwrap();
+        std::fs::write(outside.join("secret"), "x").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("linked")).unwrap();
+        let entries = root_entries(&root);
+        assert_eq!(entries, vec![root.join("rung.toml"), root.join("versions")], "no .rung, no link out");
+        let sandbox = Arc::new(Sandbox::new(&root, &state, &[], &[]).unwrap().expect("Landlock is here"));
+        let sh = |script: &str| {
+            let mut cmd = Command::new("/bin/sh");
+            cmd.args(["-c", script]).current_dir(&root);
+            sandbox.apply(&mut cmd);
+            cmd.output().unwrap().status.success()
+        };
+        assert!(sh("cat rung.toml"), "the workspace's files are readable");
+        assert!(sh("echo x > .rung/tmp/built && echo x > .rung/triton-cache/k"), "the caches are writable");
+        assert!(!sh("cat .rung/history.db"), "the history is not readable");
+        assert!(!sh("echo x >> .rung/history.db"), "nor writable");
+        assert!(!sh("cat .rung/cache/reference/out.bin"), "nor the cached reference");
+        assert!(!sh("cat linked/secret"), "a link out of the workspace leads nowhere");
+        assert!(!sh("echo x > versions/v999.py"), "the sources are read-only");
     }
 
     #[test]

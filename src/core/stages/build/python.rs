@@ -89,7 +89,8 @@ pub(super) fn build_python_aot(
     }
     // The script imports the version, so it runs the version's top-level code: in the sandbox
     // (RUNG_SANDBOX=strict), with its temporary files in the build's own folder.
-    if let Some(sandbox) = crate::sandbox::for_workspace(&s.env.ws.root, Some(python), &s.env.ws.state_dir()) {
+    let scratch = s.env.ws.state_dir().join("tmp");
+    if let Some(sandbox) = crate::sandbox::for_workspace(&s.env.ws.root, Some(python), &scratch) {
         cmd.env("TMPDIR", &s.tmp);
         sandbox.apply(&mut cmd);
     }

@@ -464,10 +464,13 @@ impl<'a> Checker<'a> {
             if !cached && cache.exists() {
                 let _ = std::fs::remove_dir_all(&cache);
             }
-            // Written into a folder of this check's own, then renamed into place whole: another
-            // check reading the same cache meanwhile never sees half a reference.
+            // Written by the reference into this run's scratch (the only place a sandboxed
+            // process may write; `.rung/cache` is not one), copied by rung into a folder of this
+            // check's own, then renamed into place whole: another check reading the same cache
+            // meanwhile never sees half a reference.
             let fresh = cache.with_extension(format!("tmp-{}", crate::store::unique()));
-            let into = if cached { &cache } else { &fresh };
+            let written = scratch.join(format!("reference-s{si}"));
+            let into = if cached { &cache } else { &written };
             let _ = std::fs::create_dir_all(into);
             let mut returns = BTreeMap::new();
             for t in &self.spec.outputs {
@@ -519,9 +522,26 @@ impl<'a> Checker<'a> {
                     break;
                 }
             }
-            if !cached && std::fs::rename(&fresh, &cache).is_err() {
-                // Another check put the same reference there first: theirs is as good.
-                let _ = std::fs::remove_dir_all(&fresh);
+            if !cached {
+                let copied = std::fs::create_dir_all(&fresh).and_then(|()| {
+                    self.spec.outputs.iter().try_for_each(|t| {
+                        let name = format!("{}.bin", t.name);
+                        std::fs::copy(written.join(&name), fresh.join(&name)).map(|_| ())
+                    })
+                });
+                if let Err(e) = copied {
+                    let _ = std::fs::remove_dir_all(&fresh);
+                    check_fail = Some((
+                        Verdict::Error,
+                        Reason::ReferenceFailed,
+                        format!("cannot keep the reference's outputs in {}: {e}", cache.display()),
+                    ));
+                    break;
+                }
+                if std::fs::rename(&fresh, &cache).is_err() {
+                    // Another check put the same reference there first: theirs is as good.
+                    let _ = std::fs::remove_dir_all(&fresh);
+                }
             }
             self.add_phase("reference", t_ref.elapsed().as_secs_f64());
             let t_metrics = Instant::now();
