@@ -423,6 +423,10 @@ impl WorkerEnv {
             .env("TRITON_CACHE_DIR", &self.triton_cache)
             .env("TORCH_EXTENSIONS_DIR", self.torch_cache.join("extensions"))
             .env("TORCHINDUCTOR_CACHE_DIR", self.torch_cache.join("inductor"))
+            // TileLang compiles at a version's first call: its kernels and TVM's libraries are
+            // kept beside torch's, not in the home folder (not writable in the sandbox).
+            .env("TILELANG_CACHE_DIR", self.torch_cache.join("tilelang"))
+            .env("TVM_FFI_CACHE_DIR", self.torch_cache.join("tvm-ffi"))
             .env("TRITON_DEFAULT_FP_FUSION", "1")
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .env("PYTHONUNBUFFERED", "1")
