@@ -649,6 +649,16 @@ fn the_tracer_header_is_found_and_compiles_to_nothing_until_traced() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("triton versions are not traced yet"));
 
+    // The demo's traced version: its three sections build into the traced variant, and its
+    // checked build (markers compiled to nothing) passes.
+    let (_demo_tmp, demo) = workspace("rmsnorm");
+    let out = rung(&demo, &["trace", "v002"], &[]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("(markers: reduce, sum_squares, normalise)"), "{said}");
+    let v = json(&rung(&demo, &["check", "--json", "v002"], &[]));
+    assert_eq!(v["versions"][0]["stages"][1]["verdict"], "pass", "{v}");
+
     let plain = std::fs::read_to_string(ws.join("versions/v001-naive.cu")).unwrap();
     std::fs::write(scratch.path().join("plain.cu"), plain).unwrap();
     let e =

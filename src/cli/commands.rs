@@ -496,6 +496,13 @@ fn demo(dir: PathBuf) -> Result<i32> {
     )?;
     println!();
     status(&dir)?;
+    // On a GPU, the sections inside one kernel too: v002 marks its sum of squares, reduction and
+    // normalisation. Its outcome is shown, not the demo's exit code.
+    if rung::check::Machine::discover().gpu.first().is_some() {
+        println!("\nrung demo: the sections inside v002's kernel (`rung trace v002`):");
+        let args = super::trace::TraceArgs { version: "v002".into(), json: false, capacity: None, seed: None };
+        super::trace::trace_cmd(&dir, &args);
+    }
     println!("\nnext: cd {} and edit versions/, then `rung check` (or `rung diff v001 v004`)", dir.display());
     Ok(code)
 }
