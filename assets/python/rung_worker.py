@@ -663,7 +663,10 @@ def _serve():
     # rung.toml reference takes; torch or triton, if it imports them, load in its child.
     reference = "--reference" in sys.argv
     packages = {}
-    for mod in ("numpy",) if reference else ("numpy", "triton", "torch"):
+    # A reference or checks.py that imports torch: imported here once, not in every check's child
+    # (RUNG_REFERENCE_IMPORTS; CUDA is left alone, as in every zygote).
+    wanted = ("numpy",) + tuple(filter(None, os.environ.get("RUNG_REFERENCE_IMPORTS", "").split(",")))
+    for mod in wanted if reference else ("numpy", "triton", "torch"):
         try:
             packages[mod] = str(__import__(mod).__version__)
         except Exception:

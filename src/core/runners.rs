@@ -254,10 +254,15 @@ impl Zygote {
     ) -> Result<Zygote, Failure> {
         let mut cmd = Command::new(python);
         cmd.arg(script).arg(if interpret { "--interpret" } else { "--cuda" });
+        env.apply(&mut cmd);
         if reference {
             cmd.arg("--reference");
+            // What the problem's own Python imports that is slow to import: once, in the zygote.
+            let imports = problem_imports(&env.cwd);
+            if !imports.is_empty() {
+                cmd.env("RUNG_REFERENCE_IMPORTS", imports.join(","));
+            }
         }
-        env.apply(&mut cmd);
         if interpret {
             cmd.env("TRITON_INTERPRET", "1");
         } else {
@@ -412,6 +417,15 @@ pub fn uses_inductor(root: &Path) -> bool {
         std::fs::read_to_string(p)
             .is_ok_and(|t| t.contains("use_deterministic_algorithms") || t.contains("torch.compile"))
     })
+}
+
+/// The slow-to-import packages (torch) a workspace's reference or checks.py imports.
+fn problem_imports(root: &Path) -> Vec<&'static str> {
+    let imports_torch = ["reference.py", "checks.py"].iter().any(|f| {
+        std::fs::read_to_string(root.join(f))
+            .is_ok_and(|t| t.lines().any(|l| l.trim_start().starts_with("import torch") || l.contains("from torch")))
+    });
+    if imports_torch { vec!["torch"] } else { vec![] }
 }
 
 impl WorkerEnv {
@@ -690,7 +704,18 @@ impl Drop for Runners {
 
 #[cfg(test)]
 mod tests {
-    use super::{sweep_dead, uses_inductor};
+    use super::{problem_imports, sweep_dead, uses_inductor};
+
+    /// The reference's zygote imports torch once when the problem's own Python does.
+    #[test]
+    fn torch_is_imported_ahead_when_the_reference_or_checks_import_it() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("reference.py"), "import numpy as np\n# no torch here\n").unwrap();
+        assert!(problem_imports(dir.path()).is_empty());
+        std::fs::write(dir.path().join("checks.py"), "from rung import rung\n    import torch.nn.functional as F\n")
+            .unwrap();
+        assert_eq!(problem_imports(dir.path()), vec!["torch"]);
+    }
 
     #[test]
     fn the_zygote_preimports_inductor_when_the_problem_or_a_version_calls_for_it() {
