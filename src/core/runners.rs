@@ -408,22 +408,26 @@ pub struct WorkerEnv {
 /// `load_inline`) initialises CUDA when imported, and every forked child then fails with
 /// "Cannot re-initialize CUDA in forked subprocess" (seen on the H200).
 pub fn uses_inductor(root: &Path) -> bool {
-    let py = |dir: &Path| -> Vec<PathBuf> {
-        std::fs::read_dir(dir)
-            .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "py")).collect())
-            .unwrap_or_default()
-    };
-    py(root).into_iter().chain(py(&root.join(crate::workspace::VERSIONS_DIR))).any(|p| {
+    python_files(root).into_iter().chain(python_files(&root.join(crate::workspace::VERSIONS_DIR))).any(|p| {
         std::fs::read_to_string(p)
             .is_ok_and(|t| t.contains("use_deterministic_algorithms") || t.contains("torch.compile"))
     })
 }
 
-/// The slow-to-import packages (torch) a workspace's reference or checks.py imports.
+/// The `.py` files directly in `dir`.
+fn python_files(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "py")).collect())
+        .unwrap_or_default()
+}
+
+/// The slow-to-import packages (torch) the problem's own Python imports: the workspace's
+/// top-level modules (the reference, whatever rung.toml names it, checks.py, their helpers).
 fn problem_imports(root: &Path) -> Vec<&'static str> {
-    let imports_torch = ["reference.py", "checks.py"].iter().any(|f| {
-        std::fs::read_to_string(root.join(f))
-            .is_ok_and(|t| t.lines().any(|l| l.trim_start().starts_with("import torch") || l.contains("from torch")))
+    let imports_torch = python_files(root).into_iter().any(|p| {
+        std::fs::read_to_string(p).is_ok_and(|t| {
+            t.lines().map(str::trim_start).any(|l| l.starts_with("import torch") || l.starts_with("from torch"))
+        })
     });
     if imports_torch { vec!["torch"] } else { vec![] }
 }
@@ -710,10 +714,12 @@ mod tests {
     #[test]
     fn torch_is_imported_ahead_when_the_reference_or_checks_import_it() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("reference.py"), "import numpy as np\n# no torch here\n").unwrap();
-        assert!(problem_imports(dir.path()).is_empty());
-        std::fs::write(dir.path().join("checks.py"), "from rung import rung\n    import torch.nn.functional as F\n")
+        std::fs::write(dir.path().join("reference.py"), "import numpy as np\n# no torch here, from torch's docs\n")
             .unwrap();
+        std::fs::create_dir_all(dir.path().join("versions")).unwrap();
+        std::fs::write(dir.path().join("versions/v001.py"), "import torch\n").unwrap();
+        assert!(problem_imports(dir.path()).is_empty(), "a version's imports are not the problem's");
+        std::fs::write(dir.path().join("my_ref.py"), "from rung import rung\n    from torch import nn\n").unwrap();
         assert_eq!(problem_imports(dir.path()), vec!["torch"]);
     }
 

@@ -391,11 +391,8 @@ pub fn run_phase(cx: RunCtx<'_>, built: Built) -> Result<Option<VersionReport>, 
     }
     let machine = cx.machine;
     let Built { version, source, source_hash, status, stages, runnable } = built;
-    if status == Status::Proposed {
-        crate::sandbox::for_proposals();
-    }
-    // Workers started unsandboxed go when the sandbox is now asked for (a proposal's first
-    // check): the next ones start inside it.
+    // Workers started unsandboxed go when the sandbox is now asked for (a proposal's build,
+    // build_phase, turned it on): the next ones start inside it.
     if let Some(r) = cx.runners.as_mut() {
         r.sandbox_if_asked(&cx.ws.root);
     }

@@ -481,10 +481,8 @@ impl<'a> Checker<'a> {
                 );
             }
             if !cached && self.ref_plan.is_some() {
-                // The CUDA reference, launched on the real input set (checked unchanged above),
-                // writing straight into the cache.
+                // The CUDA reference, launched on the real input set (checked unchanged above).
                 if let Some(why) = self.native_reference(sizes, &files, &returns) {
-                    let _ = std::fs::remove_dir_all(&fresh);
                     check_fail = Some((Verdict::Error, Reason::ReferenceFailed, why));
                     break;
                 }
@@ -517,7 +515,6 @@ impl<'a> Checker<'a> {
                     Err(e) => Some(format!("the reference failed: {e}")),
                 };
                 if let Some(why) = why {
-                    let _ = std::fs::remove_dir_all(&fresh);
                     check_fail = Some((Verdict::Error, Reason::ReferenceFailed, why));
                     break;
                 }
