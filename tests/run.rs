@@ -335,6 +335,13 @@ fn the_sandbox_refuses_secrets_writes_outside_and_the_network() {
         // reference outputs (the answer it is judged against).
         ("v009-history", "open('.rung/history.db', 'ab').write(b'x')".to_string(), "history.db"),
         ("v010-cache", "import os; os.listdir('.rung/cache')".to_string(), ".rung/cache"),
+        // Another process's /proc entries (here the zygote's): the CUDA driver needs /proc
+        // written, but only the version's own tasks.
+        (
+            "v011-proc",
+            "import os; p = '/proc/%d/oom_score_adj' % os.getppid(); open(p, 'w').write(open(p).read())".to_string(),
+            "oom_score_adj",
+        ),
     ];
     // The resource limits: no core dumps, a file-size and a private-memory cap (passes only
     // with all three in place).
@@ -347,7 +354,7 @@ fn the_sandbox_refuses_secrets_writes_outside_and_the_network() {
         std::fs::write(ws.join(format!("versions/{name}.py")), bad).unwrap();
     }
     let out = Command::new(env!("CARGO_BIN_EXE_rung"))
-        .args(["check", "--json", "v003", "v004", "v005", "v006", "v007", "v009", "v010", "v008"])
+        .args(["check", "--json", "v003", "v004", "v005", "v006", "v007", "v009", "v010", "v011", "v008"])
         .current_dir(&ws)
         .env("RUNG_SANDBOX", "strict")
         // HOME moves to the fake one, so rung's own folder (by default under the real HOME) is
@@ -370,7 +377,7 @@ fn the_sandbox_refuses_secrets_writes_outside_and_the_network() {
     assert!(!outside.exists(), "nothing was written outside");
     listener.set_nonblocking(true).unwrap();
     assert!(listener.accept().is_err(), "no connection reached the port");
-    assert_eq!(stage(&v["versions"][7], "check")["verdict"], "pass", "the limits are in place: {v}");
+    assert_eq!(stage(&v["versions"][8], "check")["verdict"], "pass", "the limits are in place: {v}");
     let recorded = stage(&v["versions"][0], "run")["detail"]["sandbox"].as_str().unwrap().to_string();
     assert!(recorded.starts_with("strict: Landlock ABI") && recorded.contains("no core dumps"), "{recorded}");
 

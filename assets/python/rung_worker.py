@@ -24,6 +24,7 @@ import sys
 import time
 
 import rung_problem as rp
+import rung_sandbox
 # The host side of a call (rung_host.py) and the timing (rung_bench.py), written beside this file.
 from rung_host import RUNG_DTYPES, Guarded, HostGuarded, HostTensor, _error, _load, _map, _modules, _np
 from rung_bench import _bench_req, _ceiling, _note_l2_baseline, _problem_modules, _seeded_model
@@ -562,6 +563,7 @@ def _own_group(pid=0):
             pass
         if os.getppid() != zygote:  # the zygote died before the line above
             os._exit(1)
+        rung_sandbox.seal_proc()
     try:
         os.setpgid(pid, pid)
     except OSError:

@@ -254,7 +254,7 @@ impl Zygote {
     ) -> Result<Zygote, Failure> {
         let mut cmd = Command::new(python);
         cmd.arg(script).arg(if interpret { "--interpret" } else { "--cuda" });
-        env.apply(&mut cmd);
+        env.apply(&mut cmd, crate::sandbox::Seal::ItsChildren);
         if reference {
             cmd.arg("--reference");
             // What the problem's own Python imports that is slow to import: once, in the zygote.
@@ -433,7 +433,9 @@ fn problem_imports(root: &Path) -> Vec<&'static str> {
 }
 
 impl WorkerEnv {
-    fn apply(&self, cmd: &mut Command) {
+    /// Sets up `cmd` to start a worker: its folders, caches and, when sandboxed, the sandbox;
+    /// `seal` says which process seals `/proc` (a zygote's children, or the worker itself).
+    fn apply(&self, cmd: &mut Command, seal: crate::sandbox::Seal) {
         if let Some(d) = self.visible_device {
             cmd.env("CUDA_VISIBLE_DEVICES", d.to_string());
         }
@@ -459,7 +461,7 @@ impl WorkerEnv {
             // Temporary files in the run's own folder: the rest of /tmp is outside the sandbox;
             // CUDA's JIT cache beside Triton's rather than in the home folder.
             cmd.env("TMPDIR", &self.data).env("CUDA_CACHE_PATH", self.triton_cache.join("cuda"));
-            sandbox.apply(cmd);
+            sandbox.apply(cmd, seal);
         }
     }
 }
@@ -657,7 +659,7 @@ impl Runners {
                 std::env::current_exe().map_err(|e| Failure::Protocol(format!("cannot find rung itself: {e}")))?;
             let mut cmd = Command::new(exe);
             cmd.arg("worker");
-            self.env.apply(&mut cmd);
+            self.env.apply(&mut cmd, crate::sandbox::Seal::Itself);
             let worker = Worker::start(cmd, &self.env.logs.join("native.log"))?;
             live_add(&self.live, worker.child.id());
             self.native = Some(Native { worker, next_id: 1 });

@@ -8,8 +8,15 @@
 //! connection or listening port. `no_new_privs` comes with it, as Landlock requires.
 //!
 //! The ruleset is built here, in rung, before the process is spawned; the spawned child only
-//! makes two system calls between fork and exec (`prctl` and `landlock_restrict_self`), which is
-//! all that is safe there.
+//! makes system calls between fork and exec (`setrlimit`, `prctl`, `open`, the Landlock calls),
+//! which is all that is safe there.
+//!
+//! `/proc`: the CUDA driver writes to its own process's `/proc/<pid>/task/` files as it starts
+//! (without that, `cuInit` fails with `CUDA_ERROR_OPERATING_SYSTEM`). Landlock's rules name
+//! files, and a process's `/proc/<pid>` exists only once it runs, so the ruleset made here lets
+//! all of `/proc` be written, and a second layer ([`Seal`]), made by each process that opens the
+//! GPU for itself, takes that back except for its own `/proc/<pid>/task`: no version writes
+//! `/proc/sys`, `/proc/sysrq-trigger` or another process's entries.
 //!
 //! `RUNG_SANDBOX=strict` (or `[sandbox] mode = "strict"` in the user's config file) turns it
 //! on; it is off by default until it has run the GPU path (device files, CUPTI, the driver's own
@@ -164,6 +171,106 @@ pub struct Sandbox {
     /// The folders it lets be read, and written.
     pub read: Vec<PathBuf>,
     pub write: Vec<PathBuf>,
+    /// The /proc seal's layer: the entries of `/` but `/proc`, and the access it handles.
+    seal_top: Vec<std::ffi::CString>,
+    seal_access: u64,
+}
+
+/// Which process seals `/proc` (the second layer, above) for itself: the started process, as
+/// the native worker and the builds do, or each child it forks, as a Python zygote's children
+/// do (the zygote never opens the GPU, and a layer it made for its own `/proc/<pid>` would
+/// shut its children out of theirs). Those children read `SEAL_VAR` and `SEAL_ACCESS_VAR`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seal {
+    Itself,
+    ItsChildren,
+}
+
+/// The entries of `/` a sealed process may still write beneath (the first layer decides what
+/// of them it really may), one per line, for the children of a zygote to seal themselves.
+pub const SEAL_VAR: &str = "RUNG_SANDBOX_SEAL";
+/// The Landlock access bits the seal handles (write, move, truncate), as a decimal number.
+pub const SEAL_ACCESS_VAR: &str = "RUNG_SANDBOX_SEAL_ACCESS";
+
+/// Landlock's access bits (uapi `landlock.h`): writing to a file, truncating one, and moving or
+/// linking one to another folder. A layer that does not handle the last denies every such move
+/// (renames across folders fail with EXDEV: Triton's cache does them), so the seal handles it and
+/// allows it wherever it allows writes.
+const LANDLOCK_WRITE_FILE: u64 = 1 << 1;
+const LANDLOCK_REFER: u64 = 1 << 13;
+const LANDLOCK_TRUNCATE: u64 = 1 << 14;
+/// Of those, what a rule on a file (not a folder) may allow.
+const LANDLOCK_FILE_ONLY: u64 = LANDLOCK_WRITE_FILE | LANDLOCK_TRUNCATE;
+
+/// The /proc seal, made and applied by the calling process for itself: a Landlock layer that
+/// handles writing, truncating and moving files, allowed beneath each of `top` and beneath this
+/// process's own `/proc/self/task`. Only system calls, so it runs between fork and exec.
+///
+/// # Safety
+/// Async-signal-safe: no allocation; `top` must outlive the call.
+unsafe fn seal_proc(top: &[std::ffi::CString], access: u64) -> std::io::Result<()> {
+    #[repr(C)]
+    struct RulesetAttr {
+        handled_access_fs: u64,
+    }
+    #[repr(C, packed)]
+    struct PathBeneath {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    let err = std::io::Error::last_os_error;
+    let attr = RulesetAttr { handled_access_fs: access };
+    // SAFETY (for the block): the pointers are to live locals and NUL-terminated strings, and
+    // every descriptor opened here is closed here.
+    unsafe {
+        let ruleset = libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            &attr as *const RulesetAttr,
+            std::mem::size_of::<RulesetAttr>(),
+            0u32,
+        );
+        if ruleset < 0 {
+            return Err(err());
+        }
+        let ruleset = ruleset as libc::c_int;
+        let allow = |path: *const libc::c_char| -> std::io::Result<()> {
+            let fd = libc::open(path, libc::O_PATH | libc::O_CLOEXEC);
+            if fd < 0 {
+                return Ok(()); // gone since the ruleset was made: nothing to allow
+            }
+            let mut st: libc::stat = std::mem::zeroed();
+            let is_dir = libc::fstat(fd, &mut st) == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFDIR;
+            let allowed = if is_dir { access } else { access & LANDLOCK_FILE_ONLY };
+            let rule = PathBeneath { allowed_access: allowed, parent_fd: fd };
+            let r = libc::syscall(libc::SYS_landlock_add_rule, ruleset, 1u32, &rule as *const PathBeneath, 0u32);
+            let e = err();
+            libc::close(fd);
+            if r != 0 { Err(e) } else { Ok(()) }
+        };
+        let mut made = top.iter().try_for_each(|t| allow(t.as_ptr()));
+        if made.is_ok() {
+            made = allow(c"/proc/self/task".as_ptr());
+        }
+        if made.is_ok() && libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) != 0 {
+            made = Err(err());
+        }
+        libc::close(ruleset);
+        made
+    }
+}
+
+/// The entries of `/` but `/proc`: what the seal leaves to the first layer.
+fn seal_top() -> Vec<std::ffi::CString> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut top: Vec<std::ffi::CString> = std::fs::read_dir("/")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name() != "proc")
+        .filter_map(|e| std::ffi::CString::new(e.path().as_os_str().as_bytes()).ok())
+        .collect();
+    top.sort();
+    top
 }
 
 /// Why a sandbox could not be made.
@@ -227,6 +334,13 @@ impl Sandbox {
         writes.extend(scratch.iter().cloned());
         reads.retain(|p| p.exists());
         writes.retain(|p| p.exists());
+        // All of /proc writable here; each process's seal takes it back but for its own tasks.
+        let proc_write = AccessFs::from_read(abi) | AccessFs::WriteFile | AccessFs::Truncate;
+        let seal_access = match kernel_abi() {
+            1 => LANDLOCK_WRITE_FILE,
+            2 => LANDLOCK_WRITE_FILE | LANDLOCK_REFER,
+            _ => LANDLOCK_WRITE_FILE | LANDLOCK_REFER | LANDLOCK_TRUNCATE,
+        };
         let ruleset = Ruleset::default()
             .set_compatibility(CompatLevel::BestEffort)
             .handle_access(AccessFs::from_all(abi))
@@ -238,22 +352,43 @@ impl Sandbox {
             .add_rules(path_beneath_rules(&reads, AccessFs::from_read(abi)))
             .map_err(err)?
             .add_rules(path_beneath_rules(&writes, AccessFs::from_all(abi)))
+            .map_err(err)?
+            .add_rules(path_beneath_rules(["/proc"], proc_write))
             .map_err(err)?;
         let fd: Option<OwnedFd> = ruleset.into();
-        Ok(fd.map(|fd| Sandbox { fd, limits: Limits::for_machine(), read: reads, write: writes }))
+        Ok(fd.map(|fd| Sandbox {
+            fd,
+            limits: Limits::for_machine(),
+            read: reads,
+            write: writes,
+            seal_top: seal_top(),
+            seal_access,
+        }))
     }
 
     /// `cmd` will start inside the sandbox: between fork and exec the child takes its resource
     /// limits ([`Limits`]), ignores SIGXFSZ (so a write past the file cap fails rather than
-    /// kills), sets `no_new_privs` and restricts itself to the ruleset, or does not start.
-    pub fn apply(self: &Arc<Self>, cmd: &mut Command) {
+    /// kills), sets `no_new_privs`, restricts itself to the ruleset and, with [`Seal::Itself`],
+    /// seals `/proc`; or does not start. With [`Seal::ItsChildren`] it is told how to seal its
+    /// children instead.
+    pub fn apply(self: &Arc<Self>, cmd: &mut Command, seal: Seal) {
+        use std::os::unix::ffi::OsStrExt;
         use std::os::unix::process::CommandExt;
         let fd = self.fd.as_raw_fd();
         let limits = self.limits;
+        let me = Arc::clone(self);
+        if seal == Seal::ItsChildren {
+            let mut top = Vec::new();
+            for t in self.seal_top.iter().map(|t| t.as_bytes()).filter(|t| !t.contains(&b'\n')) {
+                top.extend_from_slice(t);
+                top.push(b'\n');
+            }
+            cmd.env(SEAL_VAR, std::ffi::OsStr::from_bytes(&top)).env(SEAL_ACCESS_VAR, self.seal_access.to_string());
+        }
         // SAFETY: the closure runs in the forked child before exec and makes only system calls
-        // (setrlimit, signal, prctl, landlock_restrict_self: async-signal-safe, no allocation);
-        // the ruleset's descriptor stays open in the parent (held by `self`, which outlives the
-        // spawn) and is inherited by the child.
+        // (setrlimit, signal, prctl, open, close, the Landlock calls: async-signal-safe, no
+        // allocation); the ruleset's descriptor stays open in the parent (held by `self`, which
+        // outlives the spawn) and is inherited by the child; `me` keeps the seal's paths alive.
         unsafe {
             cmd.pre_exec(move || {
                 let cap = |what, bytes: u64| {
@@ -269,6 +404,9 @@ impl Sandbox {
                 }
                 if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                if seal == Seal::Itself {
+                    seal_proc(&me.seal_top, me.seal_access)?;
                 }
                 Ok(())
             });
@@ -397,7 +535,7 @@ mod mode_tests {
         let sh = |script: &str| {
             let mut cmd = Command::new("/bin/sh");
             cmd.args(["-c", script]).current_dir(&root);
-            sandbox.apply(&mut cmd);
+            sandbox.apply(&mut cmd, Seal::Itself);
             cmd.output().unwrap().status.success()
         };
         assert!(sh("cat rung.toml"), "the workspace's files are readable");
@@ -407,6 +545,67 @@ mod mode_tests {
         assert!(!sh("cat .rung/cache/reference/out.bin"), "nor the cached reference");
         assert!(!sh("cat linked/secret"), "a link out of the workspace leads nowhere");
         assert!(!sh("echo x > versions/v999.py"), "the sources are read-only");
+    }
+
+    /// A sandboxed process writes its own `/proc/<pid>/task` (the CUDA driver does, as it
+    /// starts) but no other process's `/proc` entries: sealed by itself (the native worker), or
+    /// in each child a zygote forks (through `rung_sandbox.py`'s seal, with what `apply` passes).
+    #[test]
+    fn a_sandboxed_process_writes_its_own_proc_tasks_and_no_one_elses() {
+        if kernel_abi() == 0 {
+            eprintln!("SKIPPED: this kernel has no Landlock");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ws");
+        let state = root.join(crate::workspace::STATE_DIR);
+        std::fs::create_dir_all(root.join("versions")).unwrap();
+        let python = Path::new("python3");
+        let worker = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../assets/python");
+        let mut read = python_folders(python);
+        read.push(worker.clone());
+        let sandbox = Arc::new(Sandbox::new(&root, &state, &[], &read).unwrap().unwrap());
+        // Another process of the same user: its oom_score_adj is writable outside the sandbox.
+        let mut other = Command::new("sleep").arg("30").spawn().unwrap();
+        let theirs = format!("/proc/{}/oom_score_adj", other.id());
+        let now = std::fs::read_to_string(&theirs).unwrap();
+        std::fs::write(&theirs, &now).expect("writable outside the sandbox");
+        let sh = |script: &str, seal: Seal| {
+            let mut cmd = Command::new("/bin/sh");
+            cmd.args(["-c", script]).current_dir(&root).env("THEIRS", &theirs).env("NOW", now.trim());
+            sandbox.apply(&mut cmd, seal);
+            cmd.output().unwrap().status.success()
+        };
+        assert!(sh("echo sh > /proc/$$/task/$$/comm", Seal::Itself), "its own task's files");
+        let mv = "mkdir -p .rung/tmp/a .rung/tmp/b && echo x > .rung/tmp/a/f && mv .rung/tmp/a/f .rung/tmp/b/f";
+        assert!(sh(mv, Seal::Itself), "a file moved between folders it may write (Triton's cache)");
+        assert!(!sh("echo $NOW > $THEIRS", Seal::Itself), "not another process's");
+        assert!(!sh("echo 60 > /proc/sys/vm/swappiness", Seal::Itself), "nor the kernel's settings");
+        assert!(sh("echo $NOW > $THEIRS", Seal::ItsChildren), "a zygote itself is not sealed");
+        // A zygote's child seals itself with what apply passed on.
+        let child = r#"
+import os, sys, threading
+sys.path.insert(0, sys.argv[1])
+import rung_sandbox
+pid = os.fork()
+if pid == 0:
+    rung_sandbox.seal_proc()
+    open("/proc/self/task/%d/comm" % threading.get_native_id(), "w").write("child")
+    try:
+        open(os.environ["THEIRS"], "w").write(os.environ["NOW"])
+        os._exit(3)
+    except PermissionError:
+        os._exit(0)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"#;
+        let mut cmd = Command::new(python);
+        cmd.args(["-c", child]).arg(&worker).current_dir(&root).env("THEIRS", &theirs).env("NOW", now.trim());
+        sandbox.apply(&mut cmd, Seal::ItsChildren);
+        let out = cmd.output().unwrap();
+        other.kill().unwrap();
+        let _ = other.wait();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     }
 
     #[test]

@@ -92,7 +92,7 @@ pub(super) fn build_python_aot(
     let scratch = s.env.ws.state_dir().join("tmp");
     if let Some(sandbox) = crate::sandbox::for_workspace(&s.env.ws.root, Some(python), &scratch) {
         cmd.env("TMPDIR", &s.tmp);
-        sandbox.apply(&mut cmd);
+        sandbox.apply(&mut cmd, crate::sandbox::Seal::Itself);
     }
     // A problem folder's own modules (GPU MODE's task.py, utils.py) import from its root, ahead
     // of the user's own PYTHONPATH (a DSL installed with `pip --target` is found through it).
