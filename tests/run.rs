@@ -381,20 +381,30 @@ fn the_sandbox_refuses_secrets_writes_outside_and_the_network() {
     let recorded = stage(&v["versions"][0], "run")["detail"]["sandbox"].as_str().unwrap().to_string();
     assert!(recorded.starts_with("strict: Landlock ABI") && recorded.contains("no core dumps"), "{recorded}");
 
-    // The same from the config file's [sandbox] table, without the variable.
+    // Strict is the default: without the variable or a config file, the same denial; the
+    // config file's `[sandbox] mode = "off"` turns it off (the user's own version then reads
+    // what the user can).
     let config = tmp.path().join("config.toml");
-    std::fs::write(&config, "[sandbox]\nmode = \"strict\"\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_rung"))
-        .args(["check", "--json", "v004"])
-        .current_dir(&ws)
-        .env_remove("RUNG_SANDBOX")
-        .env("RUNG_CONFIG", &config)
-        .env("RUNG_HOME", rung::toolchain::rung_home())
-        .env("HOME", &home)
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(stage(&v["versions"][0], "run")["reason"], "sandbox-denied", "{v}");
+    let check_v004 = |config: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_rung"))
+            .args(["check", "--json", "v004"])
+            .current_dir(&ws)
+            .env_remove("RUNG_SANDBOX")
+            .env("RUNG_CONFIG", config)
+            .env("RUNG_HOME", rung::toolchain::rung_home())
+            .env("HOME", &home)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        stage(&v["versions"][0], "run").clone()
+    };
+    let run = check_v004(&config);
+    assert_eq!(run["reason"], "sandbox-denied", "{run}");
+    assert!(run["detail"]["sandbox"].as_str().unwrap().ends_with("(from default)"), "{run}");
+    std::fs::write(&config, "[sandbox]\nmode = \"off\"\n").unwrap();
+    let run = check_v004(&config);
+    assert_eq!(run["verdict"], "pass", "{run}");
+    assert!(run["detail"]["sandbox"].as_str().unwrap().starts_with("off"), "{run}");
 }
 
 /// An agent's proposal runs sandboxed even with the sandbox off: the same version that reads a
@@ -421,7 +431,7 @@ fn an_agents_proposal_runs_sandboxed_with_the_sandbox_off() {
         let out = Command::new(env!("CARGO_BIN_EXE_rung"))
             .args(["check", "--json", "--no-bench", "v004"])
             .current_dir(&ws)
-            .env_remove("RUNG_SANDBOX")
+            .env("RUNG_SANDBOX", "off")
             .env("RUNG_CONFIG", tmp.path().join("no-config.toml"))
             .env("RUNG_HOME", rung::toolchain::rung_home())
             .env("HOME", &home)
@@ -464,7 +474,7 @@ fn what_a_version_starts_does_not_outlive_its_check() {
     let spawn = |file: &str| {
         format!(
             "import subprocess; p = subprocess.Popen(['sleep', '600']); open({:?}, 'w').write(str(p.pid))",
-            ws.join(file).to_str().unwrap()
+            ws.join(".rung/tmp").join(file).to_str().unwrap()
         )
     };
     for (name, line) in
@@ -478,7 +488,7 @@ fn what_a_version_starts_does_not_outlive_its_check() {
     assert_eq!(stage(&v["versions"][0], "check")["verdict"], "pass", "{v}");
     assert_eq!(stage(&v["versions"][1], "run")["reason"], "timeout", "{v}");
     for file in ["leaves.pid", "hangs.pid"] {
-        let pid: u32 = std::fs::read_to_string(ws.join(file)).unwrap().trim().parse().unwrap();
+        let pid: u32 = std::fs::read_to_string(ws.join(".rung/tmp").join(file)).unwrap().trim().parse().unwrap();
         let t = std::time::Instant::now();
         while !gone(pid) && t.elapsed() < std::time::Duration::from_secs(5) {
             std::thread::sleep(std::time::Duration::from_millis(50));

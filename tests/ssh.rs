@@ -397,8 +397,9 @@ fn results_come_home_rung_by_rung_and_a_newer_save_stops_the_remote_check() {
     let remote_root = tempfile::tempdir().unwrap();
     runner_in_toml(&ws, &remote_root.path().join("mirror"));
     // A version whose run() writes its process id, then sleeps far past the test, when it runs in
-    // Triton's interpreter (the build's ahead-of-time capture calls it too).
-    let pid_file = remote_root.path().join("sleeper.pid");
+    // Triton's interpreter (the build's ahead-of-time capture calls it too). Into the mirror's
+    // build scratch, which a sandboxed version may write.
+    let pid_file = remote_root.path().join("mirror/.rung/tmp/sleeper.pid");
     let src = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
     let sleepy = src.replace(
         "def run(a, b, out, n):\n",

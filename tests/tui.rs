@@ -148,6 +148,14 @@ fn checked_workspace() -> (tempfile::TempDir, PathBuf) {
     (tmp, ws)
 }
 
+/// The TUI on a workspace, its header as where versions run sandboxed: the warning that they do
+/// not depends on the machine (its Landlock) and the user's config.
+fn open_app(root: &Path, color: bool) -> anyhow::Result<App> {
+    let mut app = App::open(root, color)?;
+    app.unsandboxed = None;
+    Ok(app)
+}
+
 fn key(code: KeyCode) -> Event {
     Event::Key(KeyEvent::new(code, KeyModifiers::NONE))
 }
@@ -194,7 +202,7 @@ fn every_action_round_trips_through_its_name() {
 #[test]
 fn versions_pane_before_any_check() {
     let (_tmp, ws) = new_workspace();
-    let app = App::open(&ws, false).unwrap();
+    let app = open_app(&ws, false).unwrap();
     for (w, h) in SIZES {
         let text = pane_text(&app, Pane::Versions, w, h);
         for id in ["v001", "v002", "v003"] {
@@ -209,7 +217,7 @@ fn versions_pane_before_any_check() {
 #[test]
 fn versions_pane_with_passed_and_failed_versions() {
     let (_tmp, ws) = checked_workspace();
-    let app = App::open(&ws, false).unwrap();
+    let app = open_app(&ws, false).unwrap();
     for (w, h) in SIZES {
         let text = pane_text(&app, Pane::Versions, w, h);
         let line = |id: &str| text.lines().find(|l| l.contains(id)).unwrap_or_else(|| panic!("{id}: {text}"));
@@ -227,7 +235,7 @@ fn versions_pane_with_passed_and_failed_versions() {
 #[test]
 fn compile_errors_pane_before_any_check() {
     let (_tmp, ws) = new_workspace();
-    let app = App::open(&ws, false).unwrap();
+    let app = open_app(&ws, false).unwrap();
     for (w, h) in SIZES {
         let text = pane_text(&app, Pane::Diagnostics, w, h);
         assert!(text.contains("v001: not checked yet"), "{text}");
@@ -242,7 +250,7 @@ fn a_broken_rung_toml_opens_with_its_error_and_the_fix_loads_the_workspace() {
     let (_tmp, ws) = new_workspace();
     let toml = std::fs::read_to_string(ws.join("rung.toml")).unwrap();
     std::fs::write(ws.join("rung.toml"), format!("{toml}\n[[inputs]]\nname = 3\n")).unwrap();
-    let mut app = App::open(&ws, false).expect("a broken rung.toml still opens");
+    let mut app = open_app(&ws, false).expect("a broken rung.toml still opens");
     assert!(app.versions.is_empty());
     let text = pane_text(&app, Pane::Diagnostics, 120, 20);
     let line = toml.lines().count() + 3;
@@ -276,7 +284,7 @@ fn a_caret_far_right_stays_on_screen_and_a_long_message_wraps() {
     );
     let error = Diagnostic::error("versions/v001-naive.cu", Pos::new(line, column), message);
     record(&ws, "v001", &[result(Stage::Build, Verdict::Fail, vec![error], StageDetail::None)]);
-    let app = App::open(&ws, false).unwrap();
+    let app = open_app(&ws, false).unwrap();
     let text = pane_text(&app, Pane::Diagnostics, 80, 14);
     let rows: Vec<&str> = text.lines().collect();
     let caret = rows.iter().position(|r| r.contains('^')).unwrap_or_else(|| panic!("the caret is on screen:\n{text}"));
@@ -292,7 +300,7 @@ fn a_caret_far_right_stays_on_screen_and_a_long_message_wraps() {
 #[test]
 fn compile_errors_pane_shows_the_failed_version_s_diagnostic_with_its_line() {
     let (_tmp, ws) = checked_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     let passed = pane_text(&app, Pane::Diagnostics, 80, 24);
     assert!(passed.contains("v001: no diagnostics"), "{passed}");
     press(&mut app, "jj");
@@ -314,7 +322,7 @@ fn compile_errors_pane_shows_the_failed_version_s_diagnostic_with_its_line() {
 #[test]
 fn the_whole_screen_with_help_lists_every_bound_key() {
     let (_tmp, ws) = checked_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     let screen = screen_text(&app, 80, 24);
     assert!(screen.contains("vector-add") && screen.contains("versions") && screen.contains("compile errors"));
     assert!(screen.contains("a approve") && screen.contains("q quit"), "{screen}");
@@ -337,7 +345,7 @@ fn the_whole_screen_with_help_lists_every_bound_key() {
 #[test]
 fn approve_and_reject_by_key_persist_in_the_history() {
     let (_tmp, ws) = checked_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     // v002 (second row) approved; v003 was never reviewed and gets the status all the same.
     press(&mut app, "ja");
     let status = |id: &str| Store::open(&ws.join(".rung")).unwrap().version(id).unwrap().map(|r| (r.status, r.reason));
@@ -372,7 +380,7 @@ fn approving_an_unchecked_version_asks_first() {
     skipped.summary = "no GPU: run and check skipped (build, PTX/SASS and diffs work)".into();
     record(&ws, "v001", &[pass(Stage::Prepare), pass(Stage::Build), skipped]);
     record(&ws, "v002", &[pass(Stage::Prepare), pass(Stage::Build), pass(Stage::Run), pass(Stage::Check)]);
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     let status = |id: &str| Store::open(&ws.join(".rung")).unwrap().version(id).unwrap().map(|r| r.status);
     press(&mut app, "a");
     let screen = screen_text(&app, 160, 30);
@@ -392,7 +400,7 @@ fn approving_an_unchecked_version_asks_first() {
 #[test]
 fn enter_on_a_diagnostic_shows_the_source_at_its_line_and_e_edits_there() {
     let (_tmp, ws) = checked_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     press(&mut app, "jj");
     app.update(key(KeyCode::Enter));
     assert_eq!(app.pane, Pane::Diagnostics, "Enter on a version with diagnostics moves to them");
@@ -431,7 +439,7 @@ fn enter_on_a_diagnostic_shows_the_source_at_its_line_and_e_edits_there() {
 #[test]
 fn e_asks_for_the_editor_at_the_diagnostic_or_at_the_version_file() {
     let (_tmp, ws) = checked_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     press(&mut app, "jj");
     // In the versions pane: the version's own file, from its first line.
     press(&mut app, "e");
@@ -541,7 +549,7 @@ fn running(app: &mut App, version: &str, job: JobKind) {
 #[test]
 fn correctness_pane_empty_and_running() {
     let (_tmp, ws) = new_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     for (w, h) in SIZES {
         let text = pane_text(&app, Pane::Correctness, w, h);
         assert!(text.contains("v001") && text.contains("not checked yet"), "{text}");
@@ -573,7 +581,7 @@ fn correctness_pane_shows_the_warnings_of_a_pass() {
             result(Stage::Check, Verdict::Pass, vec![], detail),
         ],
     );
-    let app = App::open(&ws, false).unwrap();
+    let app = open_app(&ws, false).unwrap();
     let text = pane_text(&app, Pane::Correctness, 160, 40);
     let line = text.lines().find(|l| l.contains('⚠')).unwrap_or_else(|| panic!("no warning shown: {text}"));
     assert!(line.contains("an all-zero output passes"), "{line}");
@@ -585,7 +593,7 @@ fn correctness_pane_shows_the_warnings_of_a_pass() {
 #[test]
 fn correctness_pane_passed_shows_the_metrics_and_the_named_rungs() {
     let (_tmp, ws) = correctness_workspace();
-    let app = App::open(&ws, false).unwrap();
+    let app = open_app(&ws, false).unwrap();
     for (w, h) in SIZES {
         let text = pane_text(&app, Pane::Correctness, w, h);
         assert!(text.contains("check pass") && text.contains("seed 4242"), "{text}");
@@ -603,7 +611,7 @@ fn correctness_pane_passed_shows_the_metrics_and_the_named_rungs() {
 #[test]
 fn correctness_pane_failed_shows_the_mismatch_indices_the_heat_map_and_the_traceback() {
     let (_tmp, ws) = correctness_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     press(&mut app, "j");
     assert_eq!(app.selected_version().unwrap().id, "v002");
     let c = output_check(true).comparison;
@@ -632,7 +640,7 @@ fn correctness_pane_failed_shows_the_mismatch_indices_the_heat_map_and_the_trace
 #[test]
 fn the_heat_map_puts_the_largest_error_in_its_cell() {
     let (_tmp, ws) = correctness_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     press(&mut app, "j");
     let text = pane_text(&app, Pane::Correctness, 200, 60);
     let lines: Vec<&str> = text.lines().collect();
@@ -673,7 +681,7 @@ fn timing_workspace() -> (tempfile::TempDir, PathBuf) {
 #[test]
 fn timing_pane_empty_and_running() {
     let (_tmp, ws) = new_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     for (w, h) in SIZES {
         let text = pane_text(&app, Pane::Timing, w, h);
         assert!(text.contains("no bench in the history yet"), "{text}");
@@ -690,7 +698,7 @@ fn timing_pane_empty_and_running() {
 #[test]
 fn timing_pane_charts_every_version_with_the_best_marked() {
     let (_tmp, ws) = checked_workspace();
-    let app = App::open(&ws, false).unwrap();
+    let app = open_app(&ws, false).unwrap();
     assert_eq!(app.timing.len(), 1);
     let gpu = &app.timing[0];
     assert_eq!(gpu.points.iter().map(|p| p.version.as_str()).collect::<Vec<_>>(), ["v001", "v002"]);
@@ -709,7 +717,7 @@ fn timing_pane_charts_every_version_with_the_best_marked() {
 #[test]
 fn timing_pane_splits_by_gpu_and_draws_the_reference_and_baseline() {
     let (_tmp, ws) = timing_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     assert_eq!(app.timing.iter().map(|g| g.gpu.as_str()).collect::<Vec<_>>(), ["NVIDIA H200", "NVIDIA H100 80GB HBM3"]);
     // v001's newest bench is on the H100; on the H200 its older one stays.
     assert_eq!(app.timing[1].points.len(), 1);
@@ -728,7 +736,7 @@ fn timing_pane_splits_by_gpu_and_draws_the_reference_and_baseline() {
 fn timing_pane_leaves_out_failed_benches() {
     let (_tmp, ws) = checked_workspace();
     record(&ws, "v003", &[result(Stage::Bench, Verdict::Fail, vec![], bench(0.001, None))]);
-    let app = App::open(&ws, false).unwrap();
+    let app = open_app(&ws, false).unwrap();
     assert!(app.timing[0].points.iter().all(|p| p.version != "v003"));
     for (w, h) in SIZES {
         let text = pane_text(&app, Pane::Timing, w, h);
@@ -744,7 +752,7 @@ fn timing_pane_leaves_out_failed_benches() {
 #[test]
 fn a_finished_job_reloads_its_version_and_the_new_history_rows() {
     let (_tmp, ws) = checked_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     let best = |app: &App| app.timing[0].best().map(|p| (p.version.clone(), (p.median_us * 100.0).round() / 100.0));
     assert_eq!(best(&app), Some(("v002".to_string(), 12.3)));
     record(&ws, "v001", &[result(Stage::Bench, Verdict::Pass, vec![], bench(0.005, None))]);
@@ -768,7 +776,7 @@ fn a_finished_job_reloads_its_version_and_the_new_history_rows() {
 #[test]
 fn results_and_reviews_recorded_elsewhere_show_at_the_next_tick() {
     let (_tmp, ws) = new_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     let text = pane_text(&app, Pane::Correctness, 100, 30);
     assert!(text.contains("not checked yet"), "{text}");
     assert!(!app.update(Event::Tick), "nothing changed: nothing to draw");
@@ -812,7 +820,7 @@ fn done(version: &str, verdict: Verdict, stages: Vec<StageResult>) -> Event {
 #[test]
 fn log_pane_in_every_state() {
     let (_tmp, ws) = new_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     let states: [(&str, &[&str]); 4] = [
         ("empty", &["nothing yet"]),
         ("running", &["v001 build running"]),
@@ -860,7 +868,7 @@ fn log_pane_in_every_state() {
 #[test]
 fn log_pane_scrolls_back_and_keeps_its_newest_lines() {
     let (_tmp, ws) = new_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     for i in 0..tui::app::LOG_LINES + 50 {
         app.log(0, tui::theme::Role::Text, format!("line {i}"));
     }
@@ -881,7 +889,7 @@ fn log_pane_scrolls_back_and_keeps_its_newest_lines() {
 #[test]
 fn profile_pane_in_every_state() {
     let (_tmp, ws) = correctness_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     for (w, h) in SIZES {
         let text = pane_text(&app, Pane::Profile, w, h);
         assert!(text.contains("no profile of v001 yet"), "{text}");
@@ -960,7 +968,7 @@ fn profile_pane_in_every_state() {
 #[test]
 fn wide_screens_put_the_detail_pane_beside_the_versions_and_errors() {
     let (_tmp, ws) = correctness_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     let wide = screen_text(&app, 200, 60);
     let top = wide.lines().nth(1).unwrap();
     assert!(top.contains("versions") && top.contains("correctness"), "side by side: {top}");
@@ -984,7 +992,7 @@ fn wide_screens_put_the_detail_pane_beside_the_versions_and_errors() {
 #[test]
 fn z_zooms_the_focused_pane_and_gives_the_screen_back() {
     let (_tmp, ws) = correctness_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     app.focus(Pane::Correctness);
     press(&mut app, "z");
     assert!(app.zoomed);
@@ -1000,7 +1008,7 @@ fn z_zooms_the_focused_pane_and_gives_the_screen_back() {
 #[test]
 fn the_command_palette_runs_an_action_by_name() {
     let (_tmp, ws) = checked_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     press(&mut app, ":zo");
     let text = screen_text(&app, 80, 24);
     assert!(text.contains(":zo") && text.contains("zoom the focused pane"), "{text}");
@@ -1023,17 +1031,28 @@ fn the_command_palette_runs_an_action_by_name() {
     app.update(key(KeyCode::Esc));
 }
 
+/// Versions that run unsandboxed (the mode off, or no Landlock) are named in the header.
+#[test]
+fn the_header_warns_when_versions_run_unsandboxed() {
+    let (_tmp, ws) = checked_workspace();
+    let mut app = open_app(&ws, false).unwrap();
+    assert!(!screen_text(&app, 120, 24).contains('⚠'));
+    app.unsandboxed = Some("sandbox off");
+    let text = screen_text(&app, 120, 24);
+    assert!(text.lines().next().unwrap().contains("⚠ sandbox off"), "{text}");
+}
+
 #[test]
 fn b_pins_the_baseline_where_rung_check_can_read_it() {
     let (_tmp, ws) = checked_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     press(&mut app, "jb");
     let file = ws.join(".rung").join("baseline");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "v002\n");
     let text = screen_text(&app, 80, 24);
     assert!(text.contains("⚑ baseline v002") && text.contains("v002⚑"), "{text}");
     // A new TUI reads it back; b on the baseline unpins it.
-    let mut again = App::open(&ws, false).unwrap();
+    let mut again = open_app(&ws, false).unwrap();
     assert_eq!(again.baseline.as_deref(), Some("v002"));
     press(&mut again, "jb");
     assert!(!file.exists() && again.baseline.is_none());
@@ -1043,7 +1062,7 @@ fn b_pins_the_baseline_where_rung_check_can_read_it() {
 fn clicks_select_versions_and_panes_and_the_wheel_scrolls_the_pane_under_it() {
     use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
     let (_tmp, ws) = checked_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     app.update(Event::Resize(200, 60));
     let mouse = |kind, column, row| Event::Mouse(MouseEvent { kind, column, row, modifiers: KeyModifiers::NONE });
     // Screen row 0 is the title, 1 the versions' border, 2 its header, 3.. its rows.
@@ -1163,7 +1182,7 @@ fn a_bad_file_still_opens_the_tui_and_says_why_on_the_bottom_line() {
     let (_tmp, ws) = checked_workspace();
     let (_dir, path) = config_file("[keys]\napprove = [\"nokey\"]\n");
     let (config, problem) = Config::load(Some(&path), None);
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     app.keymap = config.keymap;
     app.say(tui::theme::Role::Fail, problem_line(&problem.unwrap()));
     let text = screen_text(&app, 200, 60);
@@ -1211,7 +1230,7 @@ fn every_embedded_theme_parses_and_has_a_dark_and_a_light() {
     }
     assert_eq!(tui::theme::syntax_names(), ["rung-dark", "rung-light"]);
     let (_tmp, ws) = new_workspace();
-    let app = App::open(&ws, false).unwrap();
+    let app = open_app(&ws, false).unwrap();
     tui::theme::syntax(&app.syntax_theme).expect("the TUI's default syntax theme is embedded");
     assert!(Theme::named("nope").unwrap_err().contains("the themes are: dark, light"));
     // A theme file with a role missing or a bad colour says which.
@@ -1235,7 +1254,7 @@ fn colours(app: &App, width: u16, height: u16) -> Vec<ratatui::style::Color> {
 #[test]
 fn no_color_means_no_colour_at_all_and_themes_differ() {
     let (_tmp, ws) = correctness_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     press(&mut app, "j");
     app.focus(Pane::Correctness);
     assert!(colours(&app, 200, 60).is_empty(), "NO_COLOR: {:?}", colours(&app, 200, 60));
@@ -1349,7 +1368,7 @@ fn assembly_workspace() -> (tempfile::TempDir, PathBuf) {
 
 /// The app with the assembly pane focused (so it is on screen and its diff is made) on `version`.
 fn assembly_app(ws: &Path, version: usize) -> App {
-    let mut app = App::open(ws, false).unwrap();
+    let mut app = open_app(ws, false).unwrap();
     app.select(version);
     app.focus(Pane::Assembly);
     app.sync_asm();
@@ -1489,7 +1508,7 @@ fn long_assembly_lines_scroll_sideways_with_h_and_l() {
 fn assembly_diffs_are_made_off_the_ui_thread_and_remade_when_a_listing_changes() {
     let (_tmp, ws) = assembly_workspace();
     let (tx, rx) = std::sync::mpsc::channel();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     app.events = Some(tx);
     app.select(1);
     app.focus(Pane::Assembly);
@@ -1544,7 +1563,7 @@ fn perf_key_to_frame_with_a_100k_line_sass_diff_while_a_build_runs() {
     std::fs::write(ws.join(".rung/dumps/v001/v001.sass"), &a).unwrap();
     std::fs::write(ws.join(".rung/dumps/v002/v002.sass"), &b).unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
-    let mut app = App::open(&ws, true).unwrap();
+    let mut app = open_app(&ws, true).unwrap();
     app.events = Some(tx);
     app.area = ratatui::layout::Rect::new(0, 0, 200, 60);
     app.select(1);
@@ -1675,7 +1694,7 @@ fn the_chat_without_an_agent_explains_how_to_configure_one_and_the_rest_still_wo
         return;
     }
     let (_tmp, ws) = checked_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     // No file at all: the defaults, whose `openai` has no key here.
     let path = ws.parent().unwrap().join("config").join("rung").join("config.toml");
     app.chat.config_path = Some(path.clone());
@@ -1717,7 +1736,7 @@ fn the_chat_without_an_agent_explains_how_to_configure_one_and_the_rest_still_wo
 #[test]
 fn a_bad_agent_table_is_said_in_the_chat_and_leaves_the_keys_alone() {
     let (_tmp, ws) = checked_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     let path = agent_config(&mut app, &ws, "[keys]\nchat = [\"Ctrl-a\"]\n\n[agent]\nprovidr = \"local\"\n");
     // The TUI's own loader leaves `[agent]` to the agent: the keys apply.
     let (config, problem) = Config::load(Some(&path), None);
@@ -1769,7 +1788,7 @@ fn the_chat_shows_the_last_conversation_beside_the_panes_and_streams_into_it() {
     conv.account(Usage { input_tokens: 1200, output_tokens: 85 });
     drop(conv);
 
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     agent_config(&mut app, &ws, LOCAL_AGENT);
     press(&mut app, "i");
     // A reply streaming now, through the loop's events.
@@ -1818,7 +1837,7 @@ fn the_chat_shows_the_last_conversation_beside_the_panes_and_streams_into_it() {
 #[test]
 fn agent_events_fill_the_panel_one_turn_at_a_time_and_stop_cancels_it() {
     let (_tmp, ws) = checked_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     // A CLI agent that reads the prompt and then says nothing until it is killed.
     agent_config(
         &mut app,
@@ -1879,7 +1898,7 @@ fn a_slow_key_command_does_not_freeze_the_ui_and_a_message_waits_for_it() {
     let (_tmp, ws) = checked_workspace();
     let server = Server::start(vec![Reply::stream(&fixture("openai-code-block.sse"), &[])]);
     let config = openai_at(&server.url, "api_key_command = [\"sh\", \"-c\", \"sleep 1; echo sk-slow\"]");
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     agent_config(&mut app, &ws, &config);
     let (tx, rx) = std::sync::mpsc::channel();
     app.chat.events = Some(tx);
@@ -1919,7 +1938,7 @@ fn a_message_sent_from_the_tui_gets_a_real_reply_in_the_panel_and_the_chat_file(
     let server =
         Server::start(vec![Reply::stream(&body, &[inside(&body, "\u{2014}", 1), inside(&body, "```cuda", 2)])]);
     let config = openai_at(&server.url, "price_input_per_mtok = 2.0\nprice_output_per_mtok = 8.0");
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     agent_config(&mut app, &ws, &config);
     let (tx, rx) = std::sync::mpsc::channel();
     app.chat.events = Some(tx);
@@ -1978,7 +1997,7 @@ fn a_message_sent_from_the_tui_gets_a_real_reply_in_the_panel_and_the_chat_file(
 
     // A new TUI shows the conversation again, on the configuration's model (a /model lasts for
     // the session), and records the switch back.
-    let mut again = App::open(&ws, false).unwrap();
+    let mut again = open_app(&ws, false).unwrap();
     again.chat.config_path = app.chat.config_path.clone();
     press(&mut again, "i");
     let text = screen_text(&again, 200, 60);
@@ -2006,7 +2025,7 @@ fn a_provider_error_is_a_notice_in_the_panel_without_the_key() {
     // The key comes from a keyring command (a file read back here).
     let keyring = ws.parent().unwrap().join("keyring");
     std::fs::write(&keyring, KEY).unwrap();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     agent_config(
         &mut app,
         &ws,
@@ -2033,7 +2052,7 @@ fn a_provider_error_is_a_notice_in_the_panel_without_the_key() {
 #[test]
 fn versions_and_compile_errors_panes_while_a_version_runs_and_once_it_passed() {
     let (_tmp, ws) = checked_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     // v002 passed every rung: the errors pane says so.
     app.select(1);
     for (w, h) in SIZES {
@@ -2068,7 +2087,7 @@ fn correctness_pane_says_where_a_remote_result_ran() {
         runner: Some("ssh://me@gpu-box/srv/ws".into()),
     });
     record(&ws, "v001", &[result(Stage::Build, Verdict::Pass, vec![], StageDetail::None), check]);
-    let app = App::open(&ws, false).unwrap();
+    let app = open_app(&ws, false).unwrap();
     let text = pane_text(&app, Pane::Correctness, 200, 60);
     assert!(
         text.contains("seed 4242 · ran on gpu-box (NVIDIA H200, GPU-7ab49cf1) via ssh://me@gpu-box/srv/ws"),
@@ -2076,7 +2095,7 @@ fn correctness_pane_says_where_a_remote_result_ran() {
     );
     // A local result says nothing of the kind.
     let (_tmp2, ws2) = correctness_workspace();
-    let text = pane_text(&App::open(&ws2, false).unwrap(), Pane::Correctness, 200, 60);
+    let text = pane_text(&open_app(&ws2, false).unwrap(), Pane::Correctness, 200, 60);
     assert!(!text.contains("ran on"), "{text}");
 }
 
@@ -2138,7 +2157,7 @@ fn the_best_to_diff_against_is_picked_on_one_timer() {
     for v in ["v001", "v002"] {
         store.set_status(v, Status::Approved, None).unwrap();
     }
-    let app = App::open(&ws, false).unwrap();
+    let app = open_app(&ws, false).unwrap();
     let (best, what) = app.against_version(&tui::asm_view::Against::Best).unwrap();
     assert_eq!((best.as_str(), what.as_str()), ("v002", "v002 (best approved)"));
 }
@@ -2182,7 +2201,7 @@ fn t_shows_the_trace_statistics_and_a_timeline_that_zooms_and_scrolls() {
     };
     std::fs::write(rung::stages::trace::record_path(&w, "v001"), serde_json::to_vec(&record).unwrap()).unwrap();
 
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     assert_eq!(app.selected_version().map(|v| v.id.as_str()), Some("v001"));
     press(&mut app, "T");
     let text = screen_text(&app, 100, 30);
@@ -2220,7 +2239,7 @@ fn t_shows_the_trace_statistics_and_a_timeline_that_zooms_and_scrolls() {
 #[test]
 fn the_log_pane_shows_where_the_run_and_bench_time_went() {
     let (_tmp, ws) = new_workspace();
-    let mut app = App::open(&ws, false).unwrap();
+    let mut app = open_app(&ws, false).unwrap();
     let run = rung::model::run::RunDetail {
         mode: "cuda".into(),
         sizes: vec![],

@@ -363,9 +363,12 @@ fn a_save_during_a_run_kills_only_that_versions_worker_child() {
     if real_nvcc().is_none() {
         return;
     }
-    let (tmp, ws) = workspace();
-    let slow = tmp.path().join("slow");
-    let pid_file = tmp.path().join("run-pid");
+    let (_tmp, ws) = workspace();
+    // In the workspace's build scratch: what a sandboxed version may read and write.
+    let scratch = ws.join(".rung/tmp");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let slow = scratch.join("slow");
+    let pid_file = scratch.join("run-pid");
     std::fs::write(&slow, "").unwrap();
     let file = ws.join("versions").join("v003-triton.py");
     let text = std::fs::read_to_string(&file).unwrap();
@@ -468,8 +471,9 @@ fn stopping_the_watch_cancels_a_running_check_and_kills_its_child() {
     if real_nvcc().is_none() {
         return;
     }
-    let (tmp, ws) = workspace();
-    let pid_file = tmp.path().join("run-pid");
+    let (_tmp, ws) = workspace();
+    // In the workspace's build scratch: what a sandboxed version may write.
+    let pid_file = ws.join(".rung/tmp/run-pid");
     let file = ws.join("versions").join("v003-triton.py");
     let text = std::fs::read_to_string(&file).unwrap();
     // run() hangs in the worker (not while the build captures its launches).

@@ -18,10 +18,10 @@
 //! GPU for itself, takes that back except for its own `/proc/<pid>/task`: no version writes
 //! `/proc/sys`, `/proc/sysrq-trigger` or another process's entries.
 //!
-//! `RUNG_SANDBOX=strict` (or `[sandbox] mode = "strict"` in the user's config file) turns it
-//! on; it is off by default until it has run the GPU path (device files, CUPTI, the driver's own
-//! files) on a GPU machine. `rung doctor` says which, and every run records it. Sandboxed
-//! processes also start with resource limits ([`Limits`]).
+//! It is on by default; `RUNG_SANDBOX=off` (or `[sandbox] mode = "off"` in the user's config
+//! file) turns it off, and the TUI's header then says so. Agent proposals run sandboxed even
+//! then. `rung doctor` says which, and every run records it. Sandboxed processes also start with
+//! resource limits ([`Limits`]).
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -49,7 +49,8 @@ pub struct Mode {
 }
 
 /// The mode from `RUNG_SANDBOX`, else `[sandbox] mode` in the user's config file
-/// ([`crate::userconfig::default_path`]), else off.
+/// ([`crate::userconfig::default_path`]), else strict. A value that is neither `strict` nor
+/// `off`, or a config file that does not parse, is read as strict: a typo never turns it off.
 pub fn mode() -> Mode {
     mode_from(std::env::var(MODE_VAR).ok(), crate::userconfig::default_path())
 }
@@ -59,8 +60,8 @@ pub fn mode_from(var: Option<String>, config: Option<PathBuf>) -> Mode {
     let judge = |value: &str, from: String| {
         let v = value.trim().to_ascii_lowercase();
         let problem =
-            (v != "strict" && v != "off").then(|| format!("{from}: `{value}` is not strict or off (read as off)"));
-        Mode { strict: v == "strict", from, problem }
+            (v != "strict" && v != "off").then(|| format!("{from}: `{value}` is not strict or off (read as strict)"));
+        Mode { strict: v != "off", from, problem }
     };
     if let Some(v) = var.filter(|v| !v.trim().is_empty()) {
         return judge(&v, MODE_VAR.to_string());
@@ -74,16 +75,27 @@ pub fn mode_from(var: Option<String>, config: Option<PathBuf>) -> Mode {
                 if let Some(m) = t.get("sandbox").and_then(|s| s.get("mode")) {
                     return match m.as_str() {
                         Some(v) => judge(v, from),
-                        None => Mode { strict: false, problem: Some(format!("{from}: mode is not a string")), from },
+                        None => Mode { strict: true, problem: Some(format!("{from}: mode is not a string")), from },
                     };
                 }
             }
             Err(e) => {
-                return Mode { strict: false, problem: Some(format!("{}: {}", path.display(), e.message())), from };
+                return Mode { strict: true, problem: Some(format!("{}: {}", path.display(), e.message())), from };
             }
         }
     }
-    Mode { strict: false, from: "default".into(), problem: None }
+    Mode { strict: true, from: "default".into(), problem: None }
+}
+
+/// What the TUI's header warns of when versions run unsandboxed; `None` when they are sandboxed.
+pub fn unsandboxed() -> Option<&'static str> {
+    if !strict() {
+        Some("sandbox off")
+    } else if kernel_abi() == 0 {
+        Some("no sandbox: no Landlock")
+    } else {
+        None
+    }
 }
 
 /// What the sandbox is on this machine, in words, for `rung doctor` and every run's record.
@@ -96,7 +108,7 @@ pub fn describe() -> String {
     let said = m.problem.map(|p| format!(" ({p})")).unwrap_or_default();
     match (m.strict, abi) {
         (false, _) => format!(
-            "off{said} (versions run with your rights; {MODE_VAR}=strict or [sandbox] mode = \"strict\" in the config turns it on{})",
+            "off{said} (versions run with your rights; remove {MODE_VAR}=off or [sandbox] mode = \"off\" from the config to turn it back on{})",
             if abi > 0 { format!(", this kernel has Landlock ABI {abi}") } else { String::new() }
         ),
         (true, 0) => "strict asked, but this kernel has no Landlock: versions run unsandboxed".into(),
@@ -334,8 +346,9 @@ impl Sandbox {
         writes.extend(scratch.iter().cloned());
         reads.retain(|p| p.exists());
         writes.retain(|p| p.exists());
-        // All of /proc writable here; each process's seal takes it back but for its own tasks.
-        let proc_write = AccessFs::from_read(abi) | AccessFs::WriteFile | AccessFs::Truncate;
+        // All of /proc writable here (procfs itself refuses new files, removals and the rest);
+        // each process's seal takes writing back but for its own tasks.
+        let proc_write = AccessFs::from_all(abi);
         let seal_access = match kernel_abi() {
             1 => LANDLOCK_WRITE_FILE,
             2 => LANDLOCK_WRITE_FILE | LANDLOCK_REFER,
@@ -466,12 +479,16 @@ pub fn for_workspace(root: &Path, python: Option<&Path>, scratch: &Path) -> Opti
     made.entry(key)
         .or_insert_with(|| {
             let mut read = python.map(python_folders).unwrap_or_default();
-            // rung's own environment (the CUDA wheels, the worker's scripts) and this binary.
+            // rung's own environment (the CUDA wheels, the worker's scripts) and this binary:
+            // the file, not its folder (a binary in the home folder or /tmp would open them all).
             read.push(crate::toolchain::rung_home());
-            if let Ok(exe) = std::env::current_exe()
-                && let Some(dir) = exe.parent()
-            {
-                read.push(dir.to_path_buf());
+            if let Ok(exe) = std::env::current_exe() {
+                read.push(exe);
+            }
+            // No folder that holds the home folder (a `sys.path` entry of `~` or `/home`): the
+            // secrets there stay out of reach, whatever Python reports.
+            if let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()) {
+                read.retain(|p| !home.starts_with(p));
             }
             let state = root.join(crate::workspace::STATE_DIR);
             let _ = std::fs::create_dir_all(&state);
@@ -491,22 +508,26 @@ mod mode_tests {
     use super::*;
 
     #[test]
-    fn the_variable_wins_then_the_config_file_then_off() {
+    fn the_variable_wins_then_the_config_file_then_strict() {
         let dir = tempfile::tempdir().unwrap();
         let cfg = dir.path().join("config.toml");
-        assert_eq!(mode_from(None, Some(cfg.clone())), Mode { strict: false, from: "default".into(), problem: None });
-        std::fs::write(&cfg, "[agent]\nprovider = \"x\"\n\n[sandbox]\nmode = \"Strict\"\n").unwrap();
+        assert_eq!(mode_from(None, Some(cfg.clone())), Mode { strict: true, from: "default".into(), problem: None });
+        std::fs::write(&cfg, "[agent]\nprovider = \"x\"\n\n[sandbox]\nmode = \"Off\"\n").unwrap();
         let m = mode_from(None, Some(cfg.clone()));
-        assert!(m.strict && m.from.ends_with("config.toml [sandbox]") && m.problem.is_none(), "{m:?}");
-        assert!(!mode_from(Some("off".into()), Some(cfg.clone())).strict, "the variable wins");
-        assert!(mode_from(Some(" ".into()), Some(cfg.clone())).strict, "an empty variable is unset");
-        let bad = mode_from(Some("yes".into()), None);
-        assert!(!bad.strict && bad.problem.as_deref().unwrap().contains("`yes` is not strict or off"), "{bad:?}");
-        std::fs::write(&cfg, "[sandbox]\nmode = 1\n").unwrap();
-        assert!(mode_from(None, Some(cfg.clone())).problem.unwrap().contains("mode is not a string"));
-        std::fs::write(&cfg, "[sandbox\n").unwrap();
+        assert!(!m.strict && m.from.ends_with("config.toml [sandbox]") && m.problem.is_none(), "{m:?}");
+        assert!(mode_from(Some("strict".into()), Some(cfg.clone())).strict, "the variable wins");
+        assert!(!mode_from(Some(" ".into()), Some(cfg.clone())).strict, "an empty variable is unset");
+        let bad = mode_from(Some("of".into()), None);
+        assert!(
+            bad.strict && bad.problem.as_deref().unwrap().contains("`of` is not strict or off (read as strict)"),
+            "{bad:?}"
+        );
+        std::fs::write(&cfg, "[sandbox]\nmode = false\n").unwrap();
+        let m = mode_from(None, Some(cfg.clone()));
+        assert!(m.strict && m.problem.unwrap().contains("mode is not a string"));
+        std::fs::write(&cfg, "[sandbox\nmode = \"off\"\n").unwrap();
         let broken = mode_from(None, Some(cfg.clone()));
-        assert!(!broken.strict && broken.problem.unwrap().contains("config.toml"));
+        assert!(broken.strict && broken.problem.unwrap().contains("config.toml"), "a broken file turns nothing off");
     }
 
     /// Inside the sandbox a process reads the workspace's own files but not rung's state in
@@ -606,6 +627,27 @@ sys.exit(os.waitstatus_to_exitcode(status))
         other.kill().unwrap();
         let _ = other.wait();
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// What a workspace's sandbox lets be read besides the workspace: rung's binary itself, not
+    /// the folder it sits in (a binary in the home folder or /tmp would open all of it), and no
+    /// folder that holds the home folder.
+    #[test]
+    fn rungs_binary_is_readable_but_not_its_folder_nor_the_home_folder() {
+        if kernel_abi() == 0 || !strict() {
+            eprintln!("SKIPPED: no Landlock here, or the sandbox is off");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ws");
+        std::fs::create_dir_all(root.join("versions")).unwrap();
+        let s = for_workspace(&root, Some(Path::new("python3")), dir.path()).expect("a sandbox");
+        let exe = std::env::current_exe().unwrap();
+        assert!(s.read.contains(&exe), "{:?}", s.read);
+        assert!(!s.read.iter().any(|p| p == exe.parent().unwrap()), "{:?}", s.read);
+        if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
+            assert!(!s.read.iter().chain(&s.write).any(|p| home.starts_with(p)), "{home:?} in {:?}", s.read);
+        }
     }
 
     #[test]

@@ -113,6 +113,9 @@ fn title_line(app: &App) -> Line<'_> {
     if app.watching {
         spans.push(Span::styled("  watching", app.theme.fg(Role::Dim)));
     }
+    if let Some(why) = app.unsandboxed {
+        spans.push(Span::styled(format!("  ⚠ {why}"), app.theme.fg(Role::Warning)));
+    }
     if !app.running.is_empty() {
         spans.push(Span::raw(format!("  {} running", app.running.len())));
     }

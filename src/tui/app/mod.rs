@@ -243,6 +243,9 @@ pub struct App {
     pub suspend: bool,
     /// The scheduler has started watching the files: saves from now on are seen.
     pub watching: bool,
+    /// Why versions run unsandboxed here (`[sandbox] mode = "off"`, no Landlock), for the
+    /// header; `None` when they run sandboxed.
+    pub unsandboxed: Option<&'static str>,
     pub selected: usize,
     pub diagnostic_selected: usize,
     pub mode: Mode,
@@ -318,6 +321,7 @@ impl App {
             baseline: None,
             suspend: false,
             watching: false,
+            unsandboxed: rung_core::sandbox::unsandboxed(),
             selected: 0,
             diagnostic_selected: 0,
             mode: Mode::Normal,
