@@ -295,18 +295,15 @@ fn a_test_size_past_memory_is_an_error_that_names_it() {
     assert!(summary.contains("n = 1099511627776") && summary.contains("lower [sizes]"), "{summary}");
 }
 
-/// Under `RUNG_SANDBOX=strict` a version reads and writes only its workspace and scratch: one
-/// that reads `~/.ssh/id_ed25519` or rung's config, writes outside, or connects to a local port
-/// gets the denial as its verdict (`sandbox-denied`, with the path), while the honest version
-/// beside it passes. Skipped, saying so, where the kernel has no Landlock.
-#[test]
-fn the_sandbox_refuses_secrets_writes_outside_and_the_network() {
+/// A vector-add workspace beside a fake home folder holding an SSH key and rung's config, for the
+/// sandbox's tests: `(tmp, workspace, home)`; `None` (saying why) where they cannot run.
+fn sandbox_workspace() -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {
     if !common::toolchain_here() {
-        return;
+        return None;
     }
     if rung::sandbox::kernel_abi() == 0 {
         eprintln!("SKIPPED: this kernel has no Landlock");
-        return;
+        return None;
     }
     let (tmp, ws) = workspace("vector-add");
     let home = tmp.path().join("home");
@@ -314,10 +311,46 @@ fn the_sandbox_refuses_secrets_writes_outside_and_the_network() {
     std::fs::create_dir_all(home.join(".config/rung")).unwrap();
     std::fs::write(home.join(".ssh/id_ed25519"), "PRIVATE KEY\n").unwrap();
     std::fs::write(home.join(".config/rung/config.toml"), "[agent]\n").unwrap();
+    Some((tmp, ws, home))
+}
+
+/// Writes `versions/{name}.py`: the template's Triton version with `line` first in its run().
+fn hostile_version(ws: &Path, name: &str, line: &str) {
+    let src = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
+    let bad = src.replace("def run(a, b, out, n):\n", &format!("def run(a, b, out, n):\n    {line}\n"));
+    assert_ne!(bad, src, "the template's run() changed");
+    std::fs::write(ws.join(format!("versions/{name}.py")), bad).unwrap();
+}
+
+/// `rung check --json ARGS` in `ws` with HOME at `home`, the sandbox's variable as given (`None`
+/// removes it) and the config file at `config`. rung's own folder (by default under the real
+/// HOME) is named outright, or the version would not find the toolchain.
+fn check_as(ws: &Path, home: &Path, args: &[&str], mode: Option<&str>, config: &Path) -> serde_json::Value {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rung"));
+    cmd.args(["check", "--json"])
+        .args(args)
+        .current_dir(ws)
+        .env("RUNG_CONFIG", config)
+        .env("RUNG_HOME", rung::toolchain::rung_home())
+        .env("HOME", home);
+    match mode {
+        Some(m) => cmd.env("RUNG_SANDBOX", m),
+        None => cmd.env_remove("RUNG_SANDBOX"),
+    };
+    let out = cmd.output().unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Under `RUNG_SANDBOX=strict` a version reads and writes only its workspace and scratch: one
+/// that reads `~/.ssh/id_ed25519` or rung's config, writes outside, or connects to a local port
+/// gets the denial as its verdict (`sandbox-denied`, with the path), while the honest version
+/// beside it passes. Skipped, saying so, where the kernel has no Landlock.
+#[test]
+fn the_sandbox_refuses_secrets_writes_outside_and_the_network() {
+    let Some((tmp, ws, home)) = sandbox_workspace() else { return };
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let outside = tmp.path().join("outside.txt");
-    let src = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
     let cases = [
         (
             "v004-ssh",
@@ -345,25 +378,17 @@ fn the_sandbox_refuses_secrets_writes_outside_and_the_network() {
     ];
     // The resource limits: no core dumps, a file-size and a private-memory cap (passes only
     // with all three in place).
-    let limits = "import resource as r; assert r.getrlimit(r.RLIMIT_CORE) == (0, 0) and all(0 < r.getrlimit(x)[0] != r.RLIM_INFINITY for x in (r.RLIMIT_FSIZE, r.RLIMIT_DATA)), [r.getrlimit(x) for x in (r.RLIMIT_CORE, r.RLIMIT_FSIZE, r.RLIMIT_DATA)]";
-    let bad = src.replace("def run(a, b, out, n):\n", &format!("def run(a, b, out, n):\n    {limits}\n"));
-    std::fs::write(ws.join("versions/v008-limits.py"), bad).unwrap();
+    hostile_version(
+        &ws,
+        "v008-limits",
+        "import resource as r; assert r.getrlimit(r.RLIMIT_CORE) == (0, 0) and all(0 < r.getrlimit(x)[0] != r.RLIM_INFINITY for x in (r.RLIMIT_FSIZE, r.RLIMIT_DATA)), [r.getrlimit(x) for x in (r.RLIMIT_CORE, r.RLIMIT_FSIZE, r.RLIMIT_DATA)]",
+    );
     for (name, line, _) in &cases {
-        let bad = src.replace("def run(a, b, out, n):\n", &format!("def run(a, b, out, n):\n    {line}\n"));
-        assert_ne!(bad, src);
-        std::fs::write(ws.join(format!("versions/{name}.py")), bad).unwrap();
+        hostile_version(&ws, name, line);
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_rung"))
-        .args(["check", "--json", "v003", "v004", "v005", "v006", "v007", "v009", "v010", "v011", "v008"])
-        .current_dir(&ws)
-        .env("RUNG_SANDBOX", "strict")
-        // HOME moves to the fake one, so rung's own folder (by default under the real HOME) is
-        // named outright, or the version would not find the toolchain.
-        .env("RUNG_HOME", rung::toolchain::rung_home())
-        .env("HOME", &home)
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let no_config = tmp.path().join("no-config.toml");
+    let versions = ["v003", "v004", "v005", "v006", "v007", "v009", "v010", "v011", "v008"];
+    let v = check_as(&ws, &home, &versions, Some("strict"), &no_config);
     assert_eq!(stage(&v["versions"][0], "check")["verdict"], "pass", "the honest version passes inside: {v}");
     for (i, (name, _, path)) in cases.iter().enumerate() {
         let run = stage(&v["versions"][i + 1], "run");
@@ -384,25 +409,13 @@ fn the_sandbox_refuses_secrets_writes_outside_and_the_network() {
     // Strict is the default: without the variable or a config file, the same denial; the
     // config file's `[sandbox] mode = "off"` turns it off (the user's own version then reads
     // what the user can).
-    let config = tmp.path().join("config.toml");
-    let check_v004 = |config: &Path| {
-        let out = Command::new(env!("CARGO_BIN_EXE_rung"))
-            .args(["check", "--json", "v004"])
-            .current_dir(&ws)
-            .env_remove("RUNG_SANDBOX")
-            .env("RUNG_CONFIG", config)
-            .env("RUNG_HOME", rung::toolchain::rung_home())
-            .env("HOME", &home)
-            .output()
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        stage(&v["versions"][0], "run").clone()
-    };
-    let run = check_v004(&config);
+    let run_of = |config: &Path| stage(&check_as(&ws, &home, &["v004"], None, config)["versions"][0], "run").clone();
+    let run = run_of(&no_config);
     assert_eq!(run["reason"], "sandbox-denied", "{run}");
     assert!(run["detail"]["sandbox"].as_str().unwrap().ends_with("(from default)"), "{run}");
+    let config = tmp.path().join("config.toml");
     std::fs::write(&config, "[sandbox]\nmode = \"off\"\n").unwrap();
-    let run = check_v004(&config);
+    let run = run_of(&config);
     assert_eq!(run["verdict"], "pass", "{run}");
     assert!(run["detail"]["sandbox"].as_str().unwrap().starts_with("off"), "{run}");
 }
@@ -411,34 +424,14 @@ fn the_sandbox_refuses_secrets_writes_outside_and_the_network() {
 /// planted `~/.ssh/id_ed25519` unsandboxed as the user's own is refused once it is a proposal.
 #[test]
 fn an_agents_proposal_runs_sandboxed_with_the_sandbox_off() {
-    if !common::toolchain_here() {
-        return;
-    }
-    if rung::sandbox::kernel_abi() == 0 {
-        eprintln!("SKIPPED: this kernel has no Landlock");
-        return;
-    }
-    let (tmp, ws) = workspace("vector-add");
-    let home = tmp.path().join("home");
-    std::fs::create_dir_all(home.join(".ssh")).unwrap();
-    std::fs::write(home.join(".ssh/id_ed25519"), "PRIVATE KEY\n").unwrap();
-    let src = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
-    let line = format!("    open({:?}).read()\n", home.join(".ssh/id_ed25519").to_str().unwrap());
-    let bad = src.replace("def run(a, b, out, n):\n", &format!("def run(a, b, out, n):\n{line}"));
-    assert_ne!(bad, src);
-    std::fs::write(ws.join("versions/v004-agent-read.py"), bad).unwrap();
-    let check = || {
-        let out = Command::new(env!("CARGO_BIN_EXE_rung"))
-            .args(["check", "--json", "--no-bench", "v004"])
-            .current_dir(&ws)
-            .env("RUNG_SANDBOX", "off")
-            .env("RUNG_CONFIG", tmp.path().join("no-config.toml"))
-            .env("RUNG_HOME", rung::toolchain::rung_home())
-            .env("HOME", &home)
-            .output()
-            .unwrap();
-        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
-    };
+    let Some((tmp, ws, home)) = sandbox_workspace() else { return };
+    hostile_version(
+        &ws,
+        "v004-agent-read",
+        &format!("open({:?}).read()", home.join(".ssh/id_ed25519").to_str().unwrap()),
+    );
+    let no_config = tmp.path().join("no-config.toml");
+    let check = || check_as(&ws, &home, &["--no-bench", "v004"], Some("off"), &no_config);
     let v = check();
     let run = stage(&v["versions"][0], "run");
     assert_eq!(run["verdict"], "pass", "the user's own version runs with the user's rights (sandbox off): {run}");

@@ -319,6 +319,17 @@ def write_file(path, data):
     return os.path.abspath(path)
 
 
+def write_meta(entry, kdir, extra, default):
+    """Writes <kdir>/meta.json, the kernel's entry with `extra` over it (the compiler's version
+    and metadata, the tools), JSON-encoded with `default`; names it in the entry's files."""
+    meta = dict(entry)
+    meta.update(extra)
+    fp = os.path.join(kdir, "meta.json")
+    with open(fp, "w") as f:
+        json.dump(meta, f, indent=2, default=default)
+    entry["files"]["meta"] = os.path.abspath(fp)
+
+
 def write_sass(tools, cubin_path, kdir, stem, notes):
     """<stem>.sass from the cubin: nvdisasm -c -g (with the version file's line info), else
     cuobjdump --dump-sass. Returns (path or None, the tool used or None); says why in `notes`."""

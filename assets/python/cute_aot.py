@@ -92,7 +92,6 @@ nvidia-cutlass-dsl 4.x (tested with 4.8.1).
 
 import argparse
 import inspect
-import json
 import os
 import re
 import shutil
@@ -105,7 +104,7 @@ from aot_common import JsonOut, _chain, import_version  # noqa: E402
 from aot_common import LAST_LOG as _LAST_LOG, Capture as _Capture, format_exc as _format_exc, tail as _tail  # noqa: E402
 from aot_common import (  # noqa: E402
     clean_kernel_dir, find_tool, load_sig_json, parse_arch, parse_cli, run_tool as _run, supervise as _supervise,
-    write_file, write_sass)
+    write_file, write_meta, write_sass)
 from aot_common import strip_ansi as _plain  # noqa: E402
 # The version's functions, their parameters' types and arguments, and its errors (cute_version.py).
 from cute_version import (  # noqa: E402
@@ -550,13 +549,9 @@ def main(argv=None):
         entry["options"] = opts
         entry["inferred"] = inferred
         entry["notes"] = notes + entry["notes"]
-        meta = dict(entry)
-        meta.update({"cutlass_dsl_version": result["cutlass_dsl_version"], "version_file": path,
-                     "def_line": _def_line(obj), "tools": tools, "log": _tail(log) or None})
-        fp = os.path.join(out_dir, _sanitize(name), "meta.json")
-        with open(fp, "w") as f:
-            json.dump(meta, f, indent=2, default=_json_default)
-        entry["files"]["meta"] = os.path.abspath(fp)
+        write_meta(entry, os.path.join(out_dir, _sanitize(name)),
+                   {"cutlass_dsl_version": result["cutlass_dsl_version"], "version_file": path,
+                    "def_line": _def_line(obj), "tools": tools, "log": _tail(log) or None}, _json_default)
         result["kernels"].append(entry)
     shutil.rmtree(work, ignore_errors=True)
     _emit(result, 1 if result["errors"] else 0)

@@ -56,7 +56,6 @@ for Python 3.9+ and tilelang 0.1.x (tested with 0.1.15).
 import argparse
 import importlib
 import inspect
-import json
 import logging
 import os
 import re
@@ -70,7 +69,7 @@ from aot_common import JsonOut, _chain, _last_frame_in, _same_file, import_versi
 from aot_common import LAST_LOG as _LAST_LOG, Capture as _Capture, format_exc as _format_exc  # noqa: E402
 from aot_common import (  # noqa: E402
     clean_kernel_dir, find_tool, parse_arch, parse_cli, run_tool as _run, supervise as _supervise, tool_dirs,
-    write_file, write_sass)
+    write_file, write_meta, write_sass)
 from aot_common import strip_ansi as _plain, tail as _tail  # noqa: E402
 from cute_version import _def_line, _enclosing_function, _sanitize  # noqa: E402
 
@@ -527,13 +526,9 @@ def main(argv=None):
                                       "may have on %s: it will not launch" % (name, entry["shared"], limit, arch))
         if stub_note:
             entry["notes"].append(stub_note)
-        meta = dict(entry, **entry.pop("_meta"))
-        meta.update({"tilelang_version": result["tilelang_version"], "version_file": path, "kind": kind,
-                     "def_line": _def_line(fn), "tools": tools})
-        fp = os.path.join(kdir, "meta.json")
-        with open(fp, "w") as f:
-            json.dump(meta, f, indent=2, default=_json_default)
-        entry["files"]["meta"] = os.path.abspath(fp)
+        extra = dict(entry.pop("_meta"), tilelang_version=result["tilelang_version"], version_file=path, kind=kind,
+                     def_line=_def_line(fn), tools=tools)
+        write_meta(entry, kdir, extra, _json_default)
         result["kernels"].append(entry)
     shutil.rmtree(work, ignore_errors=True)
     _emit(result, 1 if result["errors"] else 0)

@@ -105,7 +105,7 @@ from aot_common import JsonOut, import_version  # noqa: E402
 from aot_common import LAST_LOG as _LAST_LOG, Capture as _Capture, format_exc as _format_exc  # noqa: E402
 from aot_common import (  # noqa: E402
     clean_kernel_dir, find_tool, load_sig_json, parse_arch, parse_cli, run_tool as _run, supervise as _supervise,
-    write_sass)
+    write_meta, write_sass)
 # The version's kernels and types (triton_kernels.py), and run()'s launches captured
 # (triton_capture.py, which the zygote's prewarm also imports).
 from triton_kernels import (  # noqa: E402
@@ -415,14 +415,9 @@ def compile_kernel(name, jf, prep, target, out_dir, tools):
     for extra in ("tmem_size", "global_scratch_size", "profile_scratch_size", "maxnreg", "hash"):
         if extra in md:
             entry[extra] = md[extra]
-    meta = dict(entry)
-    meta.update({"triton_version": getattr(triton, "__version__", None),
-                 "sass_tool": sass_tool, "options": prep["options"],
-                 "divisible_by_16": prep["divisible_by_16"], "triton_metadata": md})
-    fp = os.path.join(kdir, "meta.json")
-    with open(fp, "w") as f:
-        json.dump(meta, f, indent=2, default=_json_default)
-    entry["files"]["meta"] = os.path.abspath(fp)
+    write_meta(entry, kdir, {"triton_version": getattr(triton, "__version__", None),
+                             "sass_tool": sass_tool, "options": prep["options"],
+                             "divisible_by_16": prep["divisible_by_16"], "triton_metadata": md}, _json_default)
     return entry
 
 
