@@ -319,12 +319,13 @@ fn root_entries(root: &Path) -> Vec<PathBuf> {
 }
 
 impl Sandbox {
-    /// A ruleset for a workspace: `root`'s entries readable except `state` (its `.rung/`), of
-    /// which only [`STATE_READABLE`] is readable and [`STATE_WRITABLE`] writable; `scratch`
-    /// writable, and `read` besides (Python's folders, the toolchain). Best effort on older
-    /// kernels (whatever their Landlock can enforce); `None` when it has none.
+    /// A ruleset for a workspace: its root's `entries` readable ([`root_entries`]: all but
+    /// `state`, its `.rung/`), of `state` only [`STATE_READABLE`] readable and
+    /// [`STATE_WRITABLE`] writable; `scratch` writable, and `read` besides (Python's folders, the
+    /// toolchain); no folder that holds the home folder. Best effort on older kernels (whatever
+    /// their Landlock can enforce); `None` when it has none.
     pub fn new(
-        root: &Path,
+        entries: &[PathBuf],
         state: &Path,
         scratch: &[PathBuf],
         read: &[PathBuf],
@@ -335,7 +336,7 @@ impl Sandbox {
         let err = |e: landlock::RulesetError| SandboxError(e.to_string());
         let abi = ABI::V5;
         let mut reads: Vec<PathBuf> = SYSTEM.iter().map(PathBuf::from).collect();
-        reads.extend(root_entries(root));
+        reads.extend(entries.iter().cloned());
         reads.extend(STATE_READABLE.iter().map(|d| state.join(d)));
         reads.extend(read.iter().cloned());
         let mut writes: Vec<PathBuf> = STATE_WRITABLE.iter().map(|d| state.join(d)).collect();
@@ -346,6 +347,11 @@ impl Sandbox {
         writes.extend(scratch.iter().cloned());
         reads.retain(|p| p.exists());
         writes.retain(|p| p.exists());
+        // No folder that holds the home folder (a `sys.path` entry of `~`, a home under /opt):
+        // the secrets there stay out of reach, whatever else asks for it.
+        if let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()) {
+            reads.retain(|p| !home.starts_with(p));
+        }
         // All of /proc writable here (procfs itself refuses new files, removals and the rest);
         // each process's seal takes writing back but for its own tasks.
         let proc_write = AccessFs::from_all(abi);
@@ -466,15 +472,15 @@ fn ask_python_folders(python: &Path) -> Vec<PathBuf> {
 /// only in a sandbox made after it): `None` when it is off, or the kernel has no Landlock.
 /// `scratch` is the run's data folder.
 pub fn for_workspace(root: &Path, python: Option<&Path>, scratch: &Path) -> Option<Arc<Sandbox>> {
-    /// (workspace and its entries, Python, scratch) → the sandbox made for them.
-    type Made = BTreeMap<(Vec<PathBuf>, PathBuf, PathBuf), Option<Arc<Sandbox>>>;
+    /// (workspace, its entries, Python, scratch) → the sandbox made for them.
+    type Made = BTreeMap<(PathBuf, Vec<PathBuf>, PathBuf, PathBuf), Option<Arc<Sandbox>>>;
     static MADE: LazyLock<Mutex<Made>> = LazyLock::new(|| Mutex::new(BTreeMap::new()));
     if !strict() {
         return None;
     }
-    let mut entries = vec![root.to_path_buf()];
-    entries.extend(root_entries(root));
-    let key = (entries, python.map(Path::to_path_buf).unwrap_or_default(), scratch.to_path_buf());
+    let entries = root_entries(root);
+    let key =
+        (root.to_path_buf(), entries.clone(), python.map(Path::to_path_buf).unwrap_or_default(), scratch.to_path_buf());
     let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
     made.entry(key)
         .or_insert_with(|| {
@@ -485,14 +491,9 @@ pub fn for_workspace(root: &Path, python: Option<&Path>, scratch: &Path) -> Opti
             if let Ok(exe) = std::env::current_exe() {
                 read.push(exe);
             }
-            // No folder that holds the home folder (a `sys.path` entry of `~` or `/home`): the
-            // secrets there stay out of reach, whatever Python reports.
-            if let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()) {
-                read.retain(|p| !home.starts_with(p));
-            }
             let state = root.join(crate::workspace::STATE_DIR);
             let _ = std::fs::create_dir_all(&state);
-            match Sandbox::new(root, &state, &[scratch.to_path_buf()], &read) {
+            match Sandbox::new(&entries, &state, &[scratch.to_path_buf()], &read) {
                 Ok(s) => s.map(Arc::new),
                 Err(e) => {
                     eprintln!("rung: {e}; versions run unsandboxed");
@@ -552,7 +553,7 @@ mod mode_tests {
         std::os::unix::fs::symlink(&outside, root.join("linked")).unwrap();
         let entries = root_entries(&root);
         assert_eq!(entries, vec![root.join("rung.toml"), root.join("versions")], "no .rung, no link out");
-        let sandbox = Arc::new(Sandbox::new(&root, &state, &[], &[]).unwrap().expect("Landlock is here"));
+        let sandbox = Arc::new(Sandbox::new(&entries, &state, &[], &[]).unwrap().expect("Landlock is here"));
         let sh = |script: &str| {
             let mut cmd = Command::new("/bin/sh");
             cmd.args(["-c", script]).current_dir(&root);
@@ -585,7 +586,7 @@ mod mode_tests {
         let worker = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../assets/python");
         let mut read = python_folders(python);
         read.push(worker.clone());
-        let sandbox = Arc::new(Sandbox::new(&root, &state, &[], &read).unwrap().unwrap());
+        let sandbox = Arc::new(Sandbox::new(&root_entries(&root), &state, &[], &read).unwrap().unwrap());
         // Another process of the same user: its oom_score_adj is writable outside the sandbox.
         let mut other = Command::new("sleep").arg("30").spawn().unwrap();
         let theirs = format!("/proc/{}/oom_score_adj", other.id());

@@ -281,7 +281,7 @@ fn run_tool(
         ),
         Tool::Sanitizer(s) => {
             let mut out = sanitizer(ws, v, &found.path, s, &child(At::Test));
-            if crate::sandbox::mode().strict && crate::sandbox::kernel_abi() > 0 {
+            if crate::sandbox::strict() && crate::sandbox::kernel_abi() > 0 {
                 out.summary = format!("{}; {SANITIZER_UNSANDBOXED}", out.summary);
             }
             out
