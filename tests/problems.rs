@@ -88,7 +88,7 @@ fn pmpp_v2_outputs_in_data_and_every_cheat_family_its_reason() {
         &ws,
         &[
             "v001", "v002", "v003", "v004", "v005", "v006", "v008", "v009", "v011", "v012", "v013", "v014", "v015",
-            "v016", "v019", "v020", "v099",
+            "v016", "v019", "v020", "v021", "v099",
         ],
     );
     for (id, verdict, reason) in [
@@ -110,6 +110,9 @@ fn pmpp_v2_outputs_in_data_and_every_cheat_family_its_reason() {
         ("v019", "pass", ""),
         // torch.abs = torch.zeros_like: a swap between two of torch's own functions.
         ("v020", "fail", "harness-patched"),
+        // Swaps the helper module's `torch` (not a function: nothing watched changes). The judge
+        // runs in a process of its own, where the swap never happened.
+        ("v021", "fail", "problem-check"),
         ("v099", "pass", ""),
     ] {
         let (v, r, summary) = &got[id];
@@ -167,24 +170,44 @@ fn a_bench_re_check_refills_the_timed_buffers_and_names_a_remembered_result() {
         r#"
 import json, sys
 sys.path.insert(0, {assets:?})
+import torch
 import rung_problem as rp
 import rung_bench as w
+from rung_host import RUNG_DTYPES
 rp.save_timers()
 rp.watch_torch()
 out = {{}}
+
+def recheck(b, judge):
+    # The version's side on set 0's buffers and on new ones, then the judge's.
+    with torch.no_grad():
+        recs = [b["observe"](next(iter(b["sets"][0][0].values())), hints, None), b["observe"](None, hints, None)]
+        return rp.recheck_verdict(*judge(recs))
+
 for v in ["v001-fills-output.py", "v019-memoised-in-bench.py", "v002-new-tensor.py"]:
     b = w._problem_bench_setup({{"series": 0, "problem": {{"problem": {ws:?} + "/reference.py",
         "version": {ws:?} + "/versions/" + v, "format": "gpu-mode", "seed": 5,
         "args": {{"size": 64, "seed": 5}}, "sets": 2, "device": "cpu"}}}})
+    prob = w._problem_module({ws:?} + "/reference.py", "gpu-mode")
+    st = {{}}
+    draw = lambda: (torch.manual_seed(9), prob.generate_input(size=64, seed=9))[1]
+    rp.learn_ref_slots(prob, draw(), st, "cpu", draw)
+    hints = {{"output_slots": sorted(st["ref_slots"]), "regenerable": sorted(st["regenerable"])}}
     for _ in range(20):
         b["fn"](**b["sets"][0][0])
-    out[v] = b["recheck"]()
+    out[v] = recheck(b, lambda recs: rp.judge_gpu_mode(prob, {{"size": 64, "seed": 5}}, recs, {{}}, RUNG_DTYPES,
+                                                          False, "cpu", st))
 kb = {kb:?}
 for v in ["v001-torch.py", "v003-wrong.py"]:
     b = w._problem_bench_setup({{"series": 0, "problem": {{"problem": kb + "/19_Linear_ReLU.py",
         "version": kb + "/versions/" + v, "format": "kernel-bench", "seed": 5, "sets": 2, "device": "cpu"}}}})
+    prob = w._problem_module(kb + "/19_Linear_ReLU.py", "kernel-bench")
+    hints = {{}}
+    torch.manual_seed(5)
+    init = prob.get_init_inputs()
     b["fn"](**b["sets"][0][0])
-    out[v] = b["recheck"]()
+    out[v] = recheck(b, lambda recs: rp.judge_kernelbench(prob, lambda: w._seeded_model(prob.Model, init, 5, "cpu"),
+                                                            recs, {{}}, RUNG_DTYPES, "cpu"))
 print(json.dumps(out))
 "#,
         assets = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python"),

@@ -118,7 +118,32 @@ fn samples() -> Vec<Message> {
                 benchmark: false,
                 list_kernels: false,
                 list_gpu_kernels: true,
+                dump: Some("/dev/shm/rung-1-2/judged".into()),
+                hints: JudgeHints { output_slots: vec!["data[2]".into()], regenerable: vec!["data[0]".into()] },
+                no_tf32: false,
             }),
+        }),
+        // The judge's side of that test, in a process that never ran the version.
+        Message::Request(Request {
+            id: 14,
+            op: Op::Judge(Judge {
+                format: ProblemFormat::GpuMode,
+                problem: "reference.py".into(),
+                args: BTreeMap::from([("size".into(), serde_json::json!(127))]),
+                seed: 5,
+                learn: false,
+                observed: vec![serde_json::json!({"seed": 5, "tensors": []})],
+                tolerances: BTreeMap::new(),
+                probe: true,
+                recheck: false,
+            }),
+        }),
+        Message::Response(Response {
+            id: Some(14),
+            ok: true,
+            hints: Some(JudgeHints { output_slots: vec!["data[2]".into()], regenerable: vec![] }),
+            redo: vec!["data[1]".into()],
+            ..Default::default()
         }),
         Message::Request(Request { id: 11, op: Op::Exit }),
         // The second series of an interleaved comparison, asking for graph replay.

@@ -22,28 +22,33 @@ def _problem_modules(problem, version_path, fmt):
     generate_input, ref_kernel, custom_kernel; KernelBench: Model, get_inputs, get_init_inputs,
     ModelNew). The problem's folder goes on sys.path first, for its own imports."""
     pdir = os.path.dirname(os.path.abspath(problem))
-    if pdir not in sys.path:
-        sys.path.insert(0, pdir)
     first = os.path.abspath(problem) not in _modules
-    prob = _load(problem, "reference" if fmt == "gpu-mode" else None)
+    prob = _problem_module(problem, fmt)
     if first:
         # Before the version is imported: what it may not replace (rung_problem.patched_harness).
         # The worker's own modules too: the version runs in the same process.
         rp.watch_problem(pdir, also=(sys.modules.get("__main__"), sys.modules.get("rung_host"), sys.modules.get("rung_bench")))
     version = _load(version_path)
     if fmt == "gpu-mode":
-        for fn in ("generate_input", "ref_kernel"):
-            if not hasattr(prob, fn):
-                raise AttributeError("%s defines no %s()" % (problem, fn))
         if not hasattr(version, "custom_kernel"):
             raise AttributeError("%s defines no custom_kernel()" % version_path)
-    else:
-        for fn in ("Model", "get_inputs", "get_init_inputs"):
-            if not hasattr(prob, fn):
-                raise AttributeError("%s defines no %s" % (problem, fn))
-        if not hasattr(version, "ModelNew"):
-            raise AttributeError("%s defines no ModelNew" % version_path)
+    elif not hasattr(version, "ModelNew"):
+        raise AttributeError("%s defines no ModelNew" % version_path)
     return prob, version
+
+
+def _problem_module(problem, fmt):
+    """The problem's module alone, checked for what its format needs (a judge's process imports
+    no version). Its folder goes on sys.path first, for its own imports."""
+    pdir = os.path.dirname(os.path.abspath(problem))
+    if pdir not in sys.path:
+        sys.path.insert(0, pdir)
+    prob = _load(problem, "reference" if fmt == "gpu-mode" else None)
+    needs = ("generate_input", "ref_kernel") if fmt == "gpu-mode" else ("Model", "get_inputs", "get_init_inputs")
+    for fn in needs:
+        if not hasattr(prob, fn):
+            raise AttributeError("%s defines no %s%s" % (problem, fn, "()" if fmt == "gpu-mode" else ""))
+    return prob
 
 
 def _seeded_model(cls, init, seed, device):
@@ -58,27 +63,11 @@ def _fresh_seed():
     return int.from_bytes(os.urandom(6), "little")
 
 
-def _recheck(on_timed, on_fresh):
-    """A problem bench's re-check: the version called on the timed buffers (set 0) refilled with
-    a fresh draw, judged as a check case; (reason code, why) when it fails, else None. A failure
-    there that a call on new tensors does not repeat is a result remembered by pointer or shape
-    (a cache, a CUDA graph replayed on the old buffers): its timed calls did no real work."""
-    timed = on_timed()
-    failed = rp.case_failure(timed)
-    if failed is None:
-        return None
-    fresh = rp.case_failure(on_fresh())
-    if fresh is None and failed[0] in ("problem-check", "mismatch", "unwritten"):
-        return ("memoised", "called on the timed buffers refilled with fresh values, its answer is wrong "
-                "(%s), while on new buffers it is right: it remembers results by pointer or shape, so "
-                "its timed calls did no real work" % failed[1])
-    return failed
-
-
 def _problem_bench_setup(req):
     """A GPU MODE or KernelBench series: the problem makes its own inputs, one independent set
-    per seed; `fn` is the version's entry (or the problem's reference); `recheck` runs the version
-    once on set 0 and judges its output the problem's own way."""
+    per seed; `fn` is the version's entry (or the problem's reference); `observe(into, hints,
+    folder)` calls the version once on fresh inputs (copied into `into`, set 0's buffers, when
+    given) and writes what it saw for a judge's process (rung_problem.observe_*)."""
     import torch
     pb = req["problem"]
     problem = pb["problem"]
@@ -101,23 +90,10 @@ def _problem_bench_setup(req):
             def fn(data):
                 return entry(data)
 
-            def case(into):
-                st = {}
-                learn = _fresh_seed()
-                a = dict(args)
-                if "seed" in a:
-                    a["seed"] = learn
+            def observe(into, hints, folder):
+                return rp.observe_gpu_mode(prob, version, args, _fresh_seed(), rp.POISONS[0], hints, set(), device,
+                                           folder, into)
 
-                def draw():
-                    torch.manual_seed(learn)
-                    return prob.generate_input(**a)
-
-                rp.learn_ref_slots(prob, draw(), st, device, draw)
-                return rp.gpu_mode_case(prob, version, args, _fresh_seed(), rp.POISONS[0], st, device, {},
-                                        RUNG_DTYPES, probe=False, into=into)
-
-            def recheck():
-                return _recheck(lambda: case(sets[0][0]["data"]), lambda: case(None))
         else:
             torch.manual_seed(seed)
             init = prob.get_init_inputs()
@@ -129,17 +105,10 @@ def _problem_bench_setup(req):
             def fn(inputs):
                 return model(*inputs)
 
-            def case(into):
-                # Inputs are drawn again after the call only where get_inputs draws them the
-                # same way twice.
-                learn = _fresh_seed()
-                again = rp.drawn_alike(rp.kernelbench_inputs(prob, learn, device),
-                                       rp.kernelbench_inputs(prob, learn, device), "inputs")
-                return rp.kernelbench_case(prob, lambda: _seeded_model(prob.Model, init, seed, device), model,
-                                           _fresh_seed(), device, {}, RUNG_DTYPES, again=again, into=into)
+            def observe(into, hints, folder):
+                return rp.observe_kernelbench(prob, model, _fresh_seed(), device, set(hints.get("regenerable", ())),
+                                              folder, into)
 
-            def recheck():
-                return _recheck(lambda: case(sets[0][0]["inputs"]), lambda: case(None))
     if device == "cuda":
         torch.cuda.synchronize()
     flush_bytes = int(req.get("flush_bytes") or 0)
@@ -152,7 +121,7 @@ def _problem_bench_setup(req):
             return fn(**kw)
 
     cuda = device == "cuda"
-    _bench[series] = dict(fn=timed, sets=sets, flush=flush, next=0, recheck=recheck,
+    _bench[series] = dict(fn=timed, sets=sets, flush=flush, next=0, observe=observe,
                           start=torch.cuda.Event(enable_timing=True) if cuda else None,
                           end=torch.cuda.Event(enable_timing=True) if cuda else None)
     return _bench[series]
@@ -535,12 +504,21 @@ def _bench_req(req, state):
     if int(req.get("graph_calls") or 0) > 0:
         resp["graph_ms"] = _graph_replay(b, int(req["graph_calls"]), int(req.get("graph_replays") or 1))
         lap("graph_replay")
-    if req.get("write_back") and b.get("recheck"):
-        # A problem: a judged case on set 0's buffers, refilled.
+    if req.get("write_back") and b.get("observe"):
+        # A problem: the version called on set 0's buffers refilled with a fresh draw, and on new
+        # buffers; a judge's process says whether each is right (rung_problem.recheck).
+        if not req.get("dump"):
+            raise ValueError("a problem's re-check needs its `dump` folder")
+        hints = req.get("hints") or {}
+        observed = []
         with __import__("torch").no_grad():
-            failed = b["recheck"]()
-        if failed:
-            resp["recheck_reason"], resp["recheck"] = failed
+            for k, into in enumerate((b["sets"][0][0], None)):
+                folder = os.path.join(req["dump"], "recheck-%d" % k)
+                os.makedirs(folder, exist_ok=True)
+                rec = b["observe"](into and next(iter(into.values())), hints, folder)
+                rec.pop("_files", None)
+                observed.append(rec)
+        resp["observed"] = observed
     elif req.get("write_back"):
         # The outputs are shared by the input sets: one more call on set 0 (the real one).
         _bench_one(b, b["fn"], b["sets"][0][0])

@@ -339,20 +339,6 @@ def drawn_alike(first, second, name):
     return {n for n, x in flatten(first, name, []) if n in twice and changed(x, twice[n]) == 0}
 
 
-def _keep(tensors, again):
-    """Copies of the tensors a second draw cannot stand for."""
-    return {n: x.detach().clone() for n, x in tensors if n not in again}
-
-
-def _draw_again(draw, kept, name):
-    """The inputs as they were before the call: drawn again, with the kept copies put back."""
-    pristine = draw()
-    for n, x in flatten(pristine, name, []):
-        if n in kept:
-            x.copy_(kept[n])
-    return pristine
-
-
 def refill(into, fresh, name):
     """Copies each tensor of `fresh` into the tensor at the same place in `into` (a bench's timed
     buffers): the same pointers, new contents."""
@@ -362,133 +348,6 @@ def refill(into, fresh, name):
     for (_, x), (_, f) in zip(a, b):
         x.copy_(f)
     return into
-
-
-def gpu_mode_case(prob, version, args, seed, byte, state, device, tolerances, dtype_names, probe=True, into=None):
-    """One GPU MODE case: generate_input under `seed`, ref_kernel on its own copy, the output
-    slots poisoned with `byte`, custom_kernel once, check_implementation on a pristine copy.
-    With `probe`, the check is also tried on vacuous answers (all zeros, one constant). With
-    `into` (a bench's timed `data`), the draw is copied into those tensors and the version is
-    called on them: a result remembered by pointer has the old contents' answer."""
-    torch = _torch()
-
-    def sync():
-        if device == "cuda":
-            torch.cuda.synchronize()
-
-    a = dict(args)
-    if "seed" in a:
-        a["seed"] = seed
-
-    def draw():
-        torch.manual_seed(seed)
-        return prob.generate_input(**a)
-
-    t = time.perf_counter()
-    data = draw()
-    if into is not None:
-        data = refill(into, data, "data")
-    slots = flatten(data, "data", [])
-    # No copy of an input that generate_input draws the same way twice is kept while the version
-    # runs (a version can find every tensor of its process): they are drawn again after the call.
-    again = state.get("regenerable", set())
-    kept = _keep(slots, again)
-    sync()
-    phases = {"inputs": time.perf_counter() - t}
-    # The slots ref_kernel writes were learnt in the compile phase (ref_slots): the reference
-    # runs after the version, so no expected answer is in memory while the version runs.
-    late = state.setdefault("late_slots", set())
-    outs_known = set(state.get("ref_slots", ())) | late
-    poisoned = {}
-    for n, x in slots:
-        if n in outs_known:
-            poisoned[n] = poison(x, byte)
-    sync()
-    t0 = time.perf_counter()
-    output = version.custom_kernel(data)
-    sync()
-    seconds = time.perf_counter() - t0
-    patched = patched_timers()
-    harness = patched_harness()
-    t = time.perf_counter()
-    pristine = _draw_again(draw, kept, "data")
-    del kept
-    pr = dict(flatten(pristine, "data", []))
-    sync()
-    phases["inputs"] += time.perf_counter() - t
-    returned = flatten(output, "output", [])
-    by_storage = {}
-    for n, x in slots:
-        by_storage.setdefault(_storage(x), []).append(n)
-    aliased = set()
-    for _, o in returned:
-        aliased.update(by_storage.get(_storage(o), []))
-    last = slots[-1][0] if len(slots) >= 2 else None
-    if last in aliased and last not in outs_known:
-        late.add(last)
-    t = time.perf_counter()
-    ref_in = clone(pristine)
-    expected = prob.ref_kernel(ref_in)
-    sync()
-    phases["reference"] = time.perf_counter() - t
-    written = _ref_written(pristine, ref_in, expected)
-    del ref_in
-    state["ref_slots"] = set(state.get("ref_slots", ())) | set(written)
-    out_slots = set(written) | late
-    case = {"seed": seed, "seconds": seconds, "phases": phases, "outputs": [], "inputs": [],
-            "output_slots": [n for n, _ in slots if n in out_slots], "unwritten": {}, "notes": []}
-    if patched:
-        case["patched"] = patched
-    if harness:
-        case["harness"] = harness
-    for n, x in slots:
-        if n in out_slots:
-            continue
-        case["inputs"].append({"name": n, "changed": changed(x, pr[n])})
-    redo = _irreproducible(case["inputs"], again, pr, draw, "data")
-    if redo:
-        # Copied from now on, and this case judged again with the copies.
-        again.difference_update(redo)
-        del data, slots, pristine, pr, output, expected, returned
-        return gpu_mode_case(prob, version, args, seed, byte, state, device, tolerances, dtype_names, probe, into)
-    for n, x in slots:
-        if n in aliased and poisoned.get(n):
-            case["unwritten"][n] = unwritten(x, byte)
-    refs = flatten(expected, "output", [])
-    # Copies: an output a CUDA graph owns (torch.compile's reduce-overhead) is overwritten by the
-    # next call, and the replay check looks at this one after the next.
-    case["_tensors"] = ([(n, o.detach().clone()) for n, o in returned], [(n, r.detach().clone()) for n, r in refs])
-    t = time.perf_counter()
-    _judge_outputs(returned, refs, tolerances, dtype_names, None, case)
-    check = getattr(prob, "check_implementation", None)
-    if check is not None:
-        own = own_verdict(check(clone(pristine), output))
-        sync()
-        if own["pass"] and probe:
-            # Would the problem's own check pass a vacuous answer too?
-            # One constant only means something for outputs of more than one element.
-            many = sum(r.numel() for _, r in refs) > 1
-            for what, value in (("an all-zero output", 0.0), ("a constant output", _mean(refs) if many else None)):
-                if value is None:
-                    continue
-                try:
-                    if own_verdict(check(clone(pristine), _filled_like(output, value)))["pass"]:
-                        case["vacuous"] = "%s passes the problem's own check too" % what
-                        break
-                except Exception:
-                    pass
-        elif device == "cuda" and _tf32_on() and any(o.dtype == torch.float32 for _, o in returned):
-            with _NoTF32():
-                again = version.custom_kernel(clone(pristine))
-                sync()
-                if own_verdict(check(clone(pristine), again))["pass"]:
-                    case["notes"].append(
-                        "it passes with TF32 off: TF32 (torch.backends.cudnn.allow_tf32 and "
-                        "torch.backends.cuda.matmul.allow_tf32, cuDNN's on by default) is the likely cause; "
-                        "set both to False in the version, as the reference does")
-        case["own"] = own
-    phases["metrics"] = time.perf_counter() - t
-    return case
 
 
 def _mean(refs):
@@ -502,17 +361,6 @@ def _mean(refs):
     return v
 
 
-def _irreproducible(checks, again, pristine, draw, name):
-    """The inputs that differ from their draw after the call where a third draw differs from that
-    draw too: the problem does not draw them the same way twice under one seed (a reduction on
-    the GPU in the draw), so the difference says nothing about the version."""
-    suspects = [c["name"] for c in checks if c["changed"] and c["name"] in again]
-    if not suspects:
-        return []
-    third = dict(flatten(draw(), name, []))
-    return [n for n in suspects if n in third and changed(third[n], pristine[n]) != 0]
-
-
 def kernelbench_inputs(prob, seed, device):
     """get_inputs() under `seed`, made on the device."""
     torch = _torch()
@@ -521,63 +369,9 @@ def kernelbench_inputs(prob, seed, device):
         return [x.to(device) if hasattr(x, "to") else x for x in prob.get_inputs()]
 
 
-def kernelbench_case(prob, make_model, model_new, seed, device, tolerances, dtype_names, again=(), into=None):
-    """One KernelBench case: get_inputs() under `seed` made on the device, ModelNew then Model
-    (same weights), KernelBench's own rule (same shape, allclose atol = rtol = 1e-2). Model is
-    built by `make_model` after ModelNew's call, and the inputs named in `again` (those
-    get_inputs draws the same way twice) are drawn again then: while the version runs, its
-    process holds neither a reference nor a copy of those inputs to find and change. With
-    `into` (a bench's timed inputs), the draw is copied into those tensors first."""
-    torch = _torch()
-
-    def sync():
-        if device == "cuda":
-            torch.cuda.synchronize()
-
-    t = time.perf_counter()
-    inputs = kernelbench_inputs(prob, seed, device)
-    if into is not None:
-        inputs = refill(into, inputs, "inputs")
-    kept = _keep(flatten(inputs, "inputs", []), again)
-    sync()
-    phases = {"inputs": time.perf_counter() - t}
-    t0 = time.perf_counter()
-    output = model_new(*inputs)
-    sync()
-    seconds = time.perf_counter() - t0
-    patched = patched_timers()
-    harness = patched_harness()
-    t = time.perf_counter()
-    pristine = _draw_again(lambda: kernelbench_inputs(prob, seed, device), kept, "inputs")
-    del kept
-    sync()
-    phases["inputs"] += time.perf_counter() - t
-    case = {"seed": seed, "seconds": seconds, "phases": phases, "outputs": [], "inputs": [],
-            "output_slots": [], "unwritten": {}, "notes": []}
-    if patched:
-        case["patched"] = patched
-    if harness:
-        case["harness"] = harness
-    pr = flatten(pristine, "inputs", [])
-    for (n, x), (_, p) in zip(flatten(inputs, "inputs", []), pr):
-        case["inputs"].append({"name": n, "changed": changed(x, p)})
-    redo = _irreproducible(case["inputs"], again, dict(pr), lambda: kernelbench_inputs(prob, seed, device), "inputs")
-    if redo and isinstance(again, set):
-        again.difference_update(redo)
-        del inputs, pristine, pr, output
-        return kernelbench_case(prob, make_model, model_new, seed, device, tolerances, dtype_names, again, into)
-    del inputs
-    t = time.perf_counter()
-    model = make_model()
-    expected = model(*pristine)
-    del model
-    sync()
-    phases["reference"] = time.perf_counter() - t
-    del pristine
-    t = time.perf_counter()
-    outs = flatten(output, "output", [])
-    refs = flatten(expected, "output", [])
-    case["_tensors"] = ([(n, o.detach().clone()) for n, o in outs], refs)
+def _kernelbench_rule(outs, refs, tolerances, dtype_names, case):
+    """KernelBench's own rule (same shape, allclose at atol = rtol = 1e-2) beside rung's metrics,
+    and whether a vacuous answer would pass it too."""
     _judge_outputs(outs, refs, tolerances, dtype_names, (1e-2, 1e-2), case)
     fails = []
     if len(outs) != len(refs):
@@ -597,8 +391,6 @@ def kernelbench_case(prob, make_model, model_new, seed, device, tolerances, dtyp
                 case["vacuous"] = "an all-zero output passes KernelBench's rule too (every |reference| is within atol = 1e-2)"
             elif n > 1 and r.get("constant_pass") == n:
                 case["vacuous"] = "a constant output (%.4g) passes KernelBench's rule too" % r["constant"]
-    phases["metrics"] = time.perf_counter() - t
-    return case
 
 
 def case_failure(case):
@@ -625,6 +417,22 @@ def case_failure(case):
         if o.numel() != r.numel() or not torch.allclose(o.float().reshape(-1), r.float().reshape(-1), atol=1e-2, rtol=1e-2):
             return "mismatch", "`%s` differs from the reference's (atol = rtol = 1e-2)" % n
     return None
+
+
+def recheck_verdict(timed, fresh):
+    """A problem bench's re-check: the version called on the timed buffers (set 0) refilled with
+    a fresh draw, and on new buffers, each judged as a check case; (reason code, why) when it
+    fails, else None. A failure on the timed buffers that new ones do not repeat is a result
+    remembered by pointer or shape (a cache, a CUDA graph replayed on the old buffers): its timed
+    calls did no real work."""
+    failed = case_failure(timed)
+    if failed is None:
+        return None
+    if case_failure(fresh) is None and failed[0] in ("problem-check", "mismatch", "unwritten"):
+        return ("memoised", "called on the timed buffers refilled with fresh values, its answer is wrong "
+                "(%s), while on new buffers it is right: it remembers results by pointer or shape, so "
+                "its timed calls did no real work" % failed[1])
+    return failed
 
 
 def _same(xs, ys):
@@ -827,3 +635,411 @@ def learn_ref_slots(prob, data, state, device, draw=None):
     del ref_in, expected
     if draw is not None:
         state["regenerable"] = drawn_alike(pristine, draw(), "data")
+
+
+# ---------------------------------------------------------------------------------------------
+# One case in two processes: the version's (observe_*) and a judge's (judge_*)
+#
+# The version's process draws its inputs, calls the version and writes down what it saw: the
+# tensors it returned (files in the run's data folder, or kept in memory when `dump` is None), a
+# digest of every input after the call (and the input itself where it changed), and copies of
+# the inputs that the problem does not draw the same way twice. The judge's process, forked from
+# a zygote that never ran a version's code, draws the inputs again under the same seed, runs the
+# reference and the problem's own check on them, and compares: nothing the version does in its
+# process (patching the reference, the check, torch or rung's own functions, writing a forged
+# answer) reaches the answer it is judged against or the verdict.
+
+
+class Redo(Exception):
+    """The judge's draw of these inputs differs from a second draw of its own: the problem does
+    not draw them the same way twice, so the case is run again with copies of them kept."""
+
+    def __init__(self, names):
+        Exception.__init__(self, ", ".join(names))
+        self.names = list(names)
+
+
+_K1 = 0x9E3779B97F4A7C15 - (1 << 64)
+_K2 = 0xC2B2AE3D27D4EB4F - (1 << 64)
+
+
+def digest(t):
+    """A digest of a tensor's dtype, shape and bits, on its device a chunk at a time: the same in
+    any process for the same bits; any one element changed, or two swapped, changes it. Integer
+    sums only, so the order of the device's reduction does not matter."""
+    torch = _torch()
+    x = t.detach()
+    head = "%s%s" % (str(x.dtype).replace("torch.", ""), tuple(int(d) for d in x.shape))
+    if x.numel() == 0:
+        return head
+    b = x.contiguous().reshape(-1).view(torch.uint8)
+    n = b.numel()
+    whole = n - n % 8
+    words = b[:whole].view(torch.int64) if whole else b[:0]
+    acc = [0, 0]
+    if whole:
+        step = min(CHUNK, words.numel())
+        pos = torch.arange(step, device=x.device, dtype=torch.int64)
+        for s in range(0, words.numel(), step):
+            w = words[s:s + step]
+            p = pos[:w.numel()] + s
+            h = (w ^ (w >> 29)) * _K1
+            h = h ^ (h >> 32)
+            acc[0] += int((h * (p * 2 + 1)).sum())
+            acc[1] += int(((h + p) * _K2 ^ (h >> 17)).sum())
+    tail = bytes(int(v) for v in b[whole:].cpu().tolist())
+    return "%s:%016x%016x:%s" % (head, acc[0] % (1 << 64), acc[1] % (1 << 64), tail.hex())
+
+
+def dump(t, path):
+    """Writes a tensor's elements (in order, as if contiguous) to `path` through a shared map:
+    one copy from the device; returns what `load` needs."""
+    torch = _torch()
+    x = t.detach()
+    meta = {"file": path, "dtype": str(x.dtype).replace("torch.", ""), "shape": [int(d) for d in x.shape],
+            "stride": [int(s) for s in x.stride()]}
+    n = x.numel() * x.element_size()
+    with open(path, "wb") as f:
+        f.truncate(n)
+    if n:
+        m = torch.from_file(path, shared=True, size=n, dtype=torch.uint8)
+        m.view(x.dtype).view(x.shape).copy_(x)
+        del m
+    return meta
+
+
+def load(meta, device):
+    """A tensor `dump` wrote (or kept in memory: `_t`), on `device`, with its strides where they
+    describe a dense tensor."""
+    torch = _torch()
+    if "_t" in meta:
+        return meta["_t"]
+    dtype = getattr(torch, meta["dtype"])
+    shape, stride = meta["shape"], meta["stride"]
+    n = 1
+    for d in shape:
+        n *= d
+    size = n * torch.empty((), dtype=dtype).element_size()
+    if size:
+        flat = torch.from_file(meta["file"], shared=False, size=size, dtype=torch.uint8)
+    else:
+        flat = torch.empty(0, dtype=torch.uint8)
+    x = flat.view(dtype).view(shape)
+    span = 1 + sum((d - 1) * s for d, s in zip(shape, stride)) if n else 0
+    if n and span == n and all(s >= 0 for s in stride):
+        out = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+        out.copy_(x)
+        return out
+    return x.to(device).clone() if device != "cpu" else x.clone()
+
+
+def _put(t, dump_dir, name, record):
+    """A tensor for the judge: a file in `dump_dir` (its name numbered in `record`), or, with no
+    folder, the tensor itself (a judge in this process)."""
+    if dump_dir is None:
+        return {"_t": t.detach().clone()}
+    record["_files"] = record.get("_files", 0) + 1
+    return dump(t, os.path.join(dump_dir, "%s-%d.bin" % (name, record["_files"])))
+
+
+def _shape_of(obj, tensors):
+    """The structure of what the version returned, its tensors replaced by their index in
+    `tensors`: a tensor, a tuple or list of them, a dict, or a plain value."""
+    if hasattr(obj, "detach") and hasattr(obj, "dtype"):
+        tensors.append(obj)
+        return {"tensor": len(tensors) - 1}
+    if isinstance(obj, (tuple, list)):
+        return {"tuple" if isinstance(obj, tuple) else "list": [_shape_of(x, tensors) for x in obj]}
+    if isinstance(obj, dict):
+        return {"dict": [[k, _shape_of(v, tensors)] for k, v in obj.items()]}
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return {"value": obj}
+    raise TypeError("the version returned a %s, which rung cannot hand to its judge: return tensors "
+                    "(or a tuple, list or dict of them)" % type(obj).__name__)
+
+
+def _rebuild(shape, tensors):
+    if "tensor" in shape:
+        return tensors[shape["tensor"]]
+    if "tuple" in shape:
+        return tuple(_rebuild(x, tensors) for x in shape["tuple"])
+    if "list" in shape:
+        return [_rebuild(x, tensors) for x in shape["list"]]
+    if "dict" in shape:
+        return {k: _rebuild(v, tensors) for k, v in shape["dict"]}
+    return shape.get("value")
+
+
+def _seen(record, output, dump_dir):
+    """Puts what the version returned in `record`: its structure and its tensors."""
+    tensors = []
+    record["output"] = _shape_of(output, tensors)
+    record["tensors"] = [_put(t, dump_dir, "out", record) for t in tensors]
+
+
+def _inputs_after(record, slots, before, dump_dir):
+    """Each input's digest after the call, and the input itself where it changed."""
+    for n, x in slots:
+        if n not in before:
+            continue
+        entry = {"name": n, "digest": digest(x)}
+        if entry["digest"] != before[n]:
+            entry["changed"] = _put(x, dump_dir, "in", record)
+        record["slots"].append(entry)
+
+
+def observe_gpu_mode(prob, version, args, seed, byte, hints, late, device, dump_dir=None, into=None, no_tf32=False):
+    """The version's side of one GPU MODE case: generate_input under `seed` (copied into `into`, a
+    bench's timed `data`, when given), the output slots the judge named (`hints`) and those
+    learnt in this process (`late`) poisoned with `byte`, custom_kernel once; what it saw goes in
+    the record for judge_gpu_mode."""
+    torch = _torch()
+
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    a = dict(args)
+    if "seed" in a:
+        a["seed"] = seed
+    t = time.perf_counter()
+    torch.manual_seed(seed)
+    data = prob.generate_input(**a)
+    if into is not None:
+        data = refill(into, data, "data")
+    slots = flatten(data, "data", [])
+    outs_known = set(hints.get("output_slots", ())) | late
+    again = set(hints.get("regenerable", ()))
+    record = {"seed": seed, "slots": [], "kept": {}, "tf32": device == "cuda" and _tf32_on()}
+    # Copies of the inputs a second draw cannot stand for, taken before the version runs.
+    for n, x in slots:
+        if n not in again and n not in outs_known:
+            record["kept"][n] = _put(x, dump_dir, "kept", record)
+    before = {n: digest(x) for n, x in slots if n not in outs_known}
+    poisoned = {n: poison(x, byte) for n, x in slots if n in outs_known}
+    sync()
+    record["phases"] = {"inputs": time.perf_counter() - t}
+    t0 = time.perf_counter()
+    if no_tf32:
+        with _NoTF32():
+            output = version.custom_kernel(data)
+            sync()
+    else:
+        output = version.custom_kernel(data)
+    sync()
+    record["seconds"] = time.perf_counter() - t0
+    record["patched"] = patched_timers()
+    record["harness"] = patched_harness()
+    t = time.perf_counter()
+    by_storage = {}
+    for n, x in slots:
+        by_storage.setdefault(_storage(x), []).append(n)
+    aliased = set()
+    for _, o in flatten(output, "output", []):
+        aliased.update(by_storage.get(_storage(o), []))
+    last = slots[-1][0] if len(slots) >= 2 else None
+    if last in aliased and last not in outs_known:
+        late.add(last)
+    out_slots = outs_known | late
+    record["output_slots"] = [n for n, _ in slots if n in out_slots]
+    record["unwritten"] = {n: unwritten(x, byte) for n, x in slots if n in aliased and poisoned.get(n)}
+    _inputs_after(record, slots, {n: d for n, d in before.items() if n not in out_slots}, dump_dir)
+    _seen(record, output, dump_dir)
+    sync()
+    record["phases"]["outputs"] = time.perf_counter() - t
+    return record
+
+
+def observe_kernelbench(prob, model_new, seed, device, regenerable, dump_dir=None, into=None):
+    """The version's side of one KernelBench case: get_inputs() under `seed` made on the device
+    (copied into `into` when given), ModelNew once; the record for judge_kernelbench."""
+    torch = _torch()
+
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    t = time.perf_counter()
+    inputs = kernelbench_inputs(prob, seed, device)
+    if into is not None:
+        inputs = refill(into, inputs, "inputs")
+    slots = flatten(inputs, "inputs", [])
+    record = {"seed": seed, "slots": [], "kept": {}, "output_slots": [], "unwritten": {},
+              "tf32": device == "cuda" and _tf32_on()}
+    for n, x in slots:
+        if n not in regenerable:
+            record["kept"][n] = _put(x, dump_dir, "kept", record)
+    before = {n: digest(x) for n, x in slots}
+    sync()
+    record["phases"] = {"inputs": time.perf_counter() - t}
+    t0 = time.perf_counter()
+    output = model_new(*inputs)
+    sync()
+    record["seconds"] = time.perf_counter() - t0
+    record["patched"] = patched_timers()
+    record["harness"] = patched_harness()
+    t = time.perf_counter()
+    _inputs_after(record, slots, before, dump_dir)
+    _seen(record, output, dump_dir)
+    sync()
+    record["phases"]["outputs"] = time.perf_counter() - t
+    return record
+
+
+def _pristine(record, draw, name, device):
+    """The inputs as the version got them before its call, drawn again here; the copies the
+    version's process kept put back. Each input the version reported checked: changed elements
+    counted on its copy, else its digest against this draw's. Raises Redo for inputs this
+    process does not draw the same way twice."""
+    pristine = draw()
+    pr = dict(flatten(pristine, name, []))
+    for n, meta in record["kept"].items():
+        if n in pr:
+            pr[n].copy_(load(meta, device))
+    checks, suspects = [], []
+    for s in record["slots"]:
+        n = s["name"]
+        if n not in pr:
+            continue
+        if "changed" in s:
+            checks.append({"name": n, "changed": changed(load(s["changed"], device), pr[n])})
+        elif s["digest"] != digest(pr[n]):
+            suspects.append(n)
+            checks.append({"name": n, "changed": max(1, pr[n].numel()), "drawn": True})
+        else:
+            checks.append({"name": n, "changed": 0})
+    if suspects:
+        third = dict(flatten(draw(), name, []))
+        redo = [n for n in suspects if n in third and changed(third[n], pr[n]) != 0]
+        if redo:
+            raise Redo(redo)
+    return pristine, pr, checks
+
+
+def _case_from(record, phases):
+    case = {"seed": record["seed"], "seconds": record["seconds"], "phases": phases, "outputs": [],
+            "inputs": [], "output_slots": list(record["output_slots"]), "unwritten": dict(record["unwritten"]),
+            "notes": []}
+    for k in ("patched", "harness"):
+        if record.get(k):
+            case[k] = record[k]
+    return case
+
+
+def _drawn_note(case):
+    for c in case["inputs"]:
+        if c.pop("drawn", False):
+            case["notes"].append(
+                "the version's process drew input `%s` differently from a fresh process under the same "
+                "seed (does the version change torch's defaults or its random generator when it is "
+                "imported?)" % c["name"])
+
+
+def _returned(record, device):
+    tensors = [load(m, device) for m in record["tensors"]]
+    return _rebuild(record["output"], tensors)
+
+
+def judge_gpu_mode(prob, args, records, tolerances, dtype_names, probe, device, state):
+    """The judge's side of GPU MODE cases (observe_gpu_mode's records, in order): each drawn
+    again, the reference on its own copy, rung's metrics, the problem's check_implementation on
+    a pristine copy; with `probe`, that check tried on vacuous answers too. `state` keeps the
+    slots ref_kernel writes, for the hints the version's next cases get."""
+    torch = _torch()
+
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    cases = []
+    for k, record in enumerate(records):
+        a = dict(args)
+        if "seed" in a:
+            a["seed"] = record["seed"]
+
+        def draw(seed=record["seed"], a=a):
+            torch.manual_seed(seed)
+            return prob.generate_input(**a)
+
+        t = time.perf_counter()
+        pristine, pr, checks = _pristine(record, draw, "data", device)
+        sync()
+        phases = {"judge_inputs": time.perf_counter() - t}
+        t = time.perf_counter()
+        ref_in = clone(pristine)
+        expected = prob.ref_kernel(ref_in)
+        sync()
+        phases["reference"] = time.perf_counter() - t
+        written = _ref_written(pristine, ref_in, expected)
+        del ref_in
+        state["ref_slots"] = set(state.get("ref_slots", ())) | set(written)
+        case = _case_from(record, phases)
+        outs = set(record["output_slots"]) | set(written)
+        case["output_slots"] = [n for n in pr if n in outs]
+        case["inputs"] = [c for c in checks if c["name"] not in outs]
+        _drawn_note(case)
+        t = time.perf_counter()
+        output = _returned(record, device)
+        returned = flatten(output, "output", [])
+        refs = flatten(expected, "output", [])
+        case["_tensors"] = (returned, [(n, r.detach().clone()) for n, r in refs])
+        _judge_outputs(returned, refs, tolerances, dtype_names, None, case)
+        check = getattr(prob, "check_implementation", None)
+        if check is not None:
+            own = own_verdict(check(clone(pristine), output))
+            sync()
+            if own["pass"] and probe and k == 0:
+                # Would the problem's own check pass a vacuous answer too? One constant only
+                # means something for outputs of more than one element.
+                many = sum(r.numel() for _, r in refs) > 1
+                for what, value in (("an all-zero output", 0.0), ("a constant output", _mean(refs) if many else None)):
+                    if value is None:
+                        continue
+                    try:
+                        if own_verdict(check(clone(pristine), _filled_like(output, value)))["pass"]:
+                            case["vacuous"] = "%s passes the problem's own check too" % what
+                            break
+                    except Exception:
+                        pass
+            elif not own["pass"] and record.get("tf32") and any(o.dtype == torch.float32 for _, o in returned):
+                # rung calls the version again with TF32 off (`no_tf32`), and says so if that passes.
+                case["tf32_suspect"] = True
+            case["own"] = own
+        phases["metrics"] = time.perf_counter() - t
+        cases.append(case)
+    return cases
+
+
+def judge_kernelbench(prob, make_model, records, tolerances, dtype_names, device):
+    """The judge's side of KernelBench cases: get_inputs() drawn again under each case's seed,
+    Model (built by `make_model`, with ModelNew's weights) on them, KernelBench's own rule."""
+    torch = _torch()
+
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    cases = []
+    for record in records:
+        t = time.perf_counter()
+        pristine, _, checks = _pristine(record, lambda s=record["seed"]: kernelbench_inputs(prob, s, device),
+                                        "inputs", device)
+        sync()
+        phases = {"judge_inputs": time.perf_counter() - t}
+        case = _case_from(record, phases)
+        case["inputs"] = checks
+        _drawn_note(case)
+        t = time.perf_counter()
+        model = make_model()
+        expected = model(*pristine)
+        del model, pristine
+        sync()
+        phases["reference"] = time.perf_counter() - t
+        t = time.perf_counter()
+        outs = flatten(_returned(record, device), "output", [])
+        refs = flatten(expected, "output", [])
+        case["_tensors"] = (outs, refs)
+        _kernelbench_rule(outs, refs, tolerances, dtype_names, case)
+        phases["metrics"] = time.perf_counter() - t
+        cases.append(case)
+    return cases

@@ -54,3 +54,46 @@ def seal_proc():
         sys.stderr.write("rung: the sandbox's /proc seal could not be made in the child: %s\n" % exc)
         sys.stderr.flush()
         os._exit(1)
+
+
+class _UnlistedFolders:
+    """A finder of last resort for top-level modules in folders on sys.path that the sandbox lets
+    be read but not listed: a workspace's root (listing it would list rung's `.rung/` too).
+    Python's own finder lists a folder to find a module in it, and finds nothing in one it may
+    not list; this one asks for `name.py` (or `name/__init__.py`) by name."""
+
+    _listable = {}
+
+    @classmethod
+    def _unlisted(cls, folder):
+        if folder not in cls._listable:
+            try:
+                os.listdir(folder)
+                cls._listable[folder] = True
+            except PermissionError:
+                cls._listable[folder] = False
+            except OSError:
+                cls._listable[folder] = True  # gone or not a folder: nothing to find here
+        return not cls._listable[folder]
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if path is not None or "." in name:
+            return None
+        import importlib.util
+        for entry in list(sys.path):
+            folder = entry or os.getcwd()
+            if not isinstance(folder, str) or not cls._unlisted(folder):
+                continue
+            for file, package in ((os.path.join(folder, name + ".py"), False),
+                                  (os.path.join(folder, name, "__init__.py"), True)):
+                if os.path.isfile(file):
+                    where = [os.path.dirname(file)] if package else None
+                    return importlib.util.spec_from_file_location(name, file, submodule_search_locations=where)
+        return None
+
+
+def find_unlisted():
+    """Lets `import task` find a workspace's own module in the sandbox (see _UnlistedFolders)."""
+    if _UnlistedFolders not in sys.meta_path:
+        sys.meta_path.append(_UnlistedFolders)

@@ -23,11 +23,16 @@ import signal
 import sys
 import time
 
+import rung_judge
 import rung_problem as rp
 import rung_sandbox
 # The host side of a call (rung_host.py) and the timing (rung_bench.py), written beside this file.
 from rung_host import RUNG_DTYPES, Guarded, HostGuarded, HostTensor, _error, _load, _map, _modules, _np
 from rung_bench import _bench_req, _ceiling, _note_l2_baseline, _problem_modules, _seeded_model
+
+# A workspace's own modules (`import task`) from its root, which the sandbox lets be read, not
+# listed.
+rung_sandbox.find_unlisted()
 
 PROTOCOL = 2
 
@@ -309,7 +314,6 @@ def _problem(req, state):
     import torch
     device = "cuda" if state["mode"] == "cuda" else "cpu"
     seeds = [int(s) for s in (req.get("seeds") or [req["seed"]])]
-    tolerances = req.get("tolerances") or {}
     phases = {}
     t = time.perf_counter()
     prob, version = _problem_modules(req["problem"], req["version"], req["format"])
@@ -321,7 +325,6 @@ def _problem(req, state):
         if device == "cuda":
             torch.cuda.synchronize()
 
-    cases = []
     with torch.no_grad():
         if not gm:
             torch.manual_seed(seeds[0])
@@ -333,15 +336,16 @@ def _problem(req, state):
         if req.get("warmup"):
             # The compile phase: the version's first call (load_inline, torch.compile and
             # Triton compile here), then, for a version that declares Triton kernels, a second
-            # whose launches are listed; for GPU MODE, the tensors ref_kernel writes.
+            # whose launches are listed. The reference does not run here: the judge's process
+            # learns what it writes.
             t = time.perf_counter()
             # Its inputs are drawn under a seed of their own (seeds[-1]), so nothing it leaves
             # behind, freed memory included, holds a judged case's answer.
             lap = [t]
 
             def mark(name):
-                # Where the compile phase's time goes: warmup_inputs (the inputs and the
-                # reference's look), warmup_call (the version's first call), warmup_listing.
+                # Where the compile phase's time goes: warmup_inputs, warmup_call (the version's
+                # first call), warmup_listing.
                 sync()
                 now = time.perf_counter()
                 phases["warmup_" + name] = now - lap[0]
@@ -359,7 +363,6 @@ def _problem(req, state):
                     return prob.generate_input(**a)
 
                 data = draw()
-                rp.learn_ref_slots(prob, data, state, device, draw)
                 mark("inputs")
                 version.custom_kernel(rp.clone(data) if listing else data)
                 mark("call")
@@ -369,7 +372,6 @@ def _problem(req, state):
                 del data
             else:
                 inputs = rp.kernelbench_inputs(prob, seeds[-1], device)
-                state["regenerable"] = rp.drawn_alike(inputs, rp.kernelbench_inputs(prob, seeds[-1], device), "inputs")
                 mark("inputs")
                 model_new(*inputs)
                 mark("call")
@@ -391,21 +393,28 @@ def _problem(req, state):
             if harness:
                 out["harness"] = harness
             return {"seconds": phases["warmup"], "phases": phases, "problem": out}
-        if gm:
-            for k, seed in enumerate(seeds):
-                cases.append(rp.gpu_mode_case(prob, version, args, seed, rp.POISONS[k % 2], state, device,
-                                              tolerances, RUNG_DTYPES, probe=k == 0 and not req.get("benchmark")))
-        else:
-            for seed in seeds:
-                cases.append(rp.kernelbench_case(prob, lambda: _seeded_model(prob.Model, init, seeds[0], device),
-                                                 model_new, seed, device, tolerances, RUNG_DTYPES,
-                                                 state.get("regenerable", ())))
-    rp.mark_replays(cases)
-    for c in cases:
+        # A judged test: what the version's process saw, written for the judge's process.
+        hints = req.get("hints") or {}
+        dump = req.get("dump")
+        if not dump:
+            raise ValueError("a judged test needs its `dump` folder")
+        observed = []
+        for k, seed in enumerate(seeds):
+            folder = os.path.join(dump, "case-%d" % k)
+            os.makedirs(folder, exist_ok=True)
+            if gm:
+                rec = rp.observe_gpu_mode(prob, version, args, seed, rp.POISONS[k % 2], hints,
+                                          state.setdefault("late_slots", set()), device, folder,
+                                          no_tf32=bool(req.get("no_tf32")))
+            else:
+                rec = rp.observe_kernelbench(prob, model_new, seed, device, set(hints.get("regenerable", ())), folder)
+            rec.pop("_files", None)
+            observed.append(rec)
+    for c in observed:
         for k, v in c.pop("phases").items():
             phases[k] = phases.get(k, 0.0) + v
-    resp = {"seconds": sum(c["seconds"] for c in cases), "phases": phases,
-            "problem": {"args": args, "cases": cases}}
+    resp = {"seconds": sum(c["seconds"] for c in observed), "phases": phases,
+            "problem": {"args": args, "cases": [], "observed": observed}}
     if device == "cuda":
         kernels = _captured(os.path.join(state["dir"], "launched"))
         if kernels:
@@ -484,6 +493,8 @@ def _serve_child(fork_req, t_fork, gate):
                 resp.update(_call(req, state))
             elif op == "problem":
                 resp.update(_problem(req, state))
+            elif op == "judge":
+                resp.update(rung_judge.judge(req, state))
             elif op == "bench":
                 resp.update(_bench_req(req, state))
             elif op == "ceiling":

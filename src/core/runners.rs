@@ -228,6 +228,8 @@ pub struct Zygote {
     /// reference and checks.py), never a version: see [`Runners::reference`].
     pub reference: bool,
     child: Option<u32>,
+    /// The mode the current child was forked in.
+    child_mode: Option<CallMode>,
     next_id: u64,
     /// The current child's token, on each of its answers.
     token: Option<String>,
@@ -269,12 +271,13 @@ impl Zygote {
             cmd.env_remove("TRITON_INTERPRET");
         }
         let name = match (reference, interpret) {
-            (true, _) => "reference",
+            (true, true) => "reference",
+            (true, false) => "reference-cuda",
             (false, true) => "interpret",
             (false, false) => "cuda",
         };
         let worker = Worker::start(cmd, &env.logs.join(format!("python-{name}.log")))?;
-        Ok(Zygote { worker, live, interpret, reference, child: None, next_id: 1, token: None })
+        Ok(Zygote { worker, live, interpret, reference, child: None, child_mode: None, next_id: 1, token: None })
     }
 
     /// Whether a child is running (forked and not ended).
@@ -305,9 +308,11 @@ impl Zygote {
         let token = fork_token();
         fork.token = Some(token.clone());
         self.token = Some(token);
+        let mode = fork.mode;
         let resp = self.worker.call(&Request { id, op: Op::Fork(fork) }, limit)?;
         if resp.ok {
             self.child = resp.pid;
+            self.child_mode = Some(mode);
             if let Some(pid) = resp.pid {
                 live_add(&self.live, pid);
             }
@@ -461,6 +466,10 @@ impl WorkerEnv {
             // Temporary files in the run's own folder: the rest of /tmp is outside the sandbox;
             // CUDA's JIT cache beside Triton's rather than in the home folder.
             cmd.env("TMPDIR", &self.data).env("CUDA_CACHE_PATH", self.triton_cache.join("cuda"));
+            // Inductor (torch.compile) compiles in the version's own process: its compile
+            // workers are processes that process starts, which inherit its /proc seal, so any of
+            // them that opens the GPU fails.
+            cmd.env("TORCHINDUCTOR_COMPILE_THREADS", "1");
             sandbox.apply(cmd, seal);
         }
     }
@@ -604,11 +613,27 @@ impl Runners {
     /// [`Runners::end_children`], so a check imports the reference once.
     pub fn reference(&mut self, limit: Duration) -> Result<&mut Zygote, Failure> {
         let z = self.zygote_for(true, true)?;
-        if !z.has_child() {
+        if !z.has_child() || z.child_mode != Some(CallMode::Reference) {
             let resp = z.fork(CallMode::Reference, limit)?;
             if !resp.ok {
                 let e = resp.error.unwrap_or_else(|| WorkerError::new("WorkerDied", "the child did not start"));
                 return Err(Failure::Died(format!("the reference's process did not start: {}: {}", e.kind, e.message)));
+            }
+        }
+        Ok(z)
+    }
+
+    /// The child that judges a GPU MODE or KernelBench version (its problem's inputs drawn again,
+    /// the reference, the problem's own check): forked, in `mode`, from a zygote of its own that
+    /// no version's code ever ran in, as [`Runners::reference`]'s. It lives until
+    /// [`Runners::end_children`].
+    pub fn judge(&mut self, mode: CallMode, limit: Duration) -> Result<&mut Zygote, Failure> {
+        let z = self.zygote_for(mode != CallMode::Cuda, true)?;
+        if !z.has_child() || z.child_mode != Some(mode) {
+            let resp = z.fork(mode, limit)?;
+            if !resp.ok {
+                let e = resp.error.unwrap_or_else(|| WorkerError::new("WorkerDied", "the child did not start"));
+                return Err(Failure::Died(format!("the judge's process did not start: {}: {}", e.kind, e.message)));
             }
         }
         Ok(z)

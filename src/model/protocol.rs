@@ -110,6 +110,9 @@ pub enum Op {
     Fork(Fork),
     /// Run a version of a GPU MODE or KernelBench problem at one test (Python worker).
     Problem(Problem),
+    /// Judge what a version's process saw at one test, in a process that never ran a version:
+    /// the problem's inputs drawn again, its reference and its own check (Python worker).
+    Judge(Judge),
     /// Time a launch (native) or a call (Python) repeatedly.
     Bench(Bench),
     /// Measure this GPU's ceilings: device-to-device copy bandwidth (native), bf16 GEMM
@@ -288,6 +291,59 @@ pub struct Problem {
     /// a version that declares CUDA kernels (`__global__`, load_inline's).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub list_gpu_kernels: bool,
+    /// A judged test: the folder where the version's process writes what it returned (and the
+    /// inputs it changed) for the judge's process, which answers the verdict ([`Judge`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dump: Option<PathBuf>,
+    /// What the judge learnt of the problem, for the version's process to act on.
+    #[serde(default)]
+    pub hints: JudgeHints,
+    /// Call the version with TF32 off (torch's matmul and cuDNN flags), to confirm a judge's
+    /// suspicion ([`ProblemCase::tf32_suspect`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_tf32: bool,
+}
+
+/// What a judge's process learnt of a problem that the version's process needs before the call.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JudgeHints {
+    /// GPU MODE: the tensors of `data` that ref_kernel writes: poisoned before each call.
+    #[serde(default)]
+    pub output_slots: Vec<String>,
+    /// The inputs the problem draws the same way twice under one seed: the judge draws them
+    /// again; of every other input the version's process writes a copy before the call.
+    #[serde(default)]
+    pub regenerable: Vec<String>,
+}
+
+/// The judge's side of a GPU MODE or KernelBench test. With `learn`, the problem's inputs are
+/// drawn under `seed` and the reference run once, to learn the [`JudgeHints`]; otherwise each
+/// of `observed` (the records the version's process wrote, opaque here) is judged: answered as
+/// [`ProblemOutcome::cases`], or with [`Response::redo`] when inputs must be kept and the test
+/// run again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Judge {
+    pub format: ProblemFormat,
+    pub problem: PathBuf,
+    #[serde(default)]
+    pub args: BTreeMap<String, serde_json::Value>,
+    /// The test's first seed (KernelBench: the models' weights).
+    pub seed: u64,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub learn: bool,
+    #[serde(default)]
+    pub observed: Vec<serde_json::Value>,
+    #[serde(default)]
+    pub tolerances: BTreeMap<String, [f64; 2]>,
+    /// Try the problem's own check on vacuous answers too (a test's first case).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub probe: bool,
+    /// A bench's re-check: `observed` is the call on the timed buffers, then the one on new
+    /// buffers; the answer is [`Response::recheck`] and its reason, or nothing when both pass.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recheck: bool,
 }
 
 /// Timing requests. The first of a series carries `launch` or `call` and the input sets: the
@@ -339,6 +395,12 @@ pub struct Bench {
     /// A GPU MODE or KernelBench call to time instead of `call`: the problem makes its own inputs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<ProblemBench>,
+    /// A problem's write-back: where its re-check calls write what they saw for the judge, and
+    /// what the judge learnt of the problem ([`Problem::dump`], [`Problem::hints`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dump: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hints: Option<JudgeHints>,
 }
 
 /// What a GPU MODE or KernelBench bench times, in the Python worker: `custom_kernel(data)` (or
@@ -440,6 +502,17 @@ pub struct Response {
     pub kernels: Vec<CapturedKernel>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<ProblemOutcome>,
+    /// A judge's answer: what it learnt of the problem, for the version's next calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hints: Option<JudgeHints>,
+    /// A judge's answer: inputs the problem does not draw the same way twice; the test is run
+    /// again with copies of them kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redo: Vec<String>,
+    /// A problem bench's write-back: what the version's process saw of its re-check calls, for
+    /// the judge ([`Judge::recheck`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observed: Vec<serde_json::Value>,
     /// Timed calls of a bench request.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub samples: Vec<Sample>,
@@ -549,6 +622,9 @@ pub struct ProblemOutcome {
     pub args: BTreeMap<String, serde_json::Value>,
     #[serde(default)]
     pub cases: Vec<ProblemCase>,
+    /// The version's process's records of a judged test, for the judge ([`Judge::observed`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observed: Vec<serde_json::Value>,
     /// The compile phase: the Triton kernels the version's second call launched, by name (the
     /// worker's launch hook); absent where they were not listed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -598,6 +674,10 @@ pub struct ProblemCase {
     /// (and reference) differed: a remembered answer.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub replayed: bool,
+    /// The problem's own check failed f32 outputs of a version whose process had TF32 on: rung
+    /// calls it again with TF32 off to see whether that is the cause.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tf32_suspect: bool,
     /// Timing primitives the version had replaced when its call returned.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub patched: Vec<String>,

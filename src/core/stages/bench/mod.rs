@@ -374,14 +374,18 @@ pub fn bench_problem(ws: &Workspace, runners: &mut Runners, gpu: &GpuInfo, v: &V
             }
         };
         let mut size = series::size_bench(&sizes, &series);
-        (size.recheck_failure, size.recheck_reason) =
-            match send(runners, &target, protocol::Bench { write_back: true, ..more(0, 0) }, limit) {
-                Ok(r) => {
-                    stats::add_phases(&mut size.phases, &r.phases);
-                    (r.recheck, r.recheck_reason)
-                }
-                Err(f) => (Some(f.summary), f.reason),
-            };
+        let judge = protocol::Judge {
+            format,
+            problem: problem.clone(),
+            args: args.clone(),
+            seed: bench_seed,
+            learn: false,
+            observed: vec![],
+            tolerances: BTreeMap::new(),
+            probe: false,
+            recheck: false,
+        };
+        (size.recheck_failure, size.recheck_reason) = problem_recheck(runners, &target, judge, limit, &mut size.phases);
         results.push(size);
         if bi > 0 {
             continue;

@@ -178,3 +178,55 @@ fn run_native(
         Err(e) => Err(ReferenceFailed(format!("the reference failed: {e}"))),
     }
 }
+
+/// A GPU MODE or KernelBench bench's re-check, judged in a process that never ran the version:
+/// what the judge learns of the problem (`judge` carries the problem, its arguments and seed),
+/// the version's two calls (set 0's buffers refilled with a fresh draw, then new buffers), and
+/// the judge's verdict on them. (why, reason) when it fails.
+pub(super) fn problem_recheck(
+    runners: &mut Runners,
+    target: &Target,
+    judge: protocol::Judge,
+    limit: Duration,
+    phases: &mut BTreeMap<String, f64>,
+) -> (Option<String>, Option<crate::model::report::Reason>) {
+    use crate::stages::run::{JudgeFailed, judge_call};
+    let failed = |f: JudgeFailed| (Some(format!("the judge: {}", f.2)), f.1);
+    let mut hints = match judge_call(runners, CallMode::Cuda, protocol::Judge { learn: true, ..judge.clone() }, limit) {
+        Ok(r) => r.hints.unwrap_or_default(),
+        Err(f) => return failed(f),
+    };
+    let dump = runners.scratch("rechecked");
+    let mut out = (None, None);
+    for attempt in 0..2 {
+        let bench = protocol::Bench {
+            write_back: true,
+            dump: Some(dump.clone()),
+            hints: Some(hints.clone()),
+            ..Default::default()
+        };
+        let r = match send(runners, target, bench, limit) {
+            Ok(r) => r,
+            Err(f) => {
+                out = (Some(f.summary), f.reason);
+                break;
+            }
+        };
+        stats::add_phases(phases, &r.phases);
+        let asked = protocol::Judge { observed: r.observed, recheck: true, ..judge.clone() };
+        match judge_call(runners, CallMode::Cuda, asked, limit) {
+            Ok(j) if !j.redo.is_empty() && attempt == 0 => hints.regenerable.retain(|n| !j.redo.contains(n)),
+            Ok(j) => {
+                stats::add_phases(phases, &j.phases);
+                out = (j.recheck, j.recheck_reason);
+                break;
+            }
+            Err(f) => {
+                out = failed(f);
+                break;
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dump);
+    out
+}

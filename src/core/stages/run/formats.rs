@@ -124,6 +124,7 @@ pub fn run_problem(
     let declares_kernels = !declared_kernels(&version_source).is_empty();
     let declares_cuda = !declared_cuda_kernels(&version_source).is_empty();
     let mut seeds_of = SeedDraw::new(seed, seed_range);
+    let mut hints: Option<protocol::JudgeHints> = None;
     for (ti, (test, ncases, is_bench)) in tests.iter().map(|(a, n, b)| (a, *n, *b)).enumerate() {
         let mut args = test.clone();
         let seeds: Vec<u64> = (0..ncases).map(|_| seeds_of.draw()).collect();
@@ -142,71 +143,160 @@ pub fn run_problem(
         if ti == 0 {
             seeds.push(seeds_of.draw());
         }
-        let req = |warmup: bool| protocol::Problem {
+        let dump = runners.scratch("judged");
+        let req_for = |warmup: bool, hints: &protocol::JudgeHints, seeds: Vec<u64>, no_tf32: bool| protocol::Problem {
             format,
             problem: problem.clone(),
             version: v.path.clone(),
             args: args.clone(),
             seed: test_seed,
-            seeds: if warmup { seeds.clone() } else { seeds[..ncases].to_vec() },
+            seeds,
             tolerances: tolerances.clone(),
             warmup,
             benchmark: is_bench,
             list_kernels: warmup && declares_kernels,
             list_gpu_kernels: warmup && declares_cuda,
+            dump: (!warmup).then(|| dump.clone()),
+            hints: hints.clone(),
+            no_tf32,
         };
-        let mut steps = vec![(false, limits.run)];
-        if ti == 0 {
-            // The compile phase: one unjudged call under the build limit.
-            steps.insert(0, (true, limits.build));
-        }
-        let mut resp = None;
-        for (warmup, limit) in steps {
-            let r = runners.zygote(interpret).and_then(|z| z.call(protocol::Op::Problem(req(warmup)), limit));
-            let stage = if warmup { "while compiling (its first call)" } else { "" };
-            match r {
-                Ok(r) if r.ok => {
-                    crate::stats::add_phases(&mut phases, &r.phases);
-                    launched.extend(r.kernels.clone());
-                    if warmup
-                        && let Some(p) = &r.problem
-                        && let Some(f) = compile_phase_verdict(p, &version_source)
-                    {
-                        run_fail = Some((Verdict::Fail, Some(f.0), format!("{} (at {label})", f.1), None));
+        let req = |warmup: bool, hints: &protocol::JudgeHints| {
+            req_for(warmup, hints, if warmup { seeds.clone() } else { seeds[..ncases].to_vec() }, false)
+        };
+        let judge_req = |learn: bool, observed: Vec<serde_json::Value>| protocol::Judge {
+            format,
+            problem: problem.clone(),
+            args: args.clone(),
+            seed: if learn { *seeds.last().unwrap_or(&test_seed) } else { test_seed },
+            learn,
+            observed,
+            tolerances: tolerances.clone(),
+            probe: !is_bench,
+            recheck: false,
+        };
+        let mut outcome = None;
+        for attempt in 0..2 {
+            let mut steps = vec![(false, limits.run)];
+            if ti == 0 && attempt == 0 {
+                // The compile phase: one unjudged call under the build limit.
+                steps.insert(0, (true, limits.build));
+            }
+            let mut resp = None;
+            for (warmup, limit) in steps {
+                if !warmup && hints.is_none() {
+                    // What the judge learns of the problem (the output slots, the inputs it can
+                    // draw again), before the first judged call.
+                    let t_learn = Instant::now();
+                    match judge_call(runners, mode, judge_req(true, vec![]), limits.build) {
+                        Ok(r) => {
+                            crate::stats::add_phases(&mut phases, &r.phases);
+                            // The judge's start (its zygote, the fork, CUDA) and what it learnt.
+                            phases.insert("judge_start".into(), t_learn.elapsed().as_secs_f64());
+                            hints = Some(r.hints.unwrap_or_default());
+                        }
+                        Err(f) => {
+                            run_fail = Some(f.at(&label));
+                            break;
+                        }
+                    }
+                }
+                let hint = hints.clone().unwrap_or_default();
+                let r =
+                    runners.zygote(interpret).and_then(|z| z.call(protocol::Op::Problem(req(warmup, &hint)), limit));
+                let stage = if warmup { "while compiling (its first call)" } else { "" };
+                match r {
+                    Ok(r) if r.ok => {
+                        crate::stats::add_phases(&mut phases, &r.phases);
+                        launched.extend(r.kernels.clone());
+                        if warmup
+                            && let Some(p) = &r.problem
+                            && let Some(f) = compile_phase_verdict(p, &version_source)
+                        {
+                            run_fail = Some((Verdict::Fail, Some(f.0), format!("{} (at {label})", f.1), None));
+                            break;
+                        }
+                        resp = Some(r);
+                    }
+                    Ok(r) => {
+                        let e = r.error.unwrap_or_else(|| WorkerError::new("error", ""));
+                        let msg = format!("{}: {}", e.kind, e.message);
+                        let file = e.file.clone().unwrap_or_else(|| v.path.clone());
+                        let mut d = Diagnostic::error(&file, Pos::new(e.lineno.unwrap_or(0), 0), msg.clone());
+                        d.tool_text = e.traceback.clone();
+                        let at = if stage.is_empty() { format!("at {label}") } else { format!("{stage}, at {label}") };
+                        run_fail = Some((Verdict::Fail, Some(reason_for(&e)), format!("{msg} ({at})"), Some(d)));
                         break;
                     }
-                    resp = Some(r);
+                    Err(f) => {
+                        let (verdict, reason) = failure_reason(&f);
+                        let at = if stage.is_empty() { format!("at {label}") } else { format!("{stage}, at {label}") };
+                        let what = match &f {
+                            Failure::Timeout(d) if warmup => format!(
+                                "no answer within limits.build ({}s) while compiling (its first call), at {label}",
+                                d.as_secs()
+                            ),
+                            _ => format!("{f} ({at})"),
+                        };
+                        run_fail = Some((verdict, reason, what, None));
+                        break;
+                    }
+                }
+            }
+            if run_fail.is_some() {
+                break;
+            }
+            let observed = resp.and_then(|r| r.problem).map(|p| p.observed).unwrap_or_default();
+            if observed.is_empty() {
+                run_fail = Some((Verdict::Error, None, "the worker returned no outputs".into(), None));
+                break;
+            }
+            // The verdict, from a process that never ran the version.
+            match judge_call(runners, mode, judge_req(false, observed), limits.run) {
+                Ok(r) if !r.redo.is_empty() && attempt == 0 => {
+                    // Inputs the problem draws differently each time: kept, and the test again.
+                    if let Some(h) = hints.as_mut() {
+                        h.regenerable.retain(|n| !r.redo.contains(n));
+                    }
                 }
                 Ok(r) => {
-                    let e = r.error.unwrap_or_else(|| WorkerError::new("error", ""));
-                    let msg = format!("{}: {}", e.kind, e.message);
-                    let file = e.file.clone().unwrap_or_else(|| v.path.clone());
-                    let mut d = Diagnostic::error(&file, Pos::new(e.lineno.unwrap_or(0), 0), msg.clone());
-                    d.tool_text = e.traceback.clone();
-                    let at = if stage.is_empty() { format!("at {label}") } else { format!("{stage}, at {label}") };
-                    run_fail = Some((Verdict::Fail, Some(reason_for(&e)), format!("{msg} ({at})"), Some(d)));
+                    crate::stats::add_phases(&mut phases, &r.phases);
+                    if let Some(h) = r.hints {
+                        hints = Some(h);
+                    }
+                    outcome = r.problem;
                     break;
                 }
                 Err(f) => {
-                    let (verdict, reason) = failure_reason(&f);
-                    let at = if stage.is_empty() { format!("at {label}") } else { format!("{stage}, at {label}") };
-                    let what = match &f {
-                        Failure::Timeout(d) if warmup => format!(
-                            "no answer within limits.build ({}s) while compiling (its first call), at {label}",
-                            d.as_secs()
-                        ),
-                        _ => format!("{f} ({at})"),
-                    };
-                    run_fail = Some((verdict, reason, what, None));
+                    run_fail = Some(f.at(&label));
                     break;
                 }
             }
         }
+        // The problem's own check failed f32 outputs with TF32 on: does it pass with TF32 off?
+        if run_fail.is_none()
+            && let Some(o) = outcome.as_mut()
+            && let Some(case) = o.cases.iter_mut().find(|c| c.tf32_suspect)
+        {
+            let hint = hints.clone().unwrap_or_default();
+            let again = runners
+                .zygote(interpret)
+                .and_then(|z| z.call(protocol::Op::Problem(req_for(false, &hint, vec![case.seed], true)), limits.run))
+                .ok()
+                .filter(|r| r.ok)
+                .and_then(|r| r.problem)
+                .map(|p| p.observed)
+                .and_then(|observed| judge_call(runners, mode, judge_req(false, observed), limits.run).ok())
+                .and_then(|r| r.problem);
+            if again.is_some_and(|p| p.cases.iter().all(|c| c.own.as_ref().is_some_and(|o| o.pass))) {
+                case.notes.push(TF32_NOTE.into());
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dump);
         if run_fail.is_some() {
             break;
         }
-        let Some(outcome) = resp.and_then(|r| r.problem) else {
-            run_fail = Some((Verdict::Error, None, "the worker returned no outputs".into(), None));
+        let Some(outcome) = outcome else {
+            run_fail = Some((Verdict::Error, None, "the judge returned no verdict".into(), None));
             break;
         };
         let t_metrics = Instant::now();
@@ -319,4 +409,47 @@ pub fn run_problem(
         },
     };
     RunOutcome { run, check: Some(check) }
+}
+
+/// Said of a GPU MODE version whose f32 outputs fail the problem's check with TF32 on and pass
+/// it with TF32 off.
+const TF32_NOTE: &str = "it passes with TF32 off: TF32 (torch.backends.cudnn.allow_tf32 and \
+                         torch.backends.cuda.matmul.allow_tf32, cuDNN's on by default) is the likely cause; \
+                         set both to False in the version, as the reference does";
+
+/// Why the judge's process gave no verdict: its error (the problem's own code raised on the
+/// version's answer, say) or its failure (it died, ran out of time).
+pub struct JudgeFailed(pub Verdict, pub Option<Reason>, pub String, pub Option<Box<Diagnostic>>);
+
+impl JudgeFailed {
+    fn at(self, label: &str) -> (Verdict, Option<Reason>, String, Option<Diagnostic>) {
+        (self.0, self.1, format!("{} (the judge, at {label})", self.2), self.3.map(|d| *d))
+    }
+}
+
+/// One request to the judge's process ([`Runners::judge`]).
+pub fn judge_call(
+    runners: &mut Runners,
+    mode: CallMode,
+    req: protocol::Judge,
+    limit: Duration,
+) -> Result<protocol::Response, JudgeFailed> {
+    let r = runners.judge(mode, limit + Duration::from_secs(30)).and_then(|z| z.call(protocol::Op::Judge(req), limit));
+    match r {
+        Ok(r) if r.ok => Ok(r),
+        Ok(r) => {
+            let e = r.error.unwrap_or_else(|| WorkerError::new("error", ""));
+            let msg = format!("{}: {}", e.kind, e.message);
+            let d = e.file.as_ref().map(|file| {
+                let mut d = Diagnostic::error(file, Pos::new(e.lineno.unwrap_or(0), 0), msg.clone());
+                d.tool_text = e.traceback.clone();
+                Box::new(d)
+            });
+            Err(JudgeFailed(Verdict::Fail, Some(reason_for(&e)), msg, d))
+        }
+        Err(f) => {
+            let (verdict, _) = failure_reason(&f);
+            Err(JudgeFailed(if verdict == Verdict::Fail { Verdict::Error } else { verdict }, None, f.to_string(), None))
+        }
+    }
 }

@@ -355,6 +355,7 @@ mod problem_tests {
             vacuous: None,
             notes: vec![],
             replayed: false,
+            tf32_suspect: false,
             patched: vec![],
             harness: vec![],
         }
@@ -429,6 +430,7 @@ __device__ void helper(float* x) { }
         let outcome = |gpu: Option<Vec<&str>>| ProblemOutcome {
             args: BTreeMap::new(),
             cases: vec![],
+            observed: vec![],
             launched: None,
             launched_gpu: gpu.map(|l| l.into_iter().map(String::from).collect()),
             patched: vec![],
@@ -455,6 +457,7 @@ __device__ void helper(float* x) { }
         let p = ProblemOutcome {
             args: BTreeMap::new(),
             cases: vec![],
+            observed: vec![],
             launched: None,
             launched_gpu: None,
             patched: vec![],
@@ -515,6 +518,7 @@ __device__ void helper(float* x) { }
         let outcome = |launched: Option<Vec<&str>>| ProblemOutcome {
             args: BTreeMap::new(),
             cases: vec![],
+            observed: vec![],
             launched: launched.map(|l| l.into_iter().map(String::from).collect()),
             launched_gpu: None,
             patched: vec![],

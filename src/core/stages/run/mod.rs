@@ -18,7 +18,7 @@ mod formats;
 mod judge;
 
 use checker::Checker;
-pub use formats::run_problem;
+pub use formats::{JudgeFailed, judge_call, run_problem};
 pub use judge::{JudgedTest, compile_phase_verdict, declared_cuda_kernels, declared_kernels, judge_cases};
 
 use std::collections::BTreeMap;

@@ -29,6 +29,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, LazyLock, Mutex};
 
+mod tracking;
+pub use tracking::{TRACKING_VAR, ToolTracking};
+
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
     path_beneath_rules,
@@ -491,9 +494,14 @@ pub fn for_workspace(root: &Path, python: Option<&Path>, scratch: &Path) -> Opti
             if let Ok(exe) = std::env::current_exe() {
                 read.push(exe);
             }
+            // Under compute-sanitizer, the folders its process tracking uses.
+            let tracking = ToolTracking::from_env();
+            read.extend(tracking.read);
+            let mut writable = vec![scratch.to_path_buf()];
+            writable.extend(tracking.write);
             let state = root.join(crate::workspace::STATE_DIR);
             let _ = std::fs::create_dir_all(&state);
-            match Sandbox::new(&entries, &state, &[scratch.to_path_buf()], &read) {
+            match Sandbox::new(&entries, &state, &writable, &read) {
                 Ok(s) => s.map(Arc::new),
                 Err(e) => {
                     eprintln!("rung: {e}; versions run unsandboxed");
@@ -531,6 +539,33 @@ mod mode_tests {
         assert!(broken.strict && broken.problem.unwrap().contains("config.toml"), "a broken file turns nothing off");
     }
 
+    /// A sandboxed process makes and opens FIFOs in the tracker's folder when it is writable
+    /// (what compute-sanitizer's target does as it forks), and nowhere else in /tmp.
+    #[test]
+    fn a_sandboxed_process_makes_fifos_only_in_the_tracker_folder() {
+        if kernel_abi() == 0 {
+            eprintln!("SKIPPED: this kernel has no Landlock");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let (tracker, other) = (tmp.path().join("NVIDIA-treetracker-test"), tmp.path().join("other"));
+        std::fs::create_dir_all(&tracker).unwrap();
+        std::fs::create_dir_all(&other).unwrap();
+        let root = tmp.path().join("ws");
+        std::fs::create_dir_all(&root).unwrap();
+        let state = root.join(crate::workspace::STATE_DIR);
+        let sandbox = Arc::new(Sandbox::new(&[], &state, std::slice::from_ref(&tracker), &[]).unwrap().unwrap());
+        let sh = |script: String| {
+            let mut cmd = Command::new("/bin/sh");
+            cmd.args(["-c", &script]);
+            sandbox.apply(&mut cmd, Seal::Itself);
+            cmd.output().unwrap().status.success()
+        };
+        let fifo = tracker.join("pipe-0-ownerReadingStream");
+        assert!(sh(format!("mkfifo {0} && exec 3<>{0}", fifo.display())), "the tracker's FIFO");
+        assert!(!sh(format!("mkfifo {}", other.join("p").display())), "not elsewhere");
+    }
+
     /// Inside the sandbox a process reads the workspace's own files but not rung's state in
     /// `.rung/` (the history, the reference cache), writes only the caches and scratch there,
     /// and follows no link out of the workspace.
@@ -561,12 +596,61 @@ mod mode_tests {
             cmd.output().unwrap().status.success()
         };
         assert!(sh("cat rung.toml"), "the workspace's files are readable");
+        assert!(!sh("ls ."), "its root is not listed (that would list `.rung/`)");
         assert!(sh("echo x > .rung/tmp/built && echo x > .rung/triton-cache/k"), "the caches are writable");
         assert!(!sh("cat .rung/history.db"), "the history is not readable");
         assert!(!sh("echo x >> .rung/history.db"), "nor writable");
         assert!(!sh("cat .rung/cache/reference/out.bin"), "nor the cached reference");
         assert!(!sh("cat linked/secret"), "a link out of the workspace leads nowhere");
         assert!(!sh("echo x > versions/v999.py"), "the sources are read-only");
+    }
+
+    /// A sandbox for `root` in which `python3` runs rung's worker modules: (it, the Python, the
+    /// modules' folder).
+    fn python_sandbox(root: &Path) -> (Arc<Sandbox>, &'static Path, PathBuf) {
+        let python = Path::new("python3");
+        let worker = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../assets/python");
+        let mut read = python_folders(python);
+        read.push(worker.clone());
+        let state = root.join(crate::workspace::STATE_DIR);
+        let sandbox = Sandbox::new(&root_entries(root), &state, &[], &read).unwrap().expect("Landlock is here");
+        (Arc::new(sandbox), python, worker)
+    }
+
+    /// A workspace's own module (GPU MODE's `task`, `utils`) is imported from its root, which the
+    /// sandbox lets be read but not listed: Python's own finder lists the folder, and finds
+    /// nothing there; rung_sandbox's finder asks for the file by name.
+    #[test]
+    fn a_sandboxed_python_imports_the_workspaces_own_modules() {
+        if kernel_abi() == 0 {
+            eprintln!("SKIPPED: this kernel has no Landlock");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ws");
+        std::fs::create_dir_all(root.join("helpers")).unwrap();
+        std::fs::write(root.join("task.py"), "ANSWER = 42\n").unwrap();
+        std::fs::write(root.join("helpers/__init__.py"), "from helpers.deep import X\n").unwrap();
+        std::fs::write(root.join("helpers/deep.py"), "X = 7\n").unwrap();
+        let (sandbox, python, worker) = python_sandbox(&root);
+        let py = |finder: bool| {
+            let script = format!(
+                "import sys; sys.path.insert(0, {worker:?}); sys.path.insert(0, {root:?})\n\
+                 import rung_sandbox\n{}\nimport task, helpers\nassert (task.ANSWER, helpers.X) == (42, 7)",
+                if finder { "rung_sandbox.find_unlisted()" } else { "" },
+                worker = worker.display().to_string(),
+                root = root.display().to_string(),
+            );
+            let mut cmd = Command::new(python);
+            cmd.args(["-c", &script]).current_dir(&root);
+            sandbox.apply(&mut cmd, Seal::Itself);
+            let out = cmd.output().unwrap();
+            (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+        };
+        let (ok, err) = py(false);
+        assert!(!ok && err.contains("No module named 'task'"), "Python's own finder lists the root: {err}");
+        let (ok, err) = py(true);
+        assert!(ok, "{err}");
     }
 
     /// A sandboxed process writes its own `/proc/<pid>/task` (the CUDA driver does, as it
@@ -580,13 +664,8 @@ mod mode_tests {
         }
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("ws");
-        let state = root.join(crate::workspace::STATE_DIR);
         std::fs::create_dir_all(root.join("versions")).unwrap();
-        let python = Path::new("python3");
-        let worker = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../assets/python");
-        let mut read = python_folders(python);
-        read.push(worker.clone());
-        let sandbox = Arc::new(Sandbox::new(&root_entries(&root), &state, &[], &read).unwrap().unwrap());
+        let (sandbox, python, worker) = python_sandbox(&root);
         // Another process of the same user: its oom_score_adj is writable outside the sandbox.
         let mut other = Command::new("sleep").arg("30").spawn().unwrap();
         let theirs = format!("/proc/{}/oom_score_adj", other.id());

@@ -1,0 +1,93 @@
+"""The judge's side of a GPU MODE or KernelBench test: served by a child of a zygote that never
+ran a version's code (rung's `Runners::judge`). It draws the problem's inputs again under each
+case's seed, runs the reference and the problem's own check on them, and judges what the
+version's process observed (rung_problem.observe_*), so nothing a version does in its own
+process reaches its verdict. rung_worker.py serves its requests."""
+
+import os
+import time
+
+import rung_problem as rp
+from rung_bench import _problem_module, _seeded_model
+from rung_host import RUNG_DTYPES
+
+
+def judge(req, state):
+    """The judge's side of a GPU MODE or KernelBench test, in a child of a zygote that never ran a
+    version: with `learn`, what the problem's inputs and reference look like (the hints for the
+    version's process); otherwise the verdict on each case the version's process observed."""
+    import torch
+    device = "cuda" if state["mode"] == "cuda" else "cpu"
+    gm = req["format"] == "gpu-mode"
+    t = time.perf_counter()
+    prob = _problem_module(req["problem"], req["format"])
+    phases = {"judge_import": time.perf_counter() - t}
+    args = dict(req.get("args") or {})
+    seed = int(req["seed"])
+    judged = state.setdefault("judged", {})
+    t = time.perf_counter()
+    with torch.no_grad():
+        if req.get("learn"):
+            if gm:
+                a = dict(args)
+                if "seed" in a:
+                    a["seed"] = seed
+
+                def draw():
+                    torch.manual_seed(seed)
+                    return prob.generate_input(**a)
+
+                rp.learn_ref_slots(prob, draw(), judged, device, draw)
+            else:
+                judged["regenerable"] = rp.drawn_alike(rp.kernelbench_inputs(prob, seed, device),
+                                                       rp.kernelbench_inputs(prob, seed, device), "inputs")
+            phases["judge_learn"] = time.perf_counter() - t
+            return {"phases": phases, "hints": _hints(judged)}
+        records = req.get("observed") or []
+        tolerances = req.get("tolerances") or {}
+        try:
+            if gm:
+                cases = rp.judge_gpu_mode(prob, args, records, tolerances, RUNG_DTYPES, bool(req.get("probe")),
+                                          device, judged)
+            else:
+                torch.manual_seed(seed)
+                with torch.device(device):
+                    init = prob.get_init_inputs()
+                cases = rp.judge_kernelbench(prob, lambda: _seeded_model(prob.Model, init, seed, device), records,
+                                             tolerances, RUNG_DTYPES, device)
+        except rp.Redo as r:
+            return {"phases": phases, "redo": r.names}
+        finally:
+            _remove_files(records)
+    if req.get("recheck"):
+        # A bench's re-check: the case on the timed buffers, then the one on new buffers.
+        phases["judge"] = time.perf_counter() - t
+        resp = {"phases": phases, "hints": _hints(judged)}
+        if len(cases) != 2:
+            raise ValueError("a re-check judges two calls, not %d" % len(cases))
+        failed = rp.recheck_verdict(*cases)
+        if failed:
+            resp["recheck_reason"], resp["recheck"] = failed
+        return resp
+    rp.mark_replays(cases)
+    for c in cases:
+        for k, v in c.pop("phases").items():
+            phases[k] = phases.get(k, 0.0) + v
+    phases["judge"] = time.perf_counter() - t
+    return {"phases": phases, "hints": _hints(judged), "problem": {"args": args, "cases": cases}}
+
+
+def _hints(judged):
+    return {"output_slots": sorted(judged.get("ref_slots", ())), "regenerable": sorted(judged.get("regenerable", ()))}
+
+
+def _remove_files(records):
+    """The version's files, once judged (in shared memory they hold memory until removed)."""
+    for rec in records:
+        metas = list(rec.get("tensors") or []) + list((rec.get("kept") or {}).values())
+        metas += [s["changed"] for s in rec.get("slots") or [] if "changed" in s]
+        for m in metas:
+            try:
+                os.remove(m["file"])
+            except (OSError, KeyError, TypeError):
+                pass
