@@ -413,10 +413,20 @@ pub struct WorkerEnv {
 /// `load_inline`) initialises CUDA when imported, and every forked child then fails with
 /// "Cannot re-initialize CUDA in forked subprocess" (seen on the H200).
 pub fn uses_inductor(root: &Path) -> bool {
-    python_files(root).into_iter().chain(python_files(&root.join(crate::workspace::VERSIONS_DIR))).any(|p| {
-        std::fs::read_to_string(p)
-            .is_ok_and(|t| t.contains("use_deterministic_algorithms") || t.contains("torch.compile"))
-    })
+    problem_uses_inductor(root)
+        || python_files(&root.join(crate::workspace::VERSIONS_DIR)).iter().any(|p| inductor_in(p))
+}
+
+/// As [`uses_inductor`], for the problem's own Python only (the reference, its helpers): what
+/// the zygote of the judge and the reference imports (GPU MODE's `DeterministicContext` ran in
+/// every judge's child, 4-6 s a check, without it).
+pub fn problem_uses_inductor(root: &Path) -> bool {
+    python_files(root).iter().any(|p| inductor_in(p))
+}
+
+fn inductor_in(file: &Path) -> bool {
+    std::fs::read_to_string(file)
+        .is_ok_and(|t| t.contains("use_deterministic_algorithms") || t.contains("torch.compile"))
 }
 
 /// The `.py` files directly in `dir`.
@@ -596,7 +606,9 @@ impl Runners {
             })?;
             let t0 = Instant::now();
             // Read when a zygote starts (a watch's restarted zygote sees versions added since).
-            self.env.preimport_inductor = !reference && uses_inductor(&self.env.cwd);
+            // The judge's and the reference's zygote run only the problem's own code.
+            self.env.preimport_inductor =
+                if reference { problem_uses_inductor(&self.env.cwd) } else { uses_inductor(&self.env.cwd) };
             let z = Zygote::start(&python, &self.script, (interpret, reference), &self.env, self.live.clone())?;
             if !reference {
                 self.zygote_starts.push(t0.elapsed().as_secs_f64());
@@ -735,7 +747,7 @@ impl Drop for Runners {
 
 #[cfg(test)]
 mod tests {
-    use super::{problem_imports, sweep_dead, uses_inductor};
+    use super::{problem_imports, problem_uses_inductor, sweep_dead, uses_inductor};
 
     /// The reference's zygote imports torch once when the problem's own Python does.
     #[test]
@@ -759,7 +771,7 @@ mod tests {
         assert!(!uses_inductor(root));
         // GPU MODE's utils.py: DeterministicContext.
         std::fs::write(root.join("utils.py"), "torch.use_deterministic_algorithms(True)\n").unwrap();
-        assert!(uses_inductor(root));
+        assert!(uses_inductor(root) && problem_uses_inductor(root), "the judge's zygote too");
         // load_inline alone is no reason: cpp_extension is never preimported.
         std::fs::remove_file(root.join("utils.py")).unwrap();
         std::fs::write(root.join("versions").join("v001.py"), "from torch.utils.cpp_extension import load_inline\n")
@@ -767,6 +779,7 @@ mod tests {
         assert!(!uses_inductor(root));
         std::fs::write(root.join("versions").join("v002.py"), "custom_kernel = torch.compile(f)\n").unwrap();
         assert!(uses_inductor(root));
+        assert!(!problem_uses_inductor(root), "a version's torch.compile is not the judge's");
     }
 
     /// A data folder of a rung that is gone is removed; this process's, and anything that is
