@@ -268,3 +268,43 @@ fn a_problem_that_uses_deterministic_algorithms_finds_inductor_imported_in_its_c
     let got = check(&ws, &["v001"]);
     assert_eq!(got["v001"].0, "pass", "{:?}", got["v001"]);
 }
+
+/// The judge reads (and then removes) the files a version's record names: the record comes from
+/// the version's process, so a file outside the folder rung gave it is refused, a link that
+/// leads out included.
+#[test]
+fn the_judge_reads_no_file_outside_the_versions_folder() {
+    let tc = common::doctor_toolchain();
+    let Some(python) = tc["python"]["path"].as_str() else {
+        eprintln!("SKIPPED: no Python for the worker (rung setup)");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dump = tmp.path().join("judged");
+    std::fs::create_dir_all(dump.join("case-0")).unwrap();
+    std::fs::write(dump.join("case-0/out-1.bin"), [0u8; 4]).unwrap();
+    std::fs::write(tmp.path().join("secret"), "x").unwrap();
+    std::os::unix::fs::symlink(tmp.path().join("secret"), dump.join("case-0/out-2.bin")).unwrap();
+    let script = format!(
+        r#"
+import sys
+sys.path.insert(0, {assets:?})
+import rung_judge
+def rec(f):
+    return [{{"tensors": [{{"file": f, "dtype": "float32", "shape": [1], "stride": [1]}}], "kept": {{}}, "slots": []}}]
+out = []
+for f in [{dump:?} + "/case-0/out-1.bin", {dump:?} + "/../secret", {dump:?} + "/case-0/out-2.bin", "/etc/passwd"]:
+    try:
+        rung_judge._within(rec(f), {dump:?})
+        out.append("read")
+    except ValueError:
+        out.append("refused")
+print(",".join(out))
+"#,
+        assets = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python"),
+        dump = dump.display().to_string(),
+    );
+    let out = Command::new(python).args(["-c", &script]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "read,refused,refused,refused");
+}

@@ -133,6 +133,7 @@ fn samples() -> Vec<Message> {
                 seed: 5,
                 learn: false,
                 observed: vec![serde_json::json!({"seed": 5, "tensors": []})],
+                dump: Some("/dev/shm/rung-1-2/judged".into()),
                 tolerances: BTreeMap::new(),
                 probe: true,
                 recheck: false,

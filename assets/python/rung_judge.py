@@ -44,6 +44,7 @@ def judge(req, state):
             phases["judge_learn"] = time.perf_counter() - t
             return {"phases": phases, "hints": _hints(judged)}
         records = req.get("observed") or []
+        _within(records, req.get("dump"))
         tolerances = req.get("tolerances") or {}
         try:
             if gm:
@@ -81,13 +82,31 @@ def _hints(judged):
     return {"output_slots": sorted(judged.get("ref_slots", ())), "regenerable": sorted(judged.get("regenerable", ()))}
 
 
+def _metas(records):
+    """Every tensor a record names (what the version returned, the inputs it changed, the copies
+    kept before its call)."""
+    for rec in records:
+        yield from rec.get("tensors") or []
+        yield from (rec.get("kept") or {}).values()
+        yield from (s["changed"] for s in rec.get("slots") or [] if "changed" in s)
+
+
+def _within(records, dump):
+    """The records come from the version's process: every file they name must be in the folder
+    rung gave it (`dump`), or the judge would read (and then remove) whatever a version names."""
+    if not dump:
+        raise ValueError("the judge needs the folder of the version's files")
+    root = os.path.realpath(dump) + os.sep
+    for m in _metas(records):
+        f = m.get("file") if isinstance(m, dict) else None
+        if not isinstance(f, str) or not os.path.realpath(f).startswith(root):
+            raise ValueError("the version's record names a file outside its folder: %r" % (f,))
+
+
 def _remove_files(records):
     """The version's files, once judged (in shared memory they hold memory until removed)."""
-    for rec in records:
-        metas = list(rec.get("tensors") or []) + list((rec.get("kept") or {}).values())
-        metas += [s["changed"] for s in rec.get("slots") or [] if "changed" in s]
-        for m in metas:
-            try:
-                os.remove(m["file"])
-            except (OSError, KeyError, TypeError):
-                pass
+    for m in _metas(records):
+        try:
+            os.remove(m["file"])
+        except (OSError, KeyError, TypeError):
+            pass

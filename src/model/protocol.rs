@@ -335,6 +335,10 @@ pub struct Judge {
     pub learn: bool,
     #[serde(default)]
     pub observed: Vec<serde_json::Value>,
+    /// The folder the version's process wrote its files in: a file a record names elsewhere
+    /// is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dump: Option<PathBuf>,
     #[serde(default)]
     pub tolerances: BTreeMap<String, [f64; 2]>,
     /// Try the problem's own check on vacuous answers too (a test's first case).

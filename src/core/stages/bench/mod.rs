@@ -381,6 +381,7 @@ pub fn bench_problem(ws: &Workspace, runners: &mut Runners, gpu: &GpuInfo, v: &V
             seed: bench_seed,
             learn: false,
             observed: vec![],
+            dump: None,
             tolerances: BTreeMap::new(),
             probe: false,
             recheck: false,

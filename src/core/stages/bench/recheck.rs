@@ -213,7 +213,7 @@ pub(super) fn problem_recheck(
             }
         };
         stats::add_phases(phases, &r.phases);
-        let asked = protocol::Judge { observed: r.observed, recheck: true, ..judge.clone() };
+        let asked = protocol::Judge { observed: r.observed, recheck: true, dump: Some(dump.clone()), ..judge.clone() };
         match judge_call(runners, CallMode::Cuda, asked, limit) {
             Ok(j) if !j.redo.is_empty() && attempt == 0 => hints.regenerable.retain(|n| !j.redo.contains(n)),
             Ok(j) => {

@@ -170,6 +170,7 @@ pub fn run_problem(
             seed: if learn { *seeds.last().unwrap_or(&test_seed) } else { test_seed },
             learn,
             observed,
+            dump: Some(dump.clone()),
             tolerances: tolerances.clone(),
             probe: !is_bench,
             recheck: false,
