@@ -66,8 +66,19 @@ def verdict_of(v):
     return "pass", "", "%s: %s" % (chk.get("stage"), chk.get("summary", "")) if chk else "", warnings
 
 
+class Rows(list):
+    """The rows, each also written to standard error as it comes: a run cut short by a time
+    limit still says what it judged."""
+
+    def append(self, r):
+        sys.stderr.write("%s %s: %s (expected %s)%s\n" % (
+            r["problem"], r["version"], r["got"], r["expected"], "" if r["ok"] else "  DISAGREES"))
+        sys.stderr.flush()
+        list.append(self, r)
+
+
 def gpu_mode(root, work):
-    rows = []
+    rows = Rows()
     for name in sorted(os.listdir(root)):
         src = os.path.join(root, name)
         if not os.path.isfile(os.path.join(src, "task.yml")) or not wanted(name):
@@ -105,7 +116,7 @@ def gpu_mode(root, work):
 
 
 def kernelbench(root, work):
-    rows = []
+    rows = Rows()
     for f in sorted(os.listdir(root)):
         if not f.endswith(".py"):
             continue
