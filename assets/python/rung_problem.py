@@ -1,18 +1,22 @@
-# One file on purpose: the judge watches its own module for a version's patches (watch_torch),
-# so every function a verdict rests on lives in the one module that is watched.
-"""GPU MODE and KernelBench problems in rung's Python worker: one check case, judged where the
-tensors live.
+# One file on purpose: the version's side watches this module for a version's patches
+# (watch_torch), so every function its observation rests on lives in the one module that is
+# watched; the judge's side shares the comparison with it.
+"""GPU MODE and KernelBench problems in rung's Python worker: one check case in two processes.
 
-A case draws the problem's inputs under a seed of rung's, computes the reference on its own
-copy, poisons the output slots, calls the version once, and compares. Everything that looks at
-every element (the comparison metrics, the input hashes, the unwritten count) runs on the
-tensors' device a chunk at a time, so a 6 GB KernelBench tensor is never written to disk.
+The version's process (observe_gpu_mode, observe_kernelbench) draws the problem's inputs under
+a seed of rung's, poisons the output slots, calls the version once, and writes down what it saw:
+the tensors it returned (files in the run's data folder), a digest of each input before and
+after the call, the input itself where it changed, and copies of the inputs the problem cannot
+draw twice. A judge's process that never ran a version (judge_gpu_mode, judge_kernelbench,
+served by rung_judge.py) draws the inputs again from the seed, computes the reference on its own
+copy, and compares. Everything that looks at every element (the metrics, the digests, the
+unwritten count) runs on the tensors' device a chunk at a time.
 
 Which tensors of GPU MODE's `data` are outputs (the pmpp_v2 convention hands the output in:
 vectoradd's data is `(A, B, C)`): those `ref_kernel` writes on its copy, and, when `data` holds
 two or more tensors, its last one when the version returns it (vectorsum's and prefixsum's
 `ref_kernel` return a new tensor while a solution fills the one it was given). Every other
-tensor is an input: compared bit for bit with a copy taken before the call.
+tensor is an input: checked bit for bit against the judge's own draw.
 
 The metrics are metrics.rs's formulas (max abs err, rel err with its floor, MSE, PSNR, cosine,
 allclose's mismatch rule, the error map); `tests/protocol.rs` holds the two to the same figures.

@@ -617,8 +617,8 @@ pub struct CapturedKernel {
     pub num_warps: Option<u32>,
 }
 
-/// What a GPU MODE or KernelBench test produced: one case per seed, each judged in the worker
-/// where its tensors live (no tensor is written to disk).
+/// What a GPU MODE or KernelBench test produced: from the version's process, what it observed
+/// of each case (`observed`); from the judge's process, each case judged (`cases`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProblemOutcome {
