@@ -12,13 +12,18 @@ mod common;
 
 fn python_with_torch() -> Option<String> {
     let tc = common::doctor_toolchain();
-    let python = tc["python"]["path"].as_str().map(str::to_string)?;
-    if Command::new(&python).args(["-c", "import torch"]).output().is_ok_and(|o| o.status.success()) {
-        return Some(python);
+    let python = tc["python"]["path"].as_str().map(str::to_string);
+    if let Some(python) = &python
+        && Command::new(python).args(["-c", "import torch"]).output().is_ok_and(|o| o.status.success())
+    {
+        return Some(python.clone());
     }
-    let why = format!(
-        "rung's Python ({python}) has no torch; GPU MODE and KernelBench problems need it (`{python} -m pip install torch`)"
-    );
+    let why = match python {
+        Some(python) => format!(
+            "rung's Python ({python}) has no torch; GPU MODE and KernelBench problems need it (`{python} -m pip install torch`)"
+        ),
+        None => format!("rung finds no Python ({})", tc["python"]),
+    };
     // CI runs these tests again with a Python that has torch: there a skip is a failure.
     assert!(std::env::var_os("RUNG_REQUIRE_TORCH").is_none(), "RUNG_REQUIRE_TORCH is set: {why}");
     eprintln!("SKIPPED: {why}");
