@@ -668,9 +668,10 @@ impl Runners {
         true
     }
 
-    /// Starts the reference's zygote (without a child) while nobody waits.
-    pub fn start_reference(&mut self) -> Result<(), Failure> {
-        self.zygote_for(true, true).map(|_| ())
+    /// Starts the zygote of the problem's own code (a rung.toml reference's with `interpret`, a
+    /// GPU MODE or KernelBench judge's as the version's) while nobody waits.
+    pub fn start_judge(&mut self, interpret: bool) -> Result<(), Failure> {
+        self.zygote_for(interpret, true).map(|_| ())
     }
 
     /// Whether that zygote is already running (its imports are warm).

@@ -403,12 +403,16 @@ pub fn watch(
                 && let Ok(r) = check::runners_for(&opened, &machine, &mut runners)
             {
                 r.live = live.clone();
-                let _ = r.zygote(machine.gpu.devices.is_empty());
-                // A rung.toml problem's Python reference runs in a zygote of its own.
+                let interpret = machine.gpu.devices.is_empty();
+                let _ = r.zygote(interpret);
+                // A rung.toml problem's Python reference runs in a zygote of its own; GPU MODE's
+                // and KernelBench's judge too.
                 if opened.format == crate::model::version::Format::Rung
                     && opened.reference.as_ref().is_some_and(|r| r.extension().is_some_and(|e| e == "py"))
                 {
-                    let _ = r.start_reference();
+                    let _ = r.start_judge(true);
+                } else if opened.format != crate::model::version::Format::Rung {
+                    let _ = r.start_judge(interpret);
                 }
             }
             drop(opened);
