@@ -220,10 +220,7 @@ pub fn run_problem(
                     }
                     Ok(r) => {
                         let e = r.error.unwrap_or_else(|| WorkerError::new("error", ""));
-                        let msg = format!("{}: {}", e.kind, e.message);
-                        let file = e.file.clone().unwrap_or_else(|| v.path.clone());
-                        let mut d = Diagnostic::error(&file, Pos::new(e.lineno.unwrap_or(0), 0), msg.clone());
-                        d.tool_text = e.traceback.clone();
+                        let (msg, d) = error_at(&e, &v.path);
                         let at = if stage.is_empty() { format!("at {label}") } else { format!("{stage}, at {label}") };
                         run_fail = Some((Verdict::Fail, Some(reason_for(&e)), format!("{msg} ({at})"), Some(d)));
                         break;
@@ -428,6 +425,15 @@ impl JudgeFailed {
     }
 }
 
+/// A worker's error as a message and a diagnostic at its line (in `file` when it names none).
+fn error_at(e: &WorkerError, file: &std::path::Path) -> (String, Diagnostic) {
+    let msg = format!("{}: {}", e.kind, e.message);
+    let file = e.file.clone().unwrap_or_else(|| file.to_path_buf());
+    let mut d = Diagnostic::error(&file, Pos::new(e.lineno.unwrap_or(0), 0), msg.clone());
+    d.tool_text = e.traceback.clone();
+    (msg, d)
+}
+
 /// One request to the judge's process ([`Runners::judge`]).
 pub fn judge_call(
     runners: &mut Runners,
@@ -440,13 +446,8 @@ pub fn judge_call(
         Ok(r) if r.ok => Ok(r),
         Ok(r) => {
             let e = r.error.unwrap_or_else(|| WorkerError::new("error", ""));
-            let msg = format!("{}: {}", e.kind, e.message);
-            let d = e.file.as_ref().map(|file| {
-                let mut d = Diagnostic::error(file, Pos::new(e.lineno.unwrap_or(0), 0), msg.clone());
-                d.tool_text = e.traceback.clone();
-                Box::new(d)
-            });
-            Err(JudgeFailed(Verdict::Fail, Some(reason_for(&e)), msg, d))
+            let d = e.file.as_ref().map(|file| Box::new(error_at(&e, file).1));
+            Err(JudgeFailed(Verdict::Fail, Some(reason_for(&e)), format!("{}: {}", e.kind, e.message), d))
         }
         Err(f) => {
             let (verdict, _) = failure_reason(&f);
