@@ -151,9 +151,10 @@ def warm_recheck(work, limit=300.0):
     version is checked, its first version is saved again. Returns (problem, version, seconds from
     the save to the check's result, seconds from rung seeing the change to the result)."""
     base = os.path.join(work, "gpu-mode")
-    if not os.path.isdir(base) or not os.listdir(base):
+    # Only a problem this run checked: another run's folder may be left in WORK_DIR.
+    names = sorted(n for n in os.listdir(base) if wanted(n)) if os.path.isdir(base) else []
+    if not names:
         return None
-    names = sorted(os.listdir(base))
     # GPU MODE's own eval.py is timed on vectoradd: the same problem, when it is there.
     name = "vectoradd_py" if "vectoradd_py" in names else names[0]
     ws = os.path.join(base, name)
