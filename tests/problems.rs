@@ -96,7 +96,7 @@ fn pmpp_v2_outputs_in_data_and_every_cheat_family_its_reason() {
         &ws,
         &[
             "v001", "v002", "v003", "v004", "v005", "v006", "v008", "v009", "v011", "v012", "v013", "v014", "v015",
-            "v016", "v019", "v020", "v021", "v099",
+            "v016", "v019", "v020", "v021", "v022", "v099",
         ],
     );
     for (id, verdict, reason) in [
@@ -106,7 +106,8 @@ fn pmpp_v2_outputs_in_data_and_every_cheat_family_its_reason() {
         ("v004", "fail", "unwritten"),
         ("v005", "fail", "crashed"),
         ("v006", "fail", "memoised"),
-        ("v008", "fail", "unwritten"),
+        // A thread writes C after the call returned: named, whatever the race with the read.
+        ("v008", "fail", "late-work"),
         ("v009", "fail", "timer-patched"),
         ("v011", "fail", "forged-reply"),
         ("v012", "fail", "input-mutated"),
@@ -121,6 +122,8 @@ fn pmpp_v2_outputs_in_data_and_every_cheat_family_its_reason() {
         // Swaps the helper module's `torch` (not a function: nothing watched changes). The judge
         // runs in a process of its own, where the swap never happened.
         ("v021", "fail", "problem-check"),
+        // Leaves a thread working only once a buffer has been seen 16 times: no check repeats so.
+        ("v022", "pass", ""),
         ("v099", "pass", ""),
     ] {
         let (v, r, summary) = &got[id];
@@ -133,6 +136,8 @@ fn pmpp_v2_outputs_in_data_and_every_cheat_family_its_reason() {
         got["v003"]
     );
     assert!(got["v005"].2.contains("exited with status 0"), "{:?}", got["v005"]);
+    // Where the thread was: the version's own line.
+    assert!(got["v008"].2.contains("v008-wrong-late-work.py:12 in later()"), "{:?}", got["v008"]);
     // Eight versions, one of which ends its own process: no time-out anywhere.
     assert!(t.elapsed() < Duration::from_secs(120), "{:?}", t.elapsed());
 }

@@ -605,3 +605,43 @@ fn the_workers_on_device_metrics_match_metrics_rs() {
         assert_eq!(idx(py), idx(&rs));
     }
 }
+
+/// Which threads a version's call left running (`late-work`): its own thread and a Timer are;
+/// an idle pool's workers, a thread that has ended and one that was there before are not; a
+/// pool's worker still busy with what the call gave it is.
+#[test]
+fn the_threads_a_call_left_running_are_named_and_idle_ones_are_not() {
+    let Some(python) = common::python_with_numpy() else { return };
+    let script = format!(
+        r#"import json, sys, threading, time, concurrent.futures as cf
+sys.path.insert(0, {:?})
+import rung_problem as rp
+stop = threading.Event()
+old = threading.Thread(target=stop.wait, args=(5,), name="from-before"); old.start()
+before = rp.threads_now()
+def later():
+    stop.wait(5)
+mine = threading.Thread(target=later, name="mine"); mine.start()
+pool = cf.ThreadPoolExecutor(2); pool.submit(lambda: 1).result()
+ended = threading.Thread(target=lambda: None); ended.start(); ended.join()
+timer = threading.Timer(5, print); timer.name = "timer"; timer.start()
+time.sleep(0.05)
+out = {{"left": rp.late_threads(before)}}
+pool.submit(stop.wait, 5); time.sleep(0.05)
+out["busy"] = rp.late_threads(before)
+stop.set(); timer.cancel(); pool.shutdown()
+print(json.dumps(out))
+"#,
+        concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python")
+    );
+    let out = Command::new(&python).args(["-c", &script]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let left: Vec<&str> = got["left"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(left.len(), 2, "{left:?}");
+    assert_eq!(left[0], "mine at <string>:8 in later()", "{left:?}");
+    assert!(left[1].starts_with("timer at threading.py:"), "{left:?}");
+    let busy: Vec<&str> = got["busy"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(busy.len(), 3, "{busy:?}");
+    assert!(busy.iter().any(|t| t.starts_with("ThreadPoolExecutor-")), "{busy:?}");
+}

@@ -152,6 +152,37 @@ fn a_version_that_patches_its_process_cannot_change_the_reference() {
     assert_eq!(stage(&v["versions"][0], "check")["verdict"], "pass", "the honest version: {v}");
 }
 
+#[test]
+fn a_version_that_leaves_its_work_to_a_thread_is_late_work_at_its_line() {
+    if !common::toolchain_here() {
+        eprintln!("skipped: no toolchain here (rung setup)");
+        return;
+    }
+    let (_tmp, ws) = workspace("vector-add");
+    let src = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
+    let launch = "    vector_add_kernel[(triton.cdiv(n, BLOCK),)](a, b, out, n, BLOCK=BLOCK)\n";
+    assert!(src.contains(launch), "the template's launch line changed: update this test");
+    // run() returns at once; a thread launches the kernel a little later. Its answer may well be
+    // written by the time rung reads it: the verdict must not depend on that race.
+    let late = src.replace(
+        launch,
+        "    import threading, time\n\
+         \x20   def later():\n\
+         \x20       time.sleep(0.3)\n\
+         \x20       vector_add_kernel[(triton.cdiv(n, BLOCK),)](a, b, out, n, BLOCK=BLOCK)\n\
+         \x20   threading.Thread(target=later, name='helper').start()\n",
+    );
+    std::fs::write(ws.join("versions/v004-late.py"), &late).unwrap();
+    let line = late.lines().position(|l| l.contains("time.sleep(0.3)")).unwrap() + 1;
+    let v = rung(&ws, &["check", "--json", "--no-bench", "v004", "v003"]);
+    let run = stage(&v["versions"][0], "run");
+    assert_eq!((run["verdict"].as_str(), run["reason"].as_str()), (Some("fail"), Some("late-work")), "{run}");
+    let summary = run["summary"].as_str().unwrap();
+    assert!(summary.contains(&format!("helper at v004-late.py:{line} in later()")), "{summary}");
+    // The honest version beside it, in the same worker, passes.
+    assert_eq!(stage(&v["versions"][1], "check")["verdict"], "pass", "{v}");
+}
+
 /// A vector-add Triton version whose kernel body line `BODY` replaces the store.
 #[test]
 fn user_rungs_from_checks_py_are_named_results() {

@@ -484,10 +484,15 @@ def _bench_req(req, state):
         return resp
     samples = []
     tracer = b.get("tracer")
+    threads = rp.threads_now()
     for _ in range(int(req.get("samples") or 0)):
         kw = b["sets"][b["next"] % len(b["sets"])][0]
         b["next"] += 1
         sample = _bench_one(b, b["fn"], kw)
+        late = rp.late_threads(threads)
+        if late:
+            raise rp.LateWork("the version's call returned while a thread it started was still running (%s): "
+                              "its time leaves that thread's work out" % "; ".join(late[:3]))
         if tracer is not None:
             # The traced call takes the next input set, as the next sample would.
             kw = b["sets"][b["next"] % len(b["sets"])][0]

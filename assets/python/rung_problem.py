@@ -585,6 +585,76 @@ def patched_harness():
     return sorted(out)
 
 
+# Taken before any version runs: one the version replaces later is not the one called.
+_frames = sys._current_frames
+_STDLIB = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
+
+
+def threads_now():
+    """The threads running Python code now, by ident (sys._current_frames: a thread a version
+    takes out of `threading`'s own table is still there)."""
+    return set(_frames())
+
+
+def _library(path):
+    """Whether a frame's file is a package's (torch, triton, anything installed), not Python's
+    own library nor a version's."""
+    return "site-packages" in path or "dist-packages" in path or path.startswith(_package_dirs() or ("\0",))
+
+
+def _idle_pool_worker(t):
+    """A worker of a concurrent.futures thread pool with nothing to do: a pool stays, idle,
+    after the work it was given has ended."""
+    try:
+        from concurrent.futures import thread as cft
+        if getattr(t, "_target", None) is not cft._worker:
+            return False
+        pool = t._args[0]()
+        return pool is None or (pool._work_queue.empty() and pool._idle_semaphore._value >= len(pool._threads))
+    except Exception:
+        return False
+
+
+def late_threads(before):
+    """The threads a version's call started (not in `before`) and left running when it returned
+    and rung synchronised: work its time leaves out, which may still change its outputs after
+    rung reads them. Each as `name at file:line in function()`, the innermost place in code that
+    is neither Python's own library nor a package's (the version's), else where it waits.
+    Not flagged: a thread another library runs into Python (a `_DummyThread`: CUPTI's
+    callbacks), an idle worker of a thread pool, a thread whose target has returned (it is
+    ending), and one running only packages' code (torch's compile workers)."""
+    import threading
+    out = []
+    for ident, frame in _frames().items():
+        if ident in before or ident == threading.get_ident():
+            continue
+        t = threading._active.get(ident)
+        if isinstance(t, threading._DummyThread) or (t is not None and _idle_pool_worker(t)):
+            continue
+        if t is not None and not hasattr(t, "_target"):
+            continue  # Thread.run has returned: only its ending is left
+        own = lib = None
+        f = frame
+        while f is not None:
+            path = os.path.abspath(f.f_code.co_filename)
+            if _library(path):
+                lib = lib or f
+            elif not path.startswith(_STDLIB):
+                own = f
+                break
+            f = f.f_back
+        if own is None and lib is not None:
+            continue
+        at = own or frame
+        out.append("%s at %s:%d in %s()" % (t.name if t is not None else "thread %d" % ident,
+                                            os.path.basename(at.f_code.co_filename), at.f_lineno, at.f_code.co_name))
+    return sorted(out)
+
+
+class LateWork(Exception):
+    """A version's call returned while a thread it started was still running."""
+
+
 def _package_dirs():
     dirs = []
     for name in ("torch", "triton"):
@@ -823,6 +893,7 @@ def observe_gpu_mode(prob, version, args, seed, byte, hints, late, device, dump_
     poisoned = {n: poison(x, byte) for n, x in slots if n in outs_known}
     sync()
     record["phases"] = {"inputs": time.perf_counter() - t}
+    threads = threads_now()
     t0 = time.perf_counter()
     if no_tf32:
         with _NoTF32():
@@ -832,6 +903,7 @@ def observe_gpu_mode(prob, version, args, seed, byte, hints, late, device, dump_
         output = version.custom_kernel(data)
     sync()
     record["seconds"] = time.perf_counter() - t0
+    record["late"] = late_threads(threads)
     record["patched"] = patched_timers()
     record["harness"] = patched_harness()
     t = time.perf_counter()
@@ -876,10 +948,12 @@ def observe_kernelbench(prob, model_new, seed, device, regenerable, dump_dir=Non
     before = {n: digest(x) for n, x in slots}
     sync()
     record["phases"] = {"inputs": time.perf_counter() - t}
+    threads = threads_now()
     t0 = time.perf_counter()
     output = model_new(*inputs)
     sync()
     record["seconds"] = time.perf_counter() - t0
+    record["late"] = late_threads(threads)
     record["patched"] = patched_timers()
     record["harness"] = patched_harness()
     t = time.perf_counter()
@@ -924,7 +998,7 @@ def _case_from(record, phases):
     case = {"seed": record["seed"], "seconds": record["seconds"], "phases": phases, "outputs": [],
             "inputs": [], "output_slots": list(record["output_slots"]), "unwritten": dict(record["unwritten"]),
             "notes": []}
-    for k in ("patched", "harness"):
+    for k in ("patched", "harness", "late"):
         if record.get(k):
             case[k] = record[k]
     return case

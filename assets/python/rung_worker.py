@@ -217,12 +217,17 @@ def _call(req, state):
     if mode == "cuda":
         import torch
         torch.cuda.synchronize()
+    threads = rp.threads_now()
     t0 = time.perf_counter()
     result = fn(**kwargs)
     resp = {}
     if mode == "cuda":
         resp["pending_ms"] = _sync_and_pending()
     seconds = time.perf_counter() - t0
+    late = rp.late_threads(threads)
+    if late:
+        raise rp.LateWork("%s() returned while a thread it started was still running (%s): its time leaves that "
+                          "work out, and its outputs could change after rung read them" % (req["function"], "; ".join(late[:3])))
     guards = []
     for name, g in guarded.items():
         breach = g.write_back()

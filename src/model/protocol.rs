@@ -688,6 +688,10 @@ pub struct ProblemCase {
     /// The judge's own functions the version had replaced or changed when its call returned.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub harness: Vec<String>,
+    /// Threads the version's call started and left running when it returned and rung
+    /// synchronised (`Thread-1 (later) at v008.py:10 in later()`): work its time leaves out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub late: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

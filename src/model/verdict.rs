@@ -181,6 +181,9 @@ pub enum Reason {
     /// The version set aside persisting L2 (cudaLimitPersistingL2CacheSize) for its data, which
     /// would outlast the flush before each timed call; rung undid it and timed without it.
     L2Persisting,
+    /// The version's call returned while a thread it started was still running: work its time
+    /// leaves out, which could change its outputs after rung read them.
+    LateWork,
 }
 
 impl Reason {

@@ -44,6 +44,7 @@ pub fn reason_for(e: &WorkerError) -> Reason {
         "HostEntryFailed" | "HostEntryLoad" => Reason::EntryFailed,
         "TimerPatched" => Reason::TimerPatched,
         "HarnessPatched" => Reason::HarnessPatched,
+        "LateWork" => Reason::LateWork,
         k if k.starts_with("CUDA_ERROR") => Reason::CudaError,
         _ if m.contains("illegal memory access") || m.contains("illegal address") => Reason::IllegalAddress,
         _ if m.contains("out of memory") => Reason::OutOfMemory,

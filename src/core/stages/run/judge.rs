@@ -117,6 +117,16 @@ fn launched_as(launched: &str, declared: &str) -> bool {
     name == declared
 }
 
+/// The summary of a late-work verdict: the threads (the first three), where each was.
+fn late_work(threads: &[String], label: &str) -> String {
+    let more = if threads.len() > 3 { format!(" and {} more", threads.len() - 3) } else { String::new() };
+    format!(
+        "the version's call returned while a thread it started was still running ({}{more}) (at {label}): its time \
+         leaves that work out, and its outputs could change after rung read them; join the thread before returning",
+        threads[..threads.len().min(3)].join("; ")
+    )
+}
+
 /// The summary of a harness-patched verdict: what was replaced (the first few), and where.
 fn harness_patched(names: &[String], at: &str) -> String {
     let shown: Vec<String> = names.iter().take(4).map(|n| format!("`{n}`")).collect();
@@ -207,6 +217,8 @@ pub fn judge_cases(cases: &[protocol::ProblemCase], label: &str) -> JudgedTest {
             Reason::TimerPatched,
             format!("the version replaced {} (at {label}): timing it cannot be trusted", c.patched.join(", ")),
         ));
+    } else if let Some(c) = cases.iter().find(|c| !c.late.is_empty()) {
+        j.run_fail = Some((Reason::LateWork, late_work(&c.late, label)));
     }
     if j.run_fail.is_none()
         && let Some(c) = cases.windows(2).find(|w| w[1].replayed && right(&w[0])).map(|w| &w[1])
@@ -358,6 +370,7 @@ mod problem_tests {
             tf32_suspect: false,
             patched: vec![],
             harness: vec![],
+            late: vec![],
         }
     }
 
@@ -407,6 +420,18 @@ mod problem_tests {
         let (reason, why) = judge_cases(&[c], "size=8").run_fail.unwrap();
         assert_eq!(reason, Reason::TimerPatched);
         assert!(why.contains("time.perf_counter"));
+    }
+
+    /// A thread left running names the verdict before the poison it left: it is the cause.
+    #[test]
+    fn a_thread_left_running_is_late_work_before_unwritten() {
+        let mut c = case(1, 0.0, Some(true));
+        c.unwritten.insert("data[2]".into(), 16);
+        c.late = (1..=5).map(|k| format!("Thread-{k} (later) at v.py:12 in later()")).collect();
+        let (reason, why) = judge_cases(&[c], "size=8").run_fail.unwrap();
+        assert_eq!(reason, Reason::LateWork);
+        assert!(why.contains("Thread-1 (later) at v.py:12 in later()") && why.contains("and 2 more"), "{why}");
+        assert!(!why.contains("Thread-4"), "{why}");
     }
 
     #[test]
