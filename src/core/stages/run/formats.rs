@@ -2,6 +2,7 @@
 //! compile phase, then two judged cases per test on fresh inputs.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::diag::{Diagnostic, Pos};
@@ -124,57 +125,47 @@ pub fn run_problem(
     let declares_kernels = !declared_kernels(&version_source).is_empty();
     let declares_cuda = !declared_cuda_kernels(&version_source).is_empty();
     let mut seeds_of = SeedDraw::new(seed, seed_range);
+    let plan: Vec<Planned> =
+        tests.iter().enumerate().map(|(ti, (a, n, b))| Planned::new(ti, a, *n, *b, &mut seeds_of)).collect();
     let mut hints: Option<protocol::JudgeHints> = None;
-    for (ti, (test, ncases, is_bench)) in tests.iter().map(|(a, n, b)| (a, *n, *b)).enumerate() {
-        let mut args = test.clone();
-        let seeds: Vec<u64> = (0..ncases).map(|_| seeds_of.draw()).collect();
-        let test_seed = seeds[0];
-        if args.contains_key("seed") {
-            args.insert("seed".into(), serde_json::json!(test_seed));
-        }
-        let label_sizes = args_label(&args);
-        let mut label =
-            if label_sizes.is_empty() { "the test".to_string() } else { crate::spec::size_label(&label_sizes) };
-        if is_bench {
-            label = format!("benchmark {label}");
-        }
-        // The compile phase's inputs come from a seed of their own (the last in the list).
-        let mut seeds = seeds;
-        if ti == 0 {
-            seeds.push(seeds_of.draw());
-        }
-        let dump = runners.scratch("judged");
-        let req_for = |warmup: bool, hints: &protocol::JudgeHints, seeds: Vec<u64>, no_tf32: bool| protocol::Problem {
-            format,
-            problem: problem.clone(),
-            version: v.path.clone(),
-            args: args.clone(),
-            seed: test_seed,
-            seeds,
-            tolerances: tolerances.clone(),
-            warmup,
-            benchmark: is_bench,
-            list_kernels: warmup && declares_kernels,
-            list_gpu_kernels: warmup && declares_cuda,
-            dump: (!warmup).then(|| dump.clone()),
-            hints: hints.clone(),
-            no_tf32,
+    let req_for =
+        |p: &Planned, warmup: bool, hints: &protocol::JudgeHints, seeds: Vec<u64>, no_tf32: bool, dump: &Path| {
+            protocol::Problem {
+                format,
+                problem: problem.clone(),
+                version: v.path.clone(),
+                args: p.args.clone(),
+                seed: p.test_seed,
+                seeds,
+                tolerances: tolerances.clone(),
+                warmup,
+                benchmark: p.is_bench,
+                list_kernels: warmup && declares_kernels,
+                list_gpu_kernels: warmup && declares_cuda,
+                dump: (!warmup).then(|| dump.to_path_buf()),
+                hints: hints.clone(),
+                no_tf32,
+            }
         };
-        let req = |warmup: bool, hints: &protocol::JudgeHints| {
-            req_for(warmup, hints, if warmup { seeds.clone() } else { seeds[..ncases].to_vec() }, false)
-        };
-        let judge_req = |learn: bool, observed: Vec<serde_json::Value>| protocol::Judge {
-            format,
-            problem: problem.clone(),
-            args: args.clone(),
-            seed: if learn { *seeds.last().unwrap_or(&test_seed) } else { test_seed },
-            learn,
-            observed,
-            dump: Some(dump.clone()),
-            tolerances: tolerances.clone(),
-            probe: !is_bench,
-            recheck: false,
-        };
+    let judge_req = |p: &Planned, learn: bool, observed: Vec<serde_json::Value>, dump: &Path| protocol::Judge {
+        format,
+        problem: problem.clone(),
+        args: p.args.clone(),
+        seed: if learn { *p.seeds.last().unwrap_or(&p.test_seed) } else { p.test_seed },
+        learn,
+        observed,
+        dump: Some(dump.to_path_buf()),
+        tolerances: tolerances.clone(),
+        probe: !p.is_bench,
+        recheck: false,
+    };
+    // The version's judged call of a test, made while the judge's process judges the test
+    // before it ([`Prefetched`]).
+    let mut prefetched: Option<Prefetched> = None;
+    for (ti, p) in plan.iter().enumerate() {
+        let label = p.label.clone();
+        let label_sizes = p.label_sizes.clone();
+        let dump = runners.data().join(format!("judged-{ti}"));
         let mut outcome = None;
         for attempt in 0..2 {
             let mut steps = vec![(false, limits.run)];
@@ -183,27 +174,61 @@ pub fn run_problem(
                 steps.insert(0, (true, limits.build));
             }
             let mut resp = None;
+            let mut learning: Option<Instant> = None;
             for (warmup, limit) in steps {
-                if !warmup && hints.is_none() {
-                    // What the judge learns of the problem (the output slots, the inputs it can
-                    // draw again), before the first judged call.
-                    let t_learn = Instant::now();
-                    match judge_call(runners, mode, judge_req(true, vec![]), limits.build) {
-                        Ok(r) => {
-                            crate::stats::add_phases(&mut phases, &r.phases);
-                            // The judge's start (its zygote, the fork, CUDA) and what it learnt.
-                            phases.insert("judge_start".into(), t_learn.elapsed().as_secs_f64());
-                            hints = Some(r.hints.unwrap_or_default());
-                        }
-                        Err(f) => {
+                let hint = hints.clone().unwrap_or_default();
+                let r = if warmup {
+                    // While the version compiles, the judge's process starts and learns what
+                    // the problem's inputs and reference look like (the output slots, the inputs
+                    // it can draw again) for the judged calls.
+                    let sent = runners.zygote(interpret).and_then(|z| {
+                        z.send(protocol::Op::Problem(req_for(p, true, &hint, p.seeds.clone(), false, &dump)))
+                    });
+                    if hints.is_none() {
+                        learning = Some(Instant::now());
+                        if let Err(f) = judge_send(runners, mode, judge_req(p, true, vec![], &dump), limits.build) {
                             run_fail = Some(f.at(&label));
-                            break;
                         }
                     }
+                    sent.and_then(|_| runners.zygote(interpret).and_then(|z| z.receive(limit)))
+                } else {
+                    if hints.is_none() {
+                        let t_learn = learning.unwrap_or_else(Instant::now);
+                        let learnt = match learning {
+                            Some(_) => judge_receive(runners, mode, limits.build),
+                            None => judge_call(runners, mode, judge_req(p, true, vec![], &dump), limits.build),
+                        };
+                        match learnt {
+                            Ok(r) => {
+                                crate::stats::add_phases(&mut phases, &r.phases);
+                                // The judge's start (its zygote, the fork, CUDA) and what it learnt.
+                                phases.insert("judge_start".into(), t_learn.elapsed().as_secs_f64());
+                                hints = Some(r.hints.unwrap_or_default());
+                            }
+                            Err(f) => {
+                                run_fail.get_or_insert(f.at(&label));
+                                break;
+                            }
+                        }
+                    }
+                    let hint = hints.clone().unwrap_or_default();
+                    match prefetched.take() {
+                        Some(pf) if pf.test == ti && pf.hints == hint && attempt == 0 => pf.answer,
+                        other => {
+                            if let Some(pf) = other {
+                                let _ = std::fs::remove_dir_all(&pf.dump);
+                            }
+                            runners.scratch(&format!("judged-{ti}"));
+                            let seeds = p.seeds[..p.ncases].to_vec();
+                            runners.zygote(interpret).and_then(|z| {
+                                z.call(protocol::Op::Problem(req_for(p, false, &hint, seeds, false, &dump)), limit)
+                            })
+                        }
+                    }
+                };
+                if run_fail.is_some() {
+                    break;
                 }
-                let hint = hints.clone().unwrap_or_default();
-                let r =
-                    runners.zygote(interpret).and_then(|z| z.call(protocol::Op::Problem(req(warmup, &hint)), limit));
                 let stage = if warmup { "while compiling (its first call)" } else { "" };
                 match r {
                     Ok(r) if r.ok => {
@@ -248,8 +273,24 @@ pub fn run_problem(
                 run_fail = Some((Verdict::Error, None, "the worker returned no outputs".into(), None));
                 break;
             }
-            // The verdict, from a process that never ran the version.
-            match judge_call(runners, mode, judge_req(false, observed), limits.run) {
+            // The verdict, from a process that never ran the version; meanwhile the version's
+            // process makes its judged call of the next test.
+            let sent = judge_send(runners, mode, judge_req(p, false, observed, &dump), limits.run);
+            if sent.is_ok()
+                && let Some(q) = plan.get(ti + 1)
+            {
+                let hint = hints.clone().unwrap_or_default();
+                let next = runners.scratch(&format!("judged-{}", ti + 1));
+                let seeds = q.seeds[..q.ncases].to_vec();
+                let answer = runners.zygote(interpret).and_then(|z| {
+                    z.call(protocol::Op::Problem(req_for(q, false, &hint, seeds, false, &next)), limits.run)
+                });
+                prefetched = Some(Prefetched { test: ti + 1, hints: hint, dump: next, answer });
+            }
+            let t_wait = Instant::now();
+            let judged = sent.and_then(|_| judge_receive(runners, mode, limits.run));
+            *phases.entry("judge_wait".into()).or_insert(0.0) += t_wait.elapsed().as_secs_f64();
+            match judged {
                 Ok(r) if !r.redo.is_empty() && attempt == 0 => {
                     // Inputs the problem draws differently each time: kept, and the test again.
                     if let Some(h) = hints.as_mut() {
@@ -278,12 +319,14 @@ pub fn run_problem(
             let hint = hints.clone().unwrap_or_default();
             let again = runners
                 .zygote(interpret)
-                .and_then(|z| z.call(protocol::Op::Problem(req_for(false, &hint, vec![case.seed], true)), limits.run))
+                .and_then(|z| {
+                    z.call(protocol::Op::Problem(req_for(p, false, &hint, vec![case.seed], true, &dump)), limits.run)
+                })
                 .ok()
                 .filter(|r| r.ok)
                 .and_then(|r| r.problem)
                 .map(|p| p.observed)
-                .and_then(|observed| judge_call(runners, mode, judge_req(false, observed), limits.run).ok())
+                .and_then(|observed| judge_call(runners, mode, judge_req(p, false, observed, &dump), limits.run).ok())
                 .and_then(|r| r.problem);
             if again.is_some_and(|p| p.cases.iter().all(|c| c.own.as_ref().is_some_and(|o| o.pass))) {
                 case.notes.push(TF32_NOTE.into());
@@ -336,6 +379,10 @@ pub fn run_problem(
             }
             own.push(OwnCheck { sizes: label_sizes, verdict: o });
         }
+    }
+    // A next test's call made for a test never judged (an earlier one failed).
+    if let Some(pf) = prefetched {
+        let _ = std::fs::remove_dir_all(&pf.dump);
     }
     let warnings: Vec<String> = warn_groups
         .into_iter()
@@ -409,6 +456,55 @@ pub fn run_problem(
     RunOutcome { run, check: Some(check) }
 }
 
+/// One test of a problem, planned before the first call: its arguments (the seed rung's), its
+/// seeds (the compile phase's last, on the first test) and how it is named.
+struct Planned {
+    args: BTreeMap<String, serde_json::Value>,
+    ncases: usize,
+    is_bench: bool,
+    seeds: Vec<u64>,
+    test_seed: u64,
+    label_sizes: SizeSet,
+    label: String,
+}
+
+impl Planned {
+    fn new(
+        ti: usize,
+        test: &BTreeMap<String, serde_json::Value>,
+        ncases: usize,
+        is_bench: bool,
+        seeds_of: &mut SeedDraw,
+    ) -> Planned {
+        let mut args = test.clone();
+        let mut seeds: Vec<u64> = (0..ncases).map(|_| seeds_of.draw()).collect();
+        let test_seed = seeds[0];
+        if args.contains_key("seed") {
+            args.insert("seed".into(), serde_json::json!(test_seed));
+        }
+        let label_sizes = args_label(&args);
+        let mut label =
+            if label_sizes.is_empty() { "the test".to_string() } else { crate::spec::size_label(&label_sizes) };
+        if is_bench {
+            label = format!("benchmark {label}");
+        }
+        // The compile phase's inputs come from a seed of their own (the last in the list).
+        if ti == 0 {
+            seeds.push(seeds_of.draw());
+        }
+        Planned { args, ncases, is_bench, seeds, test_seed, label_sizes, label }
+    }
+}
+
+/// The version's judged call of a test, made while the judge's process judged the one before:
+/// used when that test comes, if the judge's hints have not changed since (else made again).
+struct Prefetched {
+    test: usize,
+    hints: protocol::JudgeHints,
+    dump: std::path::PathBuf,
+    answer: Result<protocol::Response, Failure>,
+}
+
 /// Said of a GPU MODE version whose f32 outputs fail the problem's check with TF32 on and pass
 /// it with TF32 off.
 const TF32_NOTE: &str = "it passes with TF32 off: TF32 (torch.backends.cudnn.allow_tf32 and \
@@ -441,7 +537,34 @@ pub fn judge_call(
     req: protocol::Judge,
     limit: Duration,
 ) -> Result<protocol::Response, JudgeFailed> {
-    let r = runners.judge(mode, limit + Duration::from_secs(30)).and_then(|z| z.call(protocol::Op::Judge(req), limit));
+    judge_send(runners, mode, req, limit)?;
+    judge_receive(runners, mode, limit)
+}
+
+/// Sends a request to the judge's process (forked first if it is not running) and returns at
+/// once; [`judge_receive`] reads the answer.
+pub fn judge_send(
+    runners: &mut Runners,
+    mode: CallMode,
+    req: protocol::Judge,
+    limit: Duration,
+) -> Result<(), JudgeFailed> {
+    runners
+        .judge(mode, limit + Duration::from_secs(30))
+        .and_then(|z| z.send(protocol::Op::Judge(req)))
+        .map_err(|f| judge_failed(Err(f)).expect_err("a failure"))
+}
+
+/// The answer to the request [`judge_send`] sent, within `limit`.
+pub fn judge_receive(
+    runners: &mut Runners,
+    mode: CallMode,
+    limit: Duration,
+) -> Result<protocol::Response, JudgeFailed> {
+    judge_failed(runners.judge(mode, limit + Duration::from_secs(30)).and_then(|z| z.receive(limit)))
+}
+
+fn judge_failed(r: Result<protocol::Response, Failure>) -> Result<protocol::Response, JudgeFailed> {
     match r {
         Ok(r) if r.ok => Ok(r),
         Ok(r) => {

@@ -8,179 +8,19 @@
 //! child, or the native worker) and the failure is returned: the next request finds a working
 //! worker again.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use crate::model::protocol::{self, CallMode, Capability, Fork, Hello, Op, Request, Response, WorkerError, WorkerKind};
+use crate::model::protocol::{self, CallMode, Capability, Fork, Hello, Op, Request, Response, WorkerError};
 
 use crate::assets::PYTHON_WORKER;
 
+mod worker;
+pub use worker::{Failure, Worker};
+
 /// How long a worker may take to start (the zygote imports torch and Triton).
 pub const START_LIMIT: Duration = Duration::from_secs(120);
-
-/// Why a request got no answer.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Failure {
-    /// No answer within the limit; the process running it was killed.
-    Timeout(Duration),
-    /// The process died; the text says how (signal, status) and what it printed last.
-    Died(String),
-    /// The worker answered something that is not the protocol, or could not start.
-    Protocol(String),
-    /// A line on the protocol's stream that is not the child's answer to the request: another
-    /// id, or without the fork's token. Something else wrote it (the version, to its inherited
-    /// descriptors); the child was killed.
-    Forged(String),
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Failure::Timeout(d) => {
-                write!(f, "no answer within {:.1} s (limits.run in rung.toml); the worker was killed", d.as_secs_f64())
-            }
-            Failure::Died(why) => write!(f, "{why}"),
-            Failure::Protocol(why) => write!(f, "{why}"),
-            Failure::Forged(why) => write!(f, "{why}"),
-        }
-    }
-}
-
-impl std::error::Error for Failure {}
-
-/// A child process speaking the protocol on its standard input and output; its standard error
-/// goes to a log file, whose tail is quoted when it dies.
-pub struct Worker {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Receiver<String>,
-    log: PathBuf,
-    pub hello: Hello,
-}
-
-impl Worker {
-    pub fn start(mut cmd: Command, log: &Path) -> Result<Worker, Failure> {
-        let what = cmd.get_program().to_string_lossy().into_owned();
-        if let Some(dir) = log.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        let stderr = std::fs::File::create(log).map(Stdio::from).unwrap_or_else(|_| Stdio::null());
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .map_err(|e| Failure::Protocol(format!("cannot start the worker ({what}): {e}")))?;
-        let stdin = child.stdin.take().expect("piped");
-        let stdout = child.stdout.take().expect("piped");
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let placeholder = Hello {
-            protocol: 0,
-            worker: WorkerKind::Native,
-            pid: 0,
-            capabilities: vec![],
-            gpu: None,
-            uuid: None,
-            python: None,
-            packages: Default::default(),
-            start_seconds: None,
-            error: None,
-        };
-        let mut w = Worker { child, stdin, lines, log: log.to_path_buf(), hello: placeholder };
-        let line = w.read(START_LIMIT).map_err(|e| match e {
-            Failure::Timeout(_) => Failure::Protocol(format!(
-                "the worker ({what}) did not start within {} s; its log: {}",
-                START_LIMIT.as_secs(),
-                w.log.display()
-            )),
-            other => other,
-        })?;
-        let hello: Hello = serde_json::from_str(&line)
-            .map_err(|e| Failure::Protocol(format!("bad handshake from the worker ({what}): {e}: {line}")))?;
-        if hello.protocol != protocol::PROTOCOL {
-            return Err(Failure::Protocol(format!(
-                "the worker speaks protocol {}, rung speaks {}",
-                hello.protocol,
-                protocol::PROTOCOL
-            )));
-        }
-        if let Some(e) = &hello.error {
-            return Err(Failure::Protocol(format!("the worker cannot run: {}: {}", e.kind, e.message)));
-        }
-        w.hello = hello;
-        Ok(w)
-    }
-
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-        let tail = lines[lines.len().saturating_sub(6)..].join("\n");
-        if tail.is_empty() { String::new() } else { format!("; it printed:\n{tail}") }
-    }
-
-    fn read(&mut self, limit: Duration) -> Result<String, Failure> {
-        self.lines.recv_timeout(limit).map_err(|e| match e {
-            RecvTimeoutError::Timeout => Failure::Timeout(limit),
-            RecvTimeoutError::Disconnected => {
-                let status = self.child.wait().map(|s| s.to_string()).unwrap_or_default();
-                Failure::Died(format!("the worker died ({status}){}", self.log_tail()))
-            }
-        })
-    }
-
-    fn send(&mut self, req: &Request) -> Result<(), Failure> {
-        let line = serde_json::to_string(req).expect("requests serialise") + "\n";
-        self.stdin
-            .write_all(line.as_bytes())
-            .and_then(|_| self.stdin.flush())
-            .map_err(|_| Failure::Died(format!("the worker is gone{}", self.log_tail())))
-    }
-
-    fn receive(&mut self, limit: Duration) -> Result<Response, Failure> {
-        let line = self.read(limit)?;
-        serde_json::from_str(&line).map_err(|e| Failure::Protocol(format!("bad answer from the worker: {e}: {line}")))
-    }
-
-    /// One request and its answer. A time-out leaves the worker running: the caller decides
-    /// what to kill.
-    pub fn call(&mut self, req: &Request, limit: Duration) -> Result<Response, Failure> {
-        self.send(req)?;
-        self.receive(limit)
-    }
-
-    pub fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.send(&Request { id: 0, op: Op::Exit });
-        let deadline = Instant::now() + Duration::from_millis(200);
-        while Instant::now() < deadline {
-            if !self.alive() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        self.kill();
-    }
-}
 
 /// Kills a zygote child and everything in its process group (it leads one: what the version
 /// started dies with it).
@@ -233,6 +73,8 @@ pub struct Zygote {
     next_id: u64,
     /// The current child's token, on each of its answers.
     token: Option<String>,
+    /// The id of a request sent ([`Zygote::send`]) whose answer is not read yet.
+    pending: Option<u64>,
 }
 
 /// 128 bits from std's randomly keyed hasher: a fork's token, new for every check.
@@ -277,7 +119,17 @@ impl Zygote {
             (false, false) => "cuda",
         };
         let worker = Worker::start(cmd, &env.logs.join(format!("python-{name}.log")))?;
-        Ok(Zygote { worker, live, interpret, reference, child: None, child_mode: None, next_id: 1, token: None })
+        Ok(Zygote {
+            worker,
+            live,
+            interpret,
+            reference,
+            child: None,
+            child_mode: None,
+            next_id: 1,
+            token: None,
+            pending: None,
+        })
     }
 
     /// Whether a child is running (forked and not ended).
@@ -303,6 +155,7 @@ impl Zygote {
     /// As [`Zygote::fork`], with prewarm calls. The child gets a token of its own to put on
     /// every answer.
     pub fn fork_with(&mut self, mut fork: Fork, limit: Duration) -> Result<Response, Failure> {
+        self.drain();
         self.end_child();
         let id = self.id();
         let token = fork_token();
@@ -323,8 +176,35 @@ impl Zygote {
     /// One request to the current child. On a time-out the child is killed and the zygote's
     /// report of its death read, so the zygote is ready for the next fork.
     pub fn call(&mut self, op: Op, limit: Duration) -> Result<Response, Failure> {
+        self.send(op)?;
+        self.receive(limit)
+    }
+
+    /// Sends one request to the current child and returns at once: [`Zygote::receive`] reads
+    /// its answer, while the caller does other work (another process's request). Any other
+    /// request to this zygote (a call, a fork, an end) first waits for that answer.
+    pub fn send(&mut self, op: Op) -> Result<(), Failure> {
+        self.drain();
         let id = self.id();
-        match self.worker.call(&Request { id, op }, limit) {
+        self.worker.send(&Request { id, op })?;
+        self.pending = Some(id);
+        Ok(())
+    }
+
+    /// A sent request's answer, read, so the channel lines up for the next one.
+    fn drain(&mut self) {
+        if self.pending.is_some() {
+            let _ = self.receive(START_LIMIT);
+        }
+    }
+
+    /// The answer to the request [`Zygote::send`] sent, within `limit` from now; as
+    /// [`Zygote::call`]'s.
+    pub fn receive(&mut self, limit: Duration) -> Result<Response, Failure> {
+        let Some(id) = self.pending.take() else {
+            return Err(Failure::Protocol("no request is waiting for an answer".into()));
+        };
+        match self.worker.receive(limit) {
             Ok(resp) if resp.id.is_none() && !resp.ok => {
                 // The zygote's line: the child died while running the request.
                 if let Some(pid) = self.child.take() {
@@ -366,6 +246,7 @@ impl Zygote {
 
     /// Ends the current child, if any, and waits for it to say so.
     pub fn end_child(&mut self) {
+        self.drain();
         if let Some(pid) = self.child.take() {
             live_remove(&self.live, pid);
             let id = self.id();
@@ -577,6 +458,11 @@ impl Runners {
             live: Live::default(),
             background: Vec::new(),
         })
+    }
+
+    /// The run's data folder (in shared memory where there is some).
+    pub fn data(&self) -> &Path {
+        &self.env.data
     }
 
     /// The folder for one check's bulk files (emptied first).
