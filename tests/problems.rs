@@ -96,7 +96,7 @@ fn pmpp_v2_outputs_in_data_and_every_cheat_family_its_reason() {
         &ws,
         &[
             "v001", "v002", "v003", "v004", "v005", "v006", "v008", "v009", "v011", "v012", "v013", "v014", "v015",
-            "v016", "v019", "v020", "v021", "v022", "v099",
+            "v016", "v019", "v020", "v021", "v022", "v023", "v099",
         ],
     );
     for (id, verdict, reason) in [
@@ -124,6 +124,8 @@ fn pmpp_v2_outputs_in_data_and_every_cheat_family_its_reason() {
         ("v021", "fail", "problem-check"),
         // Leaves a thread working only once a buffer has been seen 16 times: no check repeats so.
         ("v022", "pass", ""),
+        // A worker the compile phase started takes the work from a queue: no new thread, but it moved.
+        ("v023", "fail", "late-work"),
         ("v099", "pass", ""),
     ] {
         let (v, r, summary) = &got[id];
@@ -138,6 +140,11 @@ fn pmpp_v2_outputs_in_data_and_every_cheat_family_its_reason() {
     assert!(got["v005"].2.contains("exited with status 0"), "{:?}", got["v005"]);
     // Where the thread was: the version's own line.
     assert!(got["v008"].2.contains("v008-wrong-late-work.py:12 in later()"), "{:?}", got["v008"]);
+    assert!(
+        got["v023"].2.contains("v023-wrong-late-work-queue.py:16 in _serve() (started before"),
+        "{:?}",
+        got["v023"]
+    );
     // Eight versions, one of which ends its own process: no time-out anywhere.
     assert!(t.elapsed() < Duration::from_secs(120), "{:?}", t.elapsed());
 }

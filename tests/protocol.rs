@@ -606,25 +606,35 @@ fn the_workers_on_device_metrics_match_metrics_rs() {
     }
 }
 
-/// Which threads a version's call left running (`late-work`): its own thread and a Timer are;
-/// an idle pool's workers, a thread that has ended and one that was there before are not; a
+/// Which threads a version's call left running (`late-work`): its own thread, a Timer, and a
+/// worker started before the call that took the call's work from a queue are; an idle pool's
+/// workers, a thread that has ended and one that waits where it waited before are not; a
 /// pool's worker still busy with what the call gave it is.
 #[test]
 fn the_threads_a_call_left_running_are_named_and_idle_ones_are_not() {
     let Some(python) = common::python_with_numpy() else { return };
     let script = format!(
-        r#"import json, sys, threading, time, concurrent.futures as cf
+        r#"import json, queue, sys, threading, time, concurrent.futures as cf
 sys.path.insert(0, {:?})
 import rung_problem as rp
 stop = threading.Event()
-old = threading.Thread(target=stop.wait, args=(5,), name="from-before"); old.start()
-before = rp.threads_now()
+jobs = queue.Queue()
+def serve():
+    while True:
+        jobs.get()()
+def work():
+    stop.wait(5)
 def later():
     stop.wait(5)
+old = threading.Thread(target=stop.wait, args=(5,), name="from-before", daemon=True); old.start()
+server = threading.Thread(target=serve, name="server", daemon=True); server.start()
+time.sleep(0.05)
+before = rp.threads_now()
 mine = threading.Thread(target=later, name="mine"); mine.start()
 pool = cf.ThreadPoolExecutor(2); pool.submit(lambda: 1).result()
 ended = threading.Thread(target=lambda: None); ended.start(); ended.join()
 timer = threading.Timer(5, print); timer.name = "timer"; timer.start()
+jobs.put(work)
 time.sleep(0.05)
 out = {{"left": rp.late_threads(before)}}
 pool.submit(stop.wait, 5); time.sleep(0.05)
@@ -638,10 +648,14 @@ print(json.dumps(out))
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let left: Vec<&str> = got["left"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-    assert_eq!(left.len(), 2, "{left:?}");
-    assert_eq!(left[0], "mine at <string>:8 in later()", "{left:?}");
-    assert!(left[1].starts_with("timer at threading.py:"), "{left:?}");
+    assert_eq!(left.len(), 3, "{left:?}");
+    assert_eq!(left[0], "mine at <string>:12 in later()", "{left:?}");
+    assert_eq!(
+        left[1], "server at <string>:10 in work() (started before the call, and no longer where it waited)",
+        "{left:?}"
+    );
+    assert!(left[2].starts_with("timer at threading.py:"), "{left:?}");
     let busy: Vec<&str> = got["busy"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-    assert_eq!(busy.len(), 3, "{busy:?}");
+    assert_eq!(busy.len(), 4, "{busy:?}");
     assert!(busy.iter().any(|t| t.starts_with("ThreadPoolExecutor-")), "{busy:?}");
 }

@@ -489,10 +489,7 @@ def _bench_req(req, state):
         kw = b["sets"][b["next"] % len(b["sets"])][0]
         b["next"] += 1
         sample = _bench_one(b, b["fn"], kw)
-        late = rp.late_threads(threads)
-        if late:
-            raise rp.LateWork("the version's call returned while a thread it started was still running (%s): "
-                              "its time leaves that thread's work out" % "; ".join(late[:3]))
+        _no_late_work(threads, 0)
         if tracer is not None:
             # The traced call takes the next input set, as the next sample would.
             kw = b["sets"][b["next"] % len(b["sets"])][0]
@@ -505,6 +502,7 @@ def _bench_req(req, state):
             if traced:
                 sample["busy_ms"], sample["span_ms"] = traced
         samples.append(sample)
+    _no_late_work(threads, 0.002)
     lap("timed")
     if int(req.get("graph_calls") or 0) > 0:
         resp["graph_ms"] = _graph_replay(b, int(req["graph_calls"]), int(req.get("graph_replays") or 1))
@@ -544,6 +542,15 @@ def _bench_req(req, state):
     if b["flush"] is not None and b["flush"].persisting:
         resp["l2_persisting_bytes"] = b["flush"].persisting
     return resp
+
+
+def _no_late_work(threads, settle):
+    """Raises LateWork when a timed call left a thread running (rung_problem.late_threads): after
+    each call at once, and after the last with a moment for a worker it woke to move."""
+    late = rp.late_threads(threads, settle)
+    if late:
+        raise rp.LateWork("the version's call returned while a thread it started was still running (%s): "
+                          "its time leaves that thread's work out" % "; ".join(late[:3]))
 
 
 class TimerPatched(Exception):

@@ -592,8 +592,28 @@ _STDLIB = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
 
 def threads_now():
     """The threads running Python code now, by ident (sys._current_frames: a thread a version
-    takes out of `threading`'s own table is still there)."""
-    return set(_frames())
+    takes out of `threading`'s own table is still there), each with where it is: the file and
+    line of every frame of its stack, so one that was there before a call can be seen to move."""
+    return {ident: _stack_key(f) for ident, f in _frames().items()}
+
+
+def _stack_key(frame):
+    key = []
+    while frame is not None:
+        key.append((frame.f_code.co_filename, frame.f_lineno))
+        frame = frame.f_back
+    return tuple(key)
+
+
+# Python's own machinery for processes and their pools: threads that wait on pipes for other
+# processes (a multiprocessing queue's feeder, a process pool's manager), not a version's work.
+_MACHINERY = ("multiprocessing", "concurrent.futures.process")
+
+
+def _machinery(t):
+    target = getattr(t, "_target", None)
+    mods = (getattr(target, "__module__", None) or "", type(t).__module__ or "")
+    return any(m == k or m.startswith(k + ".") for m in mods for k in _MACHINERY)
 
 
 def _library(path):
@@ -615,21 +635,33 @@ def _idle_pool_worker(t):
         return False
 
 
-def late_threads(before):
-    """The threads a version's call started (not in `before`) and left running when it returned
-    and rung synchronised: work its time leaves out, which may still change its outputs after
-    rung reads them. Each as `name at file:line in function()`, the innermost place in code that
-    is neither Python's own library nor a package's (the version's), else where it waits.
+def late_threads(before, settle=0.002):
+    """The threads a version's call left running when it returned and rung synchronised: one it
+    started (not in `before`, threads_now's), or one that was there before and is no longer
+    where it was (a worker the version started earlier, handed the call's work through a
+    queue). Work its time leaves out, which may still change its outputs after rung reads them.
+    Each as `name at file:line in function()`, the innermost place in code that is neither
+    Python's own library nor a package's (the version's), else where it waits.
     Not flagged: a thread another library runs into Python (a `_DummyThread`: CUPTI's
-    callbacks), an idle worker of a thread pool, a thread whose target has returned (it is
-    ending), and one running only packages' code (torch's compile workers)."""
+    callbacks), an idle worker of a thread pool, Python's machinery for other processes, a
+    thread whose target has returned (it is ending), and one running only packages' code
+    (torch's compile workers). With threads there before the call, they are given `settle`
+    seconds to move first."""
     import threading
     out = []
-    for ident, frame in _frames().items():
-        if ident in before or ident == threading.get_ident():
+    me = threading.get_ident()
+    frames = _frames()
+    if settle and any(i in before and i != me for i in frames):
+        # A worker the call woke (a queue's put) may not have run yet: let it, once.
+        time.sleep(settle)
+        frames = _frames()
+    for ident, frame in frames.items():
+        if ident == me:
             continue
+        if ident in before and before[ident] == _stack_key(frame):
+            continue  # there before the call, and where it was: waiting, as it was
         t = threading._active.get(ident)
-        if isinstance(t, threading._DummyThread) or (t is not None and _idle_pool_worker(t)):
+        if isinstance(t, threading._DummyThread) or (t is not None and (_idle_pool_worker(t) or _machinery(t))):
             continue
         if t is not None and not hasattr(t, "_target"):
             continue  # Thread.run has returned: only its ending is left
@@ -646,8 +678,10 @@ def late_threads(before):
         if own is None and lib is not None:
             continue
         at = own or frame
-        out.append("%s at %s:%d in %s()" % (t.name if t is not None else "thread %d" % ident,
-                                            os.path.basename(at.f_code.co_filename), at.f_lineno, at.f_code.co_name))
+        out.append("%s at %s:%d in %s()%s" % (t.name if t is not None else "thread %d" % ident,
+                                              os.path.basename(at.f_code.co_filename), at.f_lineno, at.f_code.co_name,
+                                              " (started before the call, and no longer where it waited)"
+                                              if ident in before else ""))
     return sorted(out)
 
 
