@@ -659,3 +659,46 @@ print(json.dumps(out))
     assert_eq!(busy.len(), 4, "{busy:?}");
     assert!(busy.iter().any(|t| t.starts_with("ThreadPoolExecutor-")), "{busy:?}");
 }
+
+/// A request sent ahead (`Zygote::send`) is answered in order: work in between does not wait
+/// for it, its answer is read by `receive`, and a call made before that reads it first (the
+/// channel never gives one request another's answer).
+#[test]
+fn a_request_sent_ahead_is_answered_in_order() {
+    let Some(python) = common::python_with_numpy() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("ws");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("f.py"), "import time\n\ndef slow(n):\n    time.sleep(0.5)\n\ndef quick(n):\n    pass\n")
+        .unwrap();
+    let mut runners = rung::runners::Runners::new(&root, &root.join(".rung"), Some(python.into())).unwrap();
+    let call = |function: &str| {
+        Op::Call(Call {
+            file: root.join("f.py"),
+            function: function.into(),
+            mode: CallMode::Interpret,
+            args: BTreeMap::from([("n".to_string(), Arg::Value(serde_json::json!(1)))]),
+            returns: BTreeMap::new(),
+            guard_bytes: 0,
+        })
+    };
+    let limit = std::time::Duration::from_secs(60);
+    let z = runners.zygote(true).unwrap();
+    assert!(z.fork(CallMode::Interpret, limit).unwrap().ok);
+    assert!(matches!(z.receive(limit), Err(rung::runners::Failure::Protocol(_))), "nothing was sent");
+    // Sent, then received: the time in between is the caller's.
+    let t = std::time::Instant::now();
+    z.send(call("slow")).unwrap();
+    assert!(t.elapsed().as_secs_f64() < 0.4, "send waited for the answer");
+    assert!(z.receive(limit).unwrap().ok);
+    assert!(t.elapsed().as_secs_f64() >= 0.5);
+    // Sent and never received: the next call reads it first, then gets its own answer.
+    z.send(call("slow")).unwrap();
+    let quick = z.call(call("quick"), limit).unwrap();
+    assert!(quick.ok, "{quick:?}");
+    assert!(matches!(z.receive(limit), Err(rung::runners::Failure::Protocol(_))), "drained");
+    // And the child still answers, and ends cleanly with a request pending.
+    z.send(call("quick")).unwrap();
+    z.end_child();
+    assert!(!z.has_child());
+}
