@@ -436,11 +436,12 @@ fn answer(resp: Result<Response, Failure>) -> Result<Response, Box<StageOutcome>
         Ok(r) if r.ok => Ok(r),
         Ok(r) => {
             let e = r.error.unwrap_or_else(|| protocol::WorkerError::new("error", ""));
-            Err(Box::new(fail(
-                Verdict::Fail,
-                Some(crate::stages::reason_for(&e)),
-                format!("{}: {}", e.kind, e.message),
-            )))
+            let reason = crate::stages::reason_for(&e);
+            // rung's own verdicts say what happened in words; the version's exceptions keep
+            // their kind, as Python names them.
+            let own = matches!(reason, Reason::TimerPatched | Reason::HarnessPatched | Reason::LateWork);
+            let summary = if own { e.message.clone() } else { format!("{}: {}", e.kind, e.message) };
+            Err(Box::new(fail(Verdict::Fail, Some(reason), summary)))
         }
         Err(f) => Err(Box::new(worker_failure(f))),
     }
@@ -691,3 +692,29 @@ pub const SMALL_KERNEL_MS: f64 = 0.05;
 /// Calls captured in one graph, and replays timed.
 pub const GRAPH_CALLS: u32 = 100;
 pub const GRAPH_REPLAYS: u32 = 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(kind: &str, message: &str) -> Box<StageOutcome> {
+        let e = protocol::WorkerError::new(kind, message);
+        answer(Ok(Response { ok: false, error: Some(e), ..Default::default() })).unwrap_err()
+    }
+
+    /// A bench rung's own defences refuse in words, with their reason; a version's exception
+    /// keeps the kind Python gave it.
+    #[test]
+    fn a_refused_bench_says_why_in_words_and_a_version_exception_keeps_its_kind() {
+        let late = refused("LateWork", "the version's call returned while a thread it started was still running");
+        assert_eq!(late.reason, Some(Reason::LateWork));
+        assert!(late.summary.starts_with("the version's call returned"), "{}", late.summary);
+        let timer = refused("TimerPatched", "the version replaced time.perf_counter");
+        assert_eq!(
+            (timer.reason, timer.summary.as_str()),
+            (Some(Reason::TimerPatched), "the version replaced time.perf_counter")
+        );
+        let raised = refused("ValueError", "bad shape");
+        assert_eq!((raised.reason, raised.summary.as_str()), (Some(Reason::Exception), "ValueError: bad shape"));
+    }
+}
