@@ -328,3 +328,48 @@ print(",".join(out))
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "read,refused,refused,refused");
 }
+
+/// A version that calls `torch.compile` finds torch._inductor.compile_fx imported by the zygote
+/// (its first call imports about 600 modules otherwise, in every check's child).
+#[test]
+fn a_version_that_calls_torch_compile_finds_compile_fx_imported_in_its_child() {
+    let Some(_) = python_with_torch() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = outslot(tmp.path(), "compile-fx");
+    rewrite(
+        &ws.join("versions").join("v001-fills-output.py"),
+        "from task import",
+        "import sys\n# as torch.compile would need it\nassert 'torch._inductor.compile_fx' in sys.modules, 'not preimported'\nfrom task import",
+    );
+    let got = check(&ws, &["v001"]);
+    assert_eq!(got["v001"].0, "pass", "{:?}", got["v001"]);
+}
+
+/// A preimport that opens CUDA would leave every forked child unable to use it: the zygote
+/// starts again without it, once, and answers its handshake.
+#[test]
+fn a_preimport_that_opens_cuda_restarts_the_zygote_without_it() {
+    let Some(python) = python_with_torch() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("rung_opens_cuda.py"),
+        "import torch\ntorch.cuda.is_initialized = lambda: True  # as a module that opened CUDA leaves it\n",
+    )
+    .unwrap();
+    let out = Command::new(&python)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python/rung_worker.py"))
+        .arg("--interpret")
+        .current_dir(tmp.path())
+        .env("PYTHONPATH", tmp.path())
+        .env("RUNG_PREIMPORT", "torch._inductor.config,rung_opens_cuda")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let hello: serde_json::Value = serde_json::from_str(stdout.lines().next().unwrap_or("{}")).unwrap();
+    assert!(hello["error"].is_null() && hello["protocol"].is_number(), "{stdout}\n{stderr}");
+    assert_eq!(stdout.lines().filter(|l| l.contains("\"protocol\"")).count(), 1, "one handshake: {stdout}");
+    let said = "rung: preimport rung_opens_cuda opened CUDA in the zygote; starting again without it";
+    assert_eq!(stderr.matches(said).count(), 1, "{stderr}");
+}

@@ -640,20 +640,38 @@ def _death(status):
 
 
 def _preimport():
-    """Modules that torch imports on first use, imported here once so every forked child finds
-    them (RUNG_PREIMPORT, comma-separated): torch.use_deterministic_algorithms and torch.compile
-    import torch._inductor.config, 900 modules and 4-6 s, in every process that calls them.
-    Before the harness's torch entries are remembered, so the children see the same torch."""
+    """Modules torch imports on first use, imported once here for every forked child
+    (RUNG_PREIMPORT: runners::preimports), before the harness's torch entries are remembered.
+    A module whose import opened CUDA would leave every forked child unable to use it: the
+    zygote then starts again without it (execv, before its handshake), and says so."""
     import importlib
-    for name in filter(None, os.environ.get("RUNG_PREIMPORT", "").split(",")):
+    names = [n for n in os.environ.get("RUNG_PREIMPORT", "").split(",") if n]
+    for name in names:
         try:
             importlib.import_module(name)
         except Exception as exc:
             sys.stderr.write("rung: preimport %s: %s: %s\n" % (name, type(exc).__name__, exc))
-        # A module that opened CUDA here would leave every forked child unable to use it.
-        torch = sys.modules.get("torch")
-        if torch is not None and torch.cuda.is_initialized():
-            sys.stderr.write("rung: preimport %s initialised CUDA in the zygote: forked children cannot use it\n" % name)
+        if _cuda_opened():
+            sys.stderr.write("rung: preimport %s opened CUDA in the zygote; starting again without it\n" % name)
+            sys.stderr.flush()
+            os.environ["RUNG_PREIMPORT"] = ",".join(n for n in names if n != name)
+            os.dup2(_proto.fileno(), 1)  # the protocol's standard output, as this process got it
+            os.execv(sys.executable, [sys.executable] + sys.argv)
+
+
+def _cuda_opened():
+    """Whether CUDA is open here: torch's lazy initialisation, or cuInit by anyone (cuDeviceGet
+    answers CUDA_ERROR_NOT_INITIALIZED, 3, until then, without initialising it)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return True
+    try:
+        import ctypes
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    dev = ctypes.c_int()
+    return cuda.cuDeviceGet(ctypes.byref(dev), 0) != 3
 
 
 def main():

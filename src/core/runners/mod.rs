@@ -279,9 +279,9 @@ pub struct WorkerEnv {
     /// libcupti for the workers' bench timing (`RUNG_CUPTI`), when rung found one and the
     /// environment names none.
     pub cupti: Option<PathBuf>,
-    /// The zygote imports `torch._inductor.config` before it forks (`RUNG_PREIMPORT`): see
-    /// [`uses_inductor`]. Decided when a zygote starts.
-    pub preimport_inductor: bool,
+    /// What the zygote imports before it forks (`RUNG_PREIMPORT`): see [`preimports`]. Decided
+    /// when a zygote starts.
+    pub preimport: Vec<&'static str>,
     /// The sandbox the workers start in (`RUNG_SANDBOX=strict`), made for this workspace.
     pub sandbox: Option<std::sync::Arc<crate::sandbox::Sandbox>>,
 }
@@ -308,6 +308,28 @@ pub fn problem_uses_inductor(root: &Path) -> bool {
 fn inductor_in(file: &Path) -> bool {
     std::fs::read_to_string(file)
         .is_ok_and(|t| t.contains("use_deterministic_algorithms") || t.contains("torch.compile"))
+}
+
+/// What a zygote imports before it forks (`RUNG_PREIMPORT`), for the workspace's Python (the
+/// problem's own only, for the judge's and the reference's zygote): `torch._inductor.config`
+/// when [`uses_inductor`] says so, and `torch._inductor.compile_fx` where `torch.compile` is
+/// called (its first call imports about 600 more modules: 1.4-1.9 s on the CPU machine, 0.01 s
+/// with compile_fx imported first). The zygote starts again without any of them that opens CUDA
+/// (rung_worker.py's `_preimport`).
+pub fn preimports(root: &Path, problem_only: bool) -> Vec<&'static str> {
+    let mut files = python_files(root);
+    if !problem_only {
+        files.extend(python_files(&root.join(crate::workspace::VERSIONS_DIR)));
+    }
+    let texts: Vec<String> = files.iter().filter_map(|p| std::fs::read_to_string(p).ok()).collect();
+    let mut out = Vec::new();
+    if texts.iter().any(|t| t.contains("use_deterministic_algorithms") || t.contains("torch.compile")) {
+        out.push("torch._inductor.config");
+    }
+    if texts.iter().any(|t| t.contains("torch.compile")) {
+        out.push("torch._inductor.compile_fx");
+    }
+    out
 }
 
 /// The `.py` files directly in `dir`.
@@ -350,8 +372,8 @@ impl WorkerEnv {
         if let Some(p) = &self.cupti {
             cmd.env("RUNG_CUPTI", p);
         }
-        if self.preimport_inductor {
-            cmd.env("RUNG_PREIMPORT", "torch._inductor.config");
+        if !self.preimport.is_empty() {
+            cmd.env("RUNG_PREIMPORT", self.preimport.join(","));
         }
         if let Some(sandbox) = &self.sandbox {
             // Temporary files in the run's own folder: the rest of /tmp is outside the sandbox;
@@ -446,7 +468,7 @@ impl Runners {
                 data,
                 visible_device: None,
                 cupti: if std::env::var_os("RUNG_CUPTI").is_some() { None } else { crate::toolchain::find_cupti() },
-                preimport_inductor: false,
+                preimport: Vec::new(),
                 sandbox,
             },
             script,
@@ -493,8 +515,7 @@ impl Runners {
             let t0 = Instant::now();
             // Read when a zygote starts (a watch's restarted zygote sees versions added since).
             // The judge's and the reference's zygote run only the problem's own code.
-            self.env.preimport_inductor =
-                if reference { problem_uses_inductor(&self.env.cwd) } else { uses_inductor(&self.env.cwd) };
+            self.env.preimport = preimports(&self.env.cwd, reference);
             let z = Zygote::start(&python, &self.script, (interpret, reference), &self.env, self.live.clone())?;
             if !reference {
                 self.zygote_starts.push(t0.elapsed().as_secs_f64());
@@ -634,7 +655,7 @@ impl Drop for Runners {
 
 #[cfg(test)]
 mod tests {
-    use super::{problem_imports, problem_uses_inductor, sweep_dead, uses_inductor};
+    use super::{preimports, problem_imports, problem_uses_inductor, sweep_dead, uses_inductor};
 
     /// The reference's zygote imports torch once when the problem's own Python does.
     #[test]
@@ -664,9 +685,14 @@ mod tests {
         std::fs::write(root.join("versions").join("v001.py"), "from torch.utils.cpp_extension import load_inline\n")
             .unwrap();
         assert!(!uses_inductor(root));
+        assert_eq!(preimports(root, false), Vec::<&str>::new());
         std::fs::write(root.join("versions").join("v002.py"), "custom_kernel = torch.compile(f)\n").unwrap();
         assert!(uses_inductor(root));
         assert!(!problem_uses_inductor(root), "a version's torch.compile is not the judge's");
+        assert_eq!(preimports(root, false), vec!["torch._inductor.config", "torch._inductor.compile_fx"]);
+        assert_eq!(preimports(root, true), Vec::<&str>::new());
+        std::fs::write(root.join("utils.py"), "torch.use_deterministic_algorithms(True)\n").unwrap();
+        assert_eq!(preimports(root, true), vec!["torch._inductor.config"]);
     }
 
     /// A data folder of a rung that is gone is removed; this process's, and anything that is
