@@ -66,13 +66,23 @@ def verdict_of(v):
     return "pass", "", "%s: %s" % (chk.get("stage"), chk.get("summary", "")) if chk else "", warnings
 
 
+def phases_of(v):
+    """The run's phases (seconds) of one version of a report, largest first: where its check's
+    time went."""
+    run = next((s for s in v.get("stages", []) if s.get("stage") == "run"), {})
+    phases = (run.get("detail") or {}).get("phases") or {}
+    return ", ".join("%s %.2f" % kv for kv in sorted(phases.items(), key=lambda kv: -kv[1]) if kv[1] >= 0.01)
+
+
 class Rows(list):
-    """The rows, each also written to standard error as it comes: a run cut short by a time
-    limit still says what it judged."""
+    """The rows, each also written to standard error as it comes, with its run's phases: a run
+    cut short by a time limit still says what it judged and where the time went."""
 
     def append(self, r):
         sys.stderr.write("%s %s: %s (expected %s)%s\n" % (
             r["problem"], r["version"], r["got"], r["expected"], "" if r["ok"] else "  DISAGREES"))
+        if r.get("phases"):
+            sys.stderr.write("    phases (s): %s\n" % r["phases"])
         sys.stderr.flush()
         list.append(self, r)
 
@@ -108,7 +118,7 @@ def gpu_mode(root, work):
             got, reason, summary, warnings = verdict_of(v)
             ok = got == want and all(w.lower() in summary.lower() for w in words)
             rows.append(dict(problem=name, version=sol, expected=want, got=got, reason=reason, ok=ok,
-                             summary=summary, warnings=warnings, why=why, seconds=wall))
+                             summary=summary, warnings=warnings, why=why, seconds=wall, phases=phases_of(v)))
         if report is None:
             rows.append(dict(problem=name, version="*", expected="a report", got="none", reason="", ok=False,
                              summary="", warnings=[], why="", seconds=wall))
@@ -139,7 +149,7 @@ def kernelbench(root, work):
                 ok = got == want and (("warn" not in v) or bool(warnings))
                 rows.append(dict(problem=stem, version=v, expected=want + (" + warning" if "warn" in v else ""),
                                  got=got + (" + warning" if warnings else ""), reason=reason, ok=ok,
-                                 summary=summary, warnings=warnings, why="", seconds=wall))
+                                 summary=summary, warnings=warnings, why="", seconds=wall, phases=phases_of(r)))
             if report is None:
                 rows.append(dict(problem=stem, version=v, expected="a report", got="none", reason="", ok=False,
                                  summary="", warnings=[], why="", seconds=wall))
