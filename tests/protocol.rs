@@ -637,6 +637,16 @@ timer = threading.Timer(5, print); timer.name = "timer"; timer.start()
 jobs.put(work)
 time.sleep(0.05)
 out = {{"left": rp.late_threads(before)}}
+# Woken by a put and not yet run (no pause, no settle): counted all the same.
+jobs2 = queue.Queue()
+def serve2():
+    while True:
+        jobs2.get()()
+server2 = threading.Thread(target=serve2, name="server2", daemon=True); server2.start()
+time.sleep(0.05)
+before2 = rp.threads_now()
+jobs2.put(work)
+out["woken"] = [t for t in rp.late_threads(before2, 0) if t.startswith("server2")]
 pool.submit(stop.wait, 5); time.sleep(0.05)
 out["busy"] = rp.late_threads(before)
 stop.set(); timer.cancel(); pool.shutdown()
@@ -655,8 +665,10 @@ print(json.dumps(out))
         "{left:?}"
     );
     assert!(left[2].starts_with("timer at threading.py:"), "{left:?}");
+    let woken: Vec<&str> = got["woken"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(woken, vec!["server2 at <string>:28 in serve2() (started before the call, and woken by it)"]);
     let busy: Vec<&str> = got["busy"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-    assert_eq!(busy.len(), 4, "{busy:?}");
+    assert_eq!(busy.len(), 5, "{busy:?}");
     assert!(busy.iter().any(|t| t.starts_with("ThreadPoolExecutor-")), "{busy:?}");
 }
 

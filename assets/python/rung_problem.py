@@ -635,6 +635,24 @@ def _idle_pool_worker(t):
         return False
 
 
+def _woken(frame):
+    """Whether a thread waiting in threading.Condition.wait (a queue's get, an event's wait) has
+    been notified and not yet run: its waiter is no longer in the condition's list, whether or
+    not the system has scheduled it since."""
+    import threading
+    wait = threading.Condition.wait.__code__
+    f = frame
+    while f is not None:
+        if f.f_code is wait:
+            waiter, cond = f.f_locals.get("waiter"), f.f_locals.get("self")
+            try:
+                return waiter is not None and waiter not in cond._waiters
+            except Exception:
+                return False
+        f = f.f_back
+    return False
+
+
 def late_threads(before, settle=0.002):
     """The threads a version's call left running when it returned and rung synchronised: one it
     started (not in `before`, threads_now's), or one that was there before and is no longer
@@ -658,7 +676,8 @@ def late_threads(before, settle=0.002):
     for ident, frame in frames.items():
         if ident == me:
             continue
-        if ident in before and before[ident] == _stack_key(frame):
+        woken = ident in before and before[ident] == _stack_key(frame)
+        if woken and not _woken(frame):
             continue  # there before the call, and where it was: waiting, as it was
         t = threading._active.get(ident)
         if isinstance(t, threading._DummyThread) or (t is not None and (_idle_pool_worker(t) or _machinery(t))):
@@ -680,8 +699,9 @@ def late_threads(before, settle=0.002):
         at = own or frame
         out.append("%s at %s:%d in %s()%s" % (t.name if t is not None else "thread %d" % ident,
                                               os.path.basename(at.f_code.co_filename), at.f_lineno, at.f_code.co_name,
-                                              " (started before the call, and no longer where it waited)"
-                                              if ident in before else ""))
+                                              "" if ident not in before else
+                                              " (started before the call, and woken by it)" if woken else
+                                              " (started before the call, and no longer where it waited)"))
     return sorted(out)
 
 
