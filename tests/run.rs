@@ -21,6 +21,14 @@ fn workspace(template: &str) -> (tempfile::TempDir, PathBuf) {
     (tmp, ws)
 }
 
+/// The vector-add template's Triton version with its launch line replaced by `with`.
+fn triton_launch_replaced(ws: &Path, with: &str) -> String {
+    let src = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
+    let launch = "    vector_add_kernel[(triton.cdiv(n, BLOCK),)](a, b, out, n, BLOCK=BLOCK)\n";
+    assert!(src.contains(launch), "the template's launch line changed: update this test");
+    src.replace(launch, with)
+}
+
 /// The stage (run or check) of a version, by name.
 fn stage<'a>(rec: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
     rec["stages"]
@@ -120,12 +128,9 @@ fn a_version_that_patches_its_process_cannot_change_the_reference() {
         return;
     }
     let (_tmp, ws) = workspace("vector-add");
-    let src = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
-    let launch = "    vector_add_kernel[(triton.cdiv(n, BLOCK),)](a, b, out, n, BLOCK=BLOCK)\n";
-    assert!(src.contains(launch), "the template's launch line changed: update this test");
     // out = a (wrong, but it follows the inputs), and a reference that says the same.
-    let cheat = src.replace(
-        launch,
+    let cheat = triton_launch_replaced(
+        &ws,
         "    import sys, numpy as np\n\
          \x20   np.asarray(out.arr)[...] = np.asarray(a.arr)\n\
          \x20   fake = lambda a, b, **_: np.array(a, dtype=np.float32)\n\
@@ -159,13 +164,10 @@ fn a_version_that_leaves_its_work_to_a_thread_is_late_work_at_its_line() {
         return;
     }
     let (_tmp, ws) = workspace("vector-add");
-    let src = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
-    let launch = "    vector_add_kernel[(triton.cdiv(n, BLOCK),)](a, b, out, n, BLOCK=BLOCK)\n";
-    assert!(src.contains(launch), "the template's launch line changed: update this test");
     // run() returns at once; a thread launches the kernel a little later. Its answer may well be
     // written by the time rung reads it: the verdict must not depend on that race.
-    let late = src.replace(
-        launch,
+    let late = triton_launch_replaced(
+        &ws,
         "    import threading, time\n\
          \x20   def later():\n\
          \x20       time.sleep(0.3)\n\
