@@ -285,13 +285,18 @@ fn a_problem_that_uses_deterministic_algorithms_finds_inductor_imported_in_its_c
         "    A, B, output = data\n",
         "    torch.use_deterministic_algorithms(True)\n    torch.use_deterministic_algorithms(False)\n    A, B, output = data\n",
     );
-    // The version fails unless its child found the module already imported (by the zygote).
+    assert_child_finds(&ws, "torch._inductor.config", "");
+}
+
+/// v001 of an outslot workspace passes only if its child found `module` already imported (by the
+/// zygote); `also` is put in the version's source beside that check.
+fn assert_child_finds(ws: &Path, module: &str, also: &str) {
     rewrite(
         &ws.join("versions").join("v001-fills-output.py"),
         "from task import",
-        "import sys\nassert 'torch._inductor.config' in sys.modules, 'not preimported'\nfrom task import",
+        &format!("import sys\n{also}assert '{module}' in sys.modules, 'not preimported'\nfrom task import"),
     );
-    let got = check(&ws, &["v001"]);
+    let got = check(ws, &["v001"]);
     assert_eq!(got["v001"].0, "pass", "{:?}", got["v001"]);
 }
 
@@ -342,13 +347,7 @@ fn a_version_that_calls_torch_compile_finds_compile_fx_imported_in_its_child() {
     let Some(_) = python_with_torch() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let ws = outslot(tmp.path(), "compile-fx");
-    rewrite(
-        &ws.join("versions").join("v001-fills-output.py"),
-        "from task import",
-        "import sys\n# as torch.compile would need it\nassert 'torch._inductor.compile_fx' in sys.modules, 'not preimported'\nfrom task import",
-    );
-    let got = check(&ws, &["v001"]);
-    assert_eq!(got["v001"].0, "pass", "{:?}", got["v001"]);
+    assert_child_finds(&ws, "torch._inductor.compile_fx", "# as torch.compile would need it\n");
 }
 
 /// A preimport that opens CUDA would leave every forked child unable to use it: the zygote

@@ -619,7 +619,7 @@ def _machinery(t):
 def _library(path):
     """Whether a frame's file is a package's (torch, triton, anything installed), not Python's
     own library nor a version's."""
-    return "site-packages" in path or "dist-packages" in path or path.startswith(_package_dirs() or ("\0",))
+    return "site-packages" in path or "dist-packages" in path or path.startswith(_package_dirs())
 
 
 def _idle_pool_worker(t):
@@ -676,8 +676,8 @@ def late_threads(before, settle=0.002):
     for ident, frame in frames.items():
         if ident == me:
             continue
-        woken = ident in before and before[ident] == _stack_key(frame)
-        if woken and not _woken(frame):
+        unmoved = ident in before and before[ident] == _stack_key(frame)
+        if unmoved and not _woken(frame):
             continue  # there before the call, and where it was: waiting, as it was
         t = threading._active.get(ident)
         if isinstance(t, threading._DummyThread) or (t is not None and (_idle_pool_worker(t) or _machinery(t))):
@@ -700,7 +700,7 @@ def late_threads(before, settle=0.002):
         out.append("%s at %s:%d in %s()%s" % (t.name if t is not None else "thread %d" % ident,
                                               os.path.basename(at.f_code.co_filename), at.f_lineno, at.f_code.co_name,
                                               "" if ident not in before else
-                                              " (started before the call, and woken by it)" if woken else
+                                              " (started before the call, and woken by it)" if unmoved else
                                               " (started before the call, and no longer where it waited)"))
     return sorted(out)
 

@@ -286,36 +286,17 @@ pub struct WorkerEnv {
     pub sandbox: Option<std::sync::Arc<crate::sandbox::Sandbox>>,
 }
 
-/// Whether the workspace's Python at its root or in `versions/` calls what imports
-/// `torch._inductor.config` on first use, in every forked child unless the zygote imports it
-/// once: GPU MODE's DeterministicContext (`torch.use_deterministic_algorithms`, in nearly every
-/// pmpp_v2 reference) or `torch.compile` (900 modules, 4-6 s on the H200's Python). Only
-/// modules whose import leaves CUDA alone may be preimported: `torch.utils.cpp_extension` (for
-/// `load_inline`) initialises CUDA when imported, and every forked child then fails with
-/// "Cannot re-initialize CUDA in forked subprocess" (seen on the H200).
-pub fn uses_inductor(root: &Path) -> bool {
-    problem_uses_inductor(root)
-        || python_files(&root.join(crate::workspace::VERSIONS_DIR)).iter().any(|p| inductor_in(p))
-}
-
-/// As [`uses_inductor`], for the problem's own Python only (the reference, its helpers): what
-/// the zygote of the judge and the reference imports (GPU MODE's `DeterministicContext` ran in
-/// every judge's child, 4-6 s a check, without it).
-pub fn problem_uses_inductor(root: &Path) -> bool {
-    python_files(root).iter().any(|p| inductor_in(p))
-}
-
-fn inductor_in(file: &Path) -> bool {
-    std::fs::read_to_string(file)
-        .is_ok_and(|t| t.contains("use_deterministic_algorithms") || t.contains("torch.compile"))
-}
-
-/// What a zygote imports before it forks (`RUNG_PREIMPORT`), for the workspace's Python (the
-/// problem's own only, for the judge's and the reference's zygote): `torch._inductor.config`
-/// when [`uses_inductor`] says so, and `torch._inductor.compile_fx` where `torch.compile` is
-/// called (its first call imports about 600 more modules: 1.4-1.9 s on the CPU machine, 0.01 s
-/// with compile_fx imported first). The zygote starts again without any of them that opens CUDA
-/// (rung_worker.py's `_preimport`).
+/// What a zygote imports before it forks (`RUNG_PREIMPORT`), for the workspace's Python at its
+/// root and in `versions/` (the problem's own only, for the judge's and the reference's zygote),
+/// what each forked child would otherwise import again: `torch._inductor.config` where GPU
+/// MODE's DeterministicContext (`torch.use_deterministic_algorithms`, in nearly every pmpp_v2
+/// reference) or `torch.compile` is called (900 modules, 4-6 s on the H200's Python), and
+/// `torch._inductor.compile_fx` where `torch.compile` is (its first call imports about 600 more:
+/// 1.4-1.9 s on the CPU machine, 0.01 s with compile_fx imported first). Only modules whose
+/// import leaves CUDA alone may be preimported (`torch.utils.cpp_extension`, for `load_inline`,
+/// opens it, and every forked child then failed with "Cannot re-initialize CUDA in forked
+/// subprocess" on the H200): the zygote starts again without any that does (rung_worker.py's
+/// `_preimport`).
 pub fn preimports(root: &Path, problem_only: bool) -> Vec<&'static str> {
     let mut files = python_files(root);
     if !problem_only {
@@ -655,7 +636,7 @@ impl Drop for Runners {
 
 #[cfg(test)]
 mod tests {
-    use super::{preimports, problem_imports, problem_uses_inductor, sweep_dead, uses_inductor};
+    use super::{preimports, problem_imports, sweep_dead};
 
     /// The reference's zygote imports torch once when the problem's own Python does.
     #[test]
@@ -674,25 +655,22 @@ mod tests {
     fn the_zygote_preimports_inductor_when_the_problem_or_a_version_calls_for_it() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path();
+        let none = Vec::<&str>::new();
         std::fs::create_dir(root.join("versions")).unwrap();
         std::fs::write(root.join("reference.py"), "def ref_kernel(data):\n    return data\n").unwrap();
-        assert!(!uses_inductor(root));
-        // GPU MODE's utils.py: DeterministicContext.
+        assert_eq!(preimports(root, false), none);
+        // GPU MODE's utils.py: DeterministicContext, for the judge's zygote too.
         std::fs::write(root.join("utils.py"), "torch.use_deterministic_algorithms(True)\n").unwrap();
-        assert!(uses_inductor(root) && problem_uses_inductor(root), "the judge's zygote too");
+        assert_eq!(preimports(root, false), vec!["torch._inductor.config"]);
+        assert_eq!(preimports(root, true), vec!["torch._inductor.config"]);
         // load_inline alone is no reason: cpp_extension is never preimported.
         std::fs::remove_file(root.join("utils.py")).unwrap();
         std::fs::write(root.join("versions").join("v001.py"), "from torch.utils.cpp_extension import load_inline\n")
             .unwrap();
-        assert!(!uses_inductor(root));
-        assert_eq!(preimports(root, false), Vec::<&str>::new());
+        assert_eq!(preimports(root, false), none);
         std::fs::write(root.join("versions").join("v002.py"), "custom_kernel = torch.compile(f)\n").unwrap();
-        assert!(uses_inductor(root));
-        assert!(!problem_uses_inductor(root), "a version's torch.compile is not the judge's");
         assert_eq!(preimports(root, false), vec!["torch._inductor.config", "torch._inductor.compile_fx"]);
-        assert_eq!(preimports(root, true), Vec::<&str>::new());
-        std::fs::write(root.join("utils.py"), "torch.use_deterministic_algorithms(True)\n").unwrap();
-        assert_eq!(preimports(root, true), vec!["torch._inductor.config"]);
+        assert_eq!(preimports(root, true), none, "a version's torch.compile is not the judge's");
     }
 
     /// A data folder of a rung that is gone is removed; this process's, and anything that is

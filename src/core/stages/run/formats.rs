@@ -552,7 +552,7 @@ pub fn judge_send(
     runners
         .judge(mode, limit + Duration::from_secs(30))
         .and_then(|z| z.send(protocol::Op::Judge(req)))
-        .map_err(|f| judge_failed(Err(f)).expect_err("a failure"))
+        .map_err(judge_gone)
 }
 
 /// The answer to the request [`judge_send`] sent, within `limit`.
@@ -572,9 +572,13 @@ fn judge_failed(r: Result<protocol::Response, Failure>) -> Result<protocol::Resp
             let d = e.file.as_ref().map(|file| Box::new(error_at(&e, file).1));
             Err(JudgeFailed(Verdict::Fail, Some(reason_for(&e)), format!("{}: {}", e.kind, e.message), d))
         }
-        Err(f) => {
-            let (verdict, _) = failure_reason(&f);
-            Err(JudgeFailed(if verdict == Verdict::Fail { Verdict::Error } else { verdict }, None, f.to_string(), None))
-        }
+        Err(f) => Err(judge_gone(f)),
     }
+}
+
+/// The judge's process gave no answer (it died, ran out of time): rung's error, not the
+/// version's failure.
+fn judge_gone(f: Failure) -> JudgeFailed {
+    let (verdict, _) = failure_reason(&f);
+    JudgeFailed(if verdict == Verdict::Fail { Verdict::Error } else { verdict }, None, f.to_string(), None)
 }
