@@ -361,12 +361,20 @@ fn a_preimport_that_opens_cuda_restarts_the_zygote_without_it() {
         "import torch\ntorch.cuda.is_initialized = lambda: True  # as a module that opened CUDA leaves it\n",
     )
     .unwrap();
+    // torch._inductor asks torch.cuda.is_available() as it is imported: torch counts devices
+    // through NVML (no cuInit) while the zygote preimports, and only then.
+    std::fs::write(
+        tmp.path().join("rung_sees_env.py"),
+        "import os\nwith open('seen.txt', 'a') as f:\n    f.write(os.environ.get('PYTORCH_NVML_BASED_CUDA_CHECK', '-') + '\\n')\n",
+    )
+    .unwrap();
     let out = Command::new(&python)
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python/rung_worker.py"))
         .arg("--interpret")
         .current_dir(tmp.path())
         .env("PYTHONPATH", tmp.path())
-        .env("RUNG_PREIMPORT", "torch._inductor.config,rung_opens_cuda")
+        .env_remove("PYTORCH_NVML_BASED_CUDA_CHECK")
+        .env("RUNG_PREIMPORT", "rung_sees_env,torch._inductor.config,rung_opens_cuda")
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
@@ -377,4 +385,7 @@ fn a_preimport_that_opens_cuda_restarts_the_zygote_without_it() {
     assert_eq!(stdout.lines().filter(|l| l.contains("\"protocol\"")).count(), 1, "one handshake: {stdout}");
     let said = "rung: preimport rung_opens_cuda opened CUDA in the zygote; starting again without it";
     assert_eq!(stderr.matches(said).count(), 1, "{stderr}");
+    // Imported by the zygote and again by the one that replaced it, with NVML's count both times.
+    let seen = std::fs::read_to_string(tmp.path().join("seen.txt")).unwrap();
+    assert_eq!(seen, "1\n1\n", "{stderr}");
 }

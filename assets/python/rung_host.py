@@ -236,3 +236,18 @@ class HostGuarded(object):
         g = self.guard
         self.raw[g:g + self.nbytes].tofile(self.path)
         return _breach(self.raw[:g], self.raw[g + self.nbytes:], g)
+
+
+def cuda_opened():
+    """Whether CUDA is open here: torch's lazy initialisation, or cuInit by anyone (cuDeviceGet
+    answers CUDA_ERROR_NOT_INITIALIZED, 3, until then, without initialising it)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return True
+    try:
+        import ctypes
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    dev = ctypes.c_int()
+    return cuda.cuDeviceGet(ctypes.byref(dev), 0) != 3

@@ -27,7 +27,7 @@ import rung_judge
 import rung_problem as rp
 import rung_sandbox
 # The host side of a call (rung_host.py) and the timing (rung_bench.py), written beside this file.
-from rung_host import RUNG_DTYPES, Guarded, HostGuarded, HostTensor, _error, _load, _map, _modules, _np
+from rung_host import RUNG_DTYPES, Guarded, cuda_opened, HostGuarded, HostTensor, _error, _load, _map, _modules, _np
 from rung_bench import _bench_req, _ceiling, _note_l2_baseline, _problem_modules, _seeded_model
 
 # A workspace's own modules (`import task`) from its root, which the sandbox lets be read, not
@@ -646,32 +646,29 @@ def _preimport():
     zygote then starts again without it (execv, before its handshake), and says so."""
     import importlib
     names = [n for n in os.environ.get("RUNG_PREIMPORT", "").split(",") if n]
+    # torch._inductor asks torch.cuda.is_available() as it is imported, which calls cuInit
+    # unless torch counts devices through NVML instead: set only for these imports.
+    key = "PYTORCH_NVML_BASED_CUDA_CHECK"
+    nvml = os.environ.get(key)
+    os.environ[key] = "1"
+
+    def restore():
+        os.environ.pop(key, None)
+        if nvml is not None:
+            os.environ[key] = nvml
     for name in names:
         try:
             importlib.import_module(name)
         except Exception as exc:
             sys.stderr.write("rung: preimport %s: %s: %s\n" % (name, type(exc).__name__, exc))
-        if _cuda_opened():
+        if cuda_opened():
+            restore()
             sys.stderr.write("rung: preimport %s opened CUDA in the zygote; starting again without it\n" % name)
             sys.stderr.flush()
             os.environ["RUNG_PREIMPORT"] = ",".join(n for n in names if n != name)
             os.dup2(_proto.fileno(), 1)  # the protocol's standard output, as this process got it
             os.execv(sys.executable, [sys.executable] + sys.argv)
-
-
-def _cuda_opened():
-    """Whether CUDA is open here: torch's lazy initialisation, or cuInit by anyone (cuDeviceGet
-    answers CUDA_ERROR_NOT_INITIALIZED, 3, until then, without initialising it)."""
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
-        return True
-    try:
-        import ctypes
-        cuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False
-    dev = ctypes.c_int()
-    return cuda.cuDeviceGet(ctypes.byref(dev), 0) != 3
+    restore()
 
 
 def main():
