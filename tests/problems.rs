@@ -389,3 +389,61 @@ fn a_preimport_that_opens_cuda_restarts_the_zygote_without_it() {
     let seen = std::fs::read_to_string(tmp.path().join("seen.txt")).unwrap();
     assert_eq!(seen, "1\n1\n", "{stderr}");
 }
+
+/// How a tensor crosses from the version's process to the judge's: on the CPU through a file
+/// that the judge reads back bit for bit; the version's copies handed over by CUDA IPC are kept
+/// until the judge removes their markers; a record's IPC handle that is malformed, or meant for
+/// a judge on the CPU, is an error that says so; the judge accepts a marker only inside the
+/// folder rung gave the version.
+#[test]
+fn tensors_cross_to_the_judge_and_held_copies_go_when_judged() {
+    let Some(python) = python_with_torch() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let script = format!(
+        r#"
+import json, os, sys
+sys.path.insert(0, {assets:?})
+import torch
+import rung_problem as rp, rung_judge
+d = {dump:?}
+out = {{}}
+x = torch.arange(12, dtype=torch.float32).reshape(3, 4).t()
+meta = rp._put(x, d, "out", {{}})
+out["file"] = os.path.basename(meta["file"])
+back = rp.load(meta, "cpu")
+out["same"] = bool(torch.equal(back, x)) and list(back.stride()) == list(x.stride())
+for m in ("a.ipc", "b.ipc"):
+    open(os.path.join(d, m), "wb").close()
+    rp._IPC["held"].append((os.path.join(d, m), m))
+os.remove(os.path.join(d, "a.ipc"))
+rp._release_judged()
+out["held"] = [c for _, c in rp._IPC["held"]]
+ipc = {{"file": os.path.join(d, "b.ipc"), "ipc": "00" * 64, "offset": 0, "dtype": "float32", "shape": [4], "stride": [1]}}
+def err(meta, device):
+    try:
+        rp.load(meta, device)
+    except ValueError as e:
+        return str(e)
+out["cpu"] = err(ipc, "cpu")
+out["short"] = err(dict(ipc, ipc="00" * 8), "cuda")
+rung_judge._within([{{"tensors": [ipc]}}], d)
+try:
+    rung_judge._within([{{"tensors": [dict(ipc, file="/etc/passwd")]}}], d)
+    out["outside"] = "accepted"
+except ValueError as e:
+    out["outside"] = str(e)
+print(json.dumps(out))
+"#,
+        assets = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python"),
+        dump = tmp.path().display().to_string(),
+    );
+    let out = Command::new(&python).args(["-c", &script]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(got["file"], "out-1.bin", "{got}");
+    assert_eq!(got["same"], true, "{got}");
+    assert_eq!(got["held"], serde_json::json!(["b.ipc"]), "{got}");
+    assert!(got["cpu"].as_str().unwrap().contains("judge on the CPU"), "{got}");
+    assert!(got["short"].as_str().unwrap().contains("malformed CUDA IPC handle"), "{got}");
+    assert!(got["outside"].as_str().unwrap().contains("outside its folder"), "{got}");
+}

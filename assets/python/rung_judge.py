@@ -42,6 +42,8 @@ def judge(req, state):
                 judged["regenerable"] = rp.drawn_alike(rp.kernelbench_inputs(prob, seed, device),
                                                        rp.kernelbench_inputs(prob, seed, device), "inputs")
             phases["judge_learn"] = time.perf_counter() - t
+            # What the draws left cached goes back to the card, for the version's process.
+            rp.give_back(device)
             return {"phases": phases, "hints": _hints(judged)}
         records = req.get("observed") or []
         _within(records, req.get("dump"))

@@ -312,7 +312,6 @@ def _user_rungs(req):
 # GPU MODE and KernelBench problems
 
 
-
 def _problem(req, state):
     """One test of a GPU MODE or KernelBench problem: with `warmup`, the version's compile phase
     (one unjudged call); otherwise one judged case per seed (rung_problem.py)."""
@@ -385,6 +384,7 @@ def _problem(req, state):
                     mark("listing")
                 del inputs
             sync()
+            rp.give_back(device)
             phases["warmup"] = time.perf_counter() - t
             out = {"args": args, "cases": []}
             if names is not None and req.get("list_kernels"):
@@ -415,6 +415,7 @@ def _problem(req, state):
                 rec = rp.observe_kernelbench(prob, model_new, seed, device, set(hints.get("regenerable", ())), folder)
             rec.pop("_files", None)
             observed.append(rec)
+        rp.give_back(device)
     for c in observed:
         for k, v in c.pop("phases").items():
             phases[k] = phases.get(k, 0.0) + v
