@@ -570,7 +570,18 @@ fn judge_failed(r: Result<protocol::Response, Failure>) -> Result<protocol::Resp
         Ok(r) => {
             let e = r.error.unwrap_or_else(|| WorkerError::new("error", ""));
             let d = e.file.as_ref().map(|file| Box::new(error_at(&e, file).1));
-            Err(JudgeFailed(Verdict::Fail, Some(reason_for(&e)), format!("{}: {}", e.kind, e.message), d))
+            let reason = reason_for(&e);
+            if reason == Reason::OutOfMemory {
+                // The two processes share the card: which one's memory left the judge none is
+                // not known, so there is no verdict rather than the version's failure.
+                let why = format!(
+                    "the judge's process ran out of device memory, which it shares with the version's: no verdict                      ({}: {})",
+                    e.kind,
+                    shorten(&one_line(&e.message), 240)
+                );
+                return Err(JudgeFailed(Verdict::Error, None, why, d));
+            }
+            Err(JudgeFailed(Verdict::Fail, Some(reason), format!("{}: {}", e.kind, e.message), d))
         }
         Err(f) => Err(judge_gone(f)),
     }
@@ -581,4 +592,25 @@ fn judge_failed(r: Result<protocol::Response, Failure>) -> Result<protocol::Resp
 fn judge_gone(f: Failure) -> JudgeFailed {
     let (verdict, _) = failure_reason(&f);
     JudgeFailed(if verdict == Verdict::Fail { Verdict::Error } else { verdict }, None, f.to_string(), None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The judge's own exception is the version's failure (the problem's check raised on its
+    /// answer); running out of the device memory both processes share is no verdict at all.
+    #[test]
+    fn a_judge_out_of_device_memory_gives_no_verdict() {
+        let failed = |kind: &str, message: &str| {
+            let r =
+                protocol::Response { ok: false, error: Some(WorkerError::new(kind, message)), ..Default::default() };
+            judge_failed(Ok(r)).err().unwrap()
+        };
+        let oom = failed("OutOfMemoryError", "CUDA out of memory. Tried to allocate 256.00 MiB.");
+        assert_eq!((oom.0, oom.1), (Verdict::Error, None));
+        assert!(oom.2.starts_with("the judge's process ran out of device memory"), "{}", oom.2);
+        let raised = failed("AssertionError", "shapes differ");
+        assert_eq!((raised.0, raised.1), (Verdict::Fail, Some(Reason::Exception)));
+    }
 }
