@@ -11,6 +11,10 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
+use rung::agent::ToolBox;
+
+mod common;
+
 /// xorshift64*: enough randomness for mutations, and no dependency.
 struct Rng(u64);
 
@@ -284,4 +288,76 @@ fn manuals_and_context_terms() {
         }
         rung::context::terms(t);
     });
+}
+
+/// Every file under `dir`, relative, sorted: what a tool call may have written.
+fn tree(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p.clone());
+            }
+            out.push(p.strip_prefix(dir).unwrap().to_path_buf());
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The arguments a model or an MCP client sends to rung's tools (the agent's read_file,
+/// search_context, get_results, get_asm, diff_asm, get_profile, get_trace; MCP's
+/// submit_version), mutated: every call answers (a result or an error), no answer holds a file
+/// from outside the workspace, and a submission writes nothing outside the workspace's
+/// versions/ and .rung/ folders.
+#[test]
+fn tool_and_mcp_arguments() {
+    const SECRET: &str = "RUNG-FUZZ-SECRET-7f3a";
+    let (tmp, ws) = common::new_workspace("vector-add");
+    std::fs::write(tmp.path().join("secret.txt"), format!("{SECRET}\n")).unwrap();
+    std::fs::create_dir_all(ws.join("context")).unwrap();
+    std::fs::write(ws.join("context/notes.md"), "# Coalescing\nfloat4 loads make 128-bit transactions\n").unwrap();
+    let tools = rung::agent::tools::WorkspaceTools::new(ws.clone());
+    let calls: &[(&str, &str)] = &[
+        ("read_file", r#"{"path": "rung.toml", "max_lines": 3}"#),
+        ("read_file", r#"{"path": "../secret.txt"}"#),
+        ("read_file", r#"{"path": "context/notes.md", "start_line": 2}"#),
+        ("search_context", r#"{"query": "float4 transactions", "max_results": 3}"#),
+        ("get_results", r#"{"version": "v001"}"#),
+        ("get_asm", r#"{"version": "v001", "kind": "ptx", "max_lines": 20}"#),
+        ("diff_asm", r#"{"a": "v001", "b": "v002", "kind": "ptx"}"#),
+        ("get_profile", r#"{"version": "versions/v002"}"#),
+        ("get_trace", r#"{"version": "v001"}"#),
+    ];
+    for (name, args) in calls {
+        let seeds = vec![(PathBuf::from(format!("{name} {args}")), args.as_bytes().to_vec())];
+        fuzz(name, &seeds, |t| {
+            let out = tools.call(name, t);
+            assert!(!out.text.contains(SECRET), "{name} {t:?} read a file outside the workspace: {}", out.text);
+        });
+    }
+    let outside = |t: &[PathBuf]| -> Vec<PathBuf> {
+        t.iter().filter(|p| !p.starts_with("ws/versions") && !p.starts_with("ws/.rung")).cloned().collect()
+    };
+    let before = outside(&tree(tmp.path()));
+    let ctx = rung::verbs::Context::new(ws.clone());
+    let seeds = vec![(
+        PathBuf::from("submit_version"),
+        br#"{"name": "float4 tail", "source": "__global__ void k(float* x) { x[0] = 1.0f; }\n", "extension": "cu", "parent": "v001"}"#
+            .to_vec(),
+    )];
+    let written = std::cell::Cell::new(0);
+    fuzz("submit_version", &seeds, |t| {
+        if let Ok(args) = serde_json::from_str::<rung::verbs::SubmitArgs>(t)
+            && rung::verbs::submit_version(&ctx, &args).is_ok()
+        {
+            written.set(written.get() + 1);
+        }
+    });
+    eprintln!("submit_version: {} mutations written as versions", written.get());
+    assert!(written.get() > 0, "no mutation was a submission rung took: the property went untested");
+    assert_eq!(outside(&tree(tmp.path())), before, "a submission wrote outside versions/ and .rung/");
+    ctx.shutdown();
 }
