@@ -226,6 +226,14 @@ if __name__ == "__main__":
     if w:
         print("\nwarm re-check after a save (rung watch): %s %s: %.2f s from the save to its check's result, "
               "%.2f s from rung seeing the change" % w)
+    # A zygote that restarted (a preimport opened CUDA) costs each check its start again.
+    restarts = []
+    for dirpath, _, names in os.walk(work):
+        for n in names:
+            if dirpath.endswith(os.path.join(".rung", "logs")) and n.endswith(".log"):
+                with open(os.path.join(dirpath, n), errors="replace") as fh:
+                    restarts += [line.strip() for line in fh if "opened CUDA in the zygote" in line]
+    print("\nzygote restarts (a preimport opened CUDA): %d%s" % (len(restarts), "".join("\n  " + r for r in sorted(set(restarts)))))
     bad = sum(1 for r in rows if not r["ok"])
     print("\n%d passed, %d failed" % (len(rows) - bad, bad))
     sys.exit(1 if bad else 0)
