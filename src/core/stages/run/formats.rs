@@ -575,7 +575,7 @@ fn judge_failed(r: Result<protocol::Response, Failure>) -> Result<protocol::Resp
                 // The two processes share the card: which one's memory left the judge none is
                 // not known, so there is no verdict rather than the version's failure.
                 let why = format!(
-                    "the judge's process ran out of device memory, which it shares with the version's: no verdict                      ({}: {})",
+                    "the judge's process ran out of device memory, which it shares with the version's: no verdict ({}: {})",
                     e.kind,
                     shorten(&one_line(&e.message), 240)
                 );
@@ -610,6 +610,11 @@ mod tests {
         let oom = failed("OutOfMemoryError", "CUDA out of memory. Tried to allocate 256.00 MiB.");
         assert_eq!((oom.0, oom.1), (Verdict::Error, None));
         assert!(oom.2.starts_with("the judge's process ran out of device memory"), "{}", oom.2);
+        assert!(
+            oom.2.ends_with("no verdict (OutOfMemoryError: CUDA out of memory. Tried to allocate 256.00 MiB.)"),
+            "{}",
+            oom.2
+        );
         let raised = failed("AssertionError", "shapes differ");
         assert_eq!((raised.0, raised.1), (Verdict::Fail, Some(Reason::Exception)));
     }
