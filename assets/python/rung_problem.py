@@ -22,6 +22,7 @@ The metrics are metrics.rs's formulas (max abs err, rel err with its floor, MSE,
 allclose's mismatch rule, the error map); `tests/protocol.rs` holds the two to the same figures.
 """
 
+import ctypes
 import os
 import sys
 import time
@@ -837,30 +838,32 @@ def dump(t, path):
 
 
 def load(meta, device):
-    """A tensor `dump` wrote (or kept in memory: `_t`), on `device`, with its strides where they
+    """A tensor `dump` wrote, or the version's process handed over by CUDA IPC (or kept in
+    memory: `_t`), as a tensor of this process on `device`, with its strides where they
     describe a dense tensor."""
     torch = _torch()
     if "_t" in meta:
         return meta["_t"]
-    if "ipc" in meta:
-        return _ipc_load(meta, device)
+    raw = _ipc_handle(meta, device) if "ipc" in meta else None
     dtype = getattr(torch, meta["dtype"])
-    shape, stride = meta["shape"], meta["stride"]
+    shape, stride = [int(d) for d in meta["shape"]], [int(s) for s in meta["stride"]]
     n = 1
     for d in shape:
         n *= d
-    size = n * torch.empty((), dtype=dtype).element_size()
-    if size:
-        flat = torch.from_file(meta["file"], shared=False, size=size, dtype=torch.uint8)
-    else:
-        flat = torch.empty(0, dtype=torch.uint8)
-    x = flat.view(dtype).view(shape)
+    nbytes = n * torch.empty((), dtype=dtype).element_size()
     span = 1 + sum((d - 1) * s for d, s in zip(shape, stride)) if n else 0
-    if n and span == n and all(s >= 0 for s in stride):
+    if not (n and span == n and all(s >= 0 for s in stride)):
+        stride = list(torch.empty(shape, dtype=torch.uint8, device="meta").stride())
+    try:
         out = torch.empty_strided(shape, stride, dtype=dtype, device=device)
-        out.copy_(x)
-        return out
-    return x.to(device).clone() if device != "cpu" else x.clone()
+    except torch.cuda.OutOfMemoryError:
+        give_back(device)
+        out = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+    if raw is not None:
+        _ipc_copy(raw, int(meta["offset"]), nbytes, out)
+    elif nbytes:
+        out.copy_(torch.from_file(meta["file"], shared=False, size=nbytes, dtype=torch.uint8).view(dtype).view(shape))
+    return out
 
 
 # CUDA IPC: a tensor on the GPU reaches the judge's process as a handle to a copy of it that the
@@ -873,30 +876,22 @@ def load(meta, device):
 _IPC = {"lib": None, "held": []}
 
 
+class _IpcHandle(ctypes.Structure):
+    """CUipcMemHandle: 64 opaque bytes, passed by value to cuIpcOpenMemHandle."""
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
 def _cuda():
     """libcuda through ctypes, with the signatures of the calls used here."""
     if _IPC["lib"] is None:
-        import ctypes
         lib = ctypes.CDLL("libcuda.so.1")
         u64, p = ctypes.c_uint64, ctypes.POINTER
         lib.cuMemGetAddressRange_v2.argtypes = [p(u64), p(ctypes.c_size_t), u64]
-        lib.cuIpcGetMemHandle.argtypes = [p(_IpcHandle()), u64]
-        lib.cuIpcOpenMemHandle_v2.argtypes = [p(u64), _IpcHandle(), ctypes.c_uint]
+        lib.cuIpcGetMemHandle.argtypes = [p(_IpcHandle), u64]
+        lib.cuIpcOpenMemHandle_v2.argtypes = [p(u64), _IpcHandle, ctypes.c_uint]
         lib.cuIpcCloseMemHandle.argtypes = [u64]
         _IPC["lib"] = lib
     return _IPC["lib"]
-
-
-def _IpcHandle():
-    """CUipcMemHandle: 64 opaque bytes, passed by value to cuIpcOpenMemHandle."""
-    if "handle" not in _IPC:
-        import ctypes
-
-        class Handle(ctypes.Structure):
-            _fields_ = [("reserved", ctypes.c_char * 64)]
-
-        _IPC["handle"] = Handle
-    return _IPC["handle"]
 
 
 def _release_judged():
@@ -907,7 +902,6 @@ def _release_judged():
 def _ipc_export(t, marker):
     """A copy of CUDA tensor `t` made here and kept, and what the judge needs to open it; None
     where that cannot be done (the caller writes a file instead)."""
-    import ctypes
     torch = _torch()
     x = t.detach()
     _release_judged()
@@ -923,7 +917,7 @@ def _ipc_export(t, marker):
         return None
     lib = _cuda()
     base, size = ctypes.c_uint64(), ctypes.c_size_t()
-    handle = _IpcHandle()()
+    handle = _IpcHandle()
     if lib.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), c.data_ptr()) != 0 \
             or lib.cuIpcGetMemHandle(ctypes.byref(handle), base.value) != 0:
         return None
@@ -936,28 +930,27 @@ def _ipc_export(t, marker):
             "stride": [int(s) for s in x.stride()]}
 
 
-def _ipc_load(meta, device):
-    """The judge's own copy of a tensor the version's process handed over by CUDA IPC, with its
-    strides where they describe a dense tensor; the handle closed before it returns. A handle
-    that does not open, or an extent past the memory it names, is an error that says so."""
-    import ctypes
-    torch = _torch()
+def _ipc_handle(meta, device):
+    """The 64 bytes of a record's CUDA IPC handle, or an error that says what is wrong with it."""
     if device != "cuda":
         raise ValueError("the version's process handed a tensor over by CUDA IPC to a judge on the CPU")
-    dtype = getattr(torch, meta["dtype"])
-    shape, stride = [int(d) for d in meta["shape"]], [int(s) for s in meta["stride"]]
-    n = 1
-    for d in shape:
-        n *= d
-    nbytes = n * torch.empty((), dtype=dtype).element_size()
-    raw = bytes.fromhex(meta["ipc"])
-    offset = int(meta["offset"])
-    if len(raw) != 64 or offset < 0:
+    try:
+        raw = bytes.fromhex(meta["ipc"])
+        ok = len(raw) == 64 and int(meta["offset"]) >= 0
+    except (TypeError, ValueError, KeyError):
+        ok = False
+    if not ok:
         raise ValueError("the version's record names a malformed CUDA IPC handle")
+    return raw
+
+
+def _ipc_copy(raw, offset, nbytes, out):
+    """Copies `nbytes` at `offset` in the memory the handle `raw` opens into `out`, and closes the
+    handle: an extent past that memory, or a handle that does not open, is an error."""
+    torch = _torch()
     lib = _cuda()
-    torch.cuda.synchronize()
     ptr = ctypes.c_uint64()
-    rc = lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), _IpcHandle().from_buffer_copy(raw), 1)
+    rc = lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), _IpcHandle.from_buffer_copy(raw), 1)
     if rc != 0:
         raise ValueError("the version's output could not be opened in the judge's process "
                          "(cuIpcOpenMemHandle: CUDA error %d)" % rc)
@@ -966,27 +959,18 @@ def _ipc_load(meta, device):
         if lib.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ptr.value) != 0 \
                 or offset + nbytes > base.value + size.value - ptr.value:
             raise ValueError("the version's record names %d bytes past the memory its handle opens" % nbytes)
+        if nbytes:
 
-        class Span:
-            __cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr.value + offset, False),
-                                        "version": 3}
+            class Span:
+                __cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1",
+                                            "data": (ptr.value + offset, False), "version": 3}
 
-        src = torch.as_tensor(Span(), device="cuda") if nbytes else torch.empty(0, dtype=torch.uint8, device="cuda")
-        x = src.view(dtype).view(shape)
-        span = 1 + sum((d - 1) * s for d, s in zip(shape, stride)) if n else 0
-        if not (n and span == n and all(s >= 0 for s in stride)):
-            stride = list(torch.empty(shape, dtype=torch.uint8, device="meta").stride())
-        try:
-            out = torch.empty_strided(shape, stride, dtype=dtype, device="cuda")
-        except torch.cuda.OutOfMemoryError:
-            give_back("cuda")
-            out = torch.empty_strided(shape, stride, dtype=dtype, device="cuda")
-        out.copy_(x)
-        torch.cuda.synchronize()
-        del src, x
+            src = torch.as_tensor(Span(), device="cuda")
+            out.copy_(src.view(out.dtype).view(out.shape))
+            torch.cuda.synchronize()
+            del src
     finally:
         lib.cuIpcCloseMemHandle(ptr.value)
-    return out
 
 
 def give_back(device):
