@@ -162,7 +162,8 @@ def warm_recheck(work, limit=300.0):
     the save to the check's result, seconds from rung seeing the change to the result)."""
     base = os.path.join(work, "gpu-mode")
     # Only a problem this run checked: another run's folder may be left in WORK_DIR.
-    names = sorted(n for n in os.listdir(base) if wanted(n)) if os.path.isdir(base) else []
+    names = sorted(n for n in os.listdir(base) if wanted(n) and os.path.isdir(os.path.join(base, n, "versions"))) \
+        if os.path.isdir(base) else []
     if not names:
         return None
     # GPU MODE's own eval.py is timed on vectoradd: the same problem, when it is there.
@@ -170,6 +171,8 @@ def warm_recheck(work, limit=300.0):
     ws = os.path.join(base, name)
     vdir = os.path.join(ws, "versions")
     versions = sorted(os.listdir(vdir))
+    if not versions:
+        return None
     first = versions[0]
     vid = first.split("-")[0]
     p = subprocess.Popen([RUNG, "watch", "--json", "--no-bench", "-C", ws], stdout=subprocess.PIPE,

@@ -447,3 +447,118 @@ print(json.dumps(out))
     assert!(got["short"].as_str().unwrap().contains("malformed CUDA IPC handle"), "{got}");
     assert!(got["outside"].as_str().unwrap().contains("outside its folder"), "{got}");
 }
+
+/// The worker judges GPU MODE and KernelBench outputs where they live (rung_problem.py's
+/// `compare`, in torch); metrics.rs judges everything else. Both must give the same figures for
+/// the same tensors, NaN, infinities, zeros, the error map and the first mismatches included,
+/// with chunks of 7 elements so every running total crosses chunk boundaries. The format's own
+/// rule (allclose) and its vacuity counts are held to torch's `isclose` on the same tensors.
+#[test]
+fn the_workers_on_device_metrics_match_metrics_rs() {
+    let Some(python) = python_with_torch() else { return };
+    let cases: Vec<(Vec<f64>, Vec<f64>, Vec<usize>)> = vec![
+        (vec![1.0, 2.5, -4.0, 0.1], vec![1.0, 2.0, -4.0, 0.0], vec![2, 2]),
+        (vec![f64::NAN, f64::NAN, 2.0, f64::INFINITY], vec![1.0, f64::NAN, 2.0, f64::INFINITY], vec![4]),
+        (vec![0.0; 6], vec![0.0; 6], vec![1, 2, 3]),
+        (
+            (0..4800).map(|i| (i as f64 * 0.37).sin() + if i == 4000 { 0.5 } else { 0.0 }).collect(),
+            (0..4800).map(|i| (i as f64 * 0.37).sin()).collect(),
+            vec![60, 80],
+        ),
+        (vec![3.0], vec![3.5], vec![1]),
+        // Columns that split evenly into the map's cells: the map is reduced a segment at a time.
+        (
+            (0..10240).map(|i| (i as f64 * 0.11).cos() + if i == 777 || i == 10000 { 0.25 } else { 0.0 }).collect(),
+            (0..10240).map(|i| (i as f64 * 0.11).cos()).collect(),
+            vec![40, 256],
+        ),
+        (
+            (0..2048).map(|i| i as f64 + if i == 2047 { 1.0 } else { 0.0 }).collect(),
+            (0..2048).map(|i| i as f64).collect(),
+            vec![2048],
+        ),
+        // More mismatches than are listed, spread over many chunks, with non-finite pairs among
+        // them: the list is the first eight in order.
+        (
+            (0..300)
+                .map(|i| match i % 23 {
+                    0 => f64::NAN,
+                    5 => f64::NEG_INFINITY,
+                    _ => (i as f64 * 0.5).sin() + if i % 11 == 3 { 0.01 } else { 0.0 },
+                })
+                .collect(),
+            (0..300).map(|i| if i == 46 { f64::NAN } else { (i as f64 * 0.5).sin() }).collect(),
+            vec![3, 100],
+        ),
+    ];
+    let enc = |v: &Vec<f64>| v.iter().map(|x| format!("float('{x}')")).collect::<Vec<_>>().join(",");
+    let mut script = String::from(
+        "import json, sys, torch\nsys.path.insert(0, sys.argv[1])\nimport rung_problem as rp\nrp.CHUNK = 7\nout = []\n",
+    );
+    for (o, r, shape) in &cases {
+        script.push_str(&format!(
+            "o = torch.tensor([{}], dtype=torch.float64).reshape({shape:?})\nr = torch.tensor([{}], dtype=torch.float64).reshape({shape:?})\n",
+            enc(o),
+            enc(r)
+        ));
+        script.push_str(
+            "c, x = rp.compare(o, r, 1e-5, 1e-4, (1e-2, 1e-3))\n\
+             fin = torch.isfinite(r)\n\
+             mean = float(torch.where(fin, r, 0).sum() / max(int(fin.sum()), 1))\n\
+             want = [int((~torch.isclose(o, r, 1e-3, 1e-2)).sum()),\n\
+                     int((fin & torch.isclose(torch.zeros_like(r), r, 1e-3, 1e-2)).sum()),\n\
+                     int((fin & torch.isclose(torch.full_like(r, mean), r, 1e-3, 1e-2)).sum()), mean]\n\
+             out.append([c, [x['mismatches'], x['zero_pass'], x['constant_pass'], x['constant']], want])\n",
+        );
+    }
+    script.push_str("print(json.dumps(out))\n");
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("parity.py");
+    std::fs::write(&file, &script).unwrap();
+    let p =
+        Command::new(&python).arg(&file).arg(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python")).output().unwrap();
+    assert!(p.status.success(), "{}", String::from_utf8_lossy(&p.stderr));
+    let got: Vec<(rung::metrics::Comparison, [f64; 4], [f64; 4])> = serde_json::from_slice(&p.stdout).unwrap();
+    let tol = rung::dtype::Tolerance { atol: 1e-5, rtol: 1e-4, min_psnr: None, min_cosine: None };
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1e-300) || (a.is_nan() && b.is_nan());
+    // Python lists a non-finite value as null (NaN once read back); Rust keeps it.
+    let finite = |x: f64| x.is_finite().then_some(x);
+    let listed = |c: &rung::metrics::Comparison| {
+        c.first_mismatches.iter().map(|m| (m.index.clone(), finite(m.output), finite(m.reference))).collect::<Vec<_>>()
+    };
+    for ((o, r, shape), (py, rule, want)) in cases.iter().zip(&got) {
+        let rs = rung::metrics::compare(o, r, shape, &tol);
+        assert_eq!(
+            (py.elements, py.mismatches, py.nan_count, py.inf_count),
+            (rs.elements, rs.mismatches, rs.nan_count, rs.inf_count),
+            "{shape:?}"
+        );
+        for (name, a, b) in [
+            ("max_abs_err", py.max_abs_err, rs.max_abs_err),
+            ("max_rel_err", py.max_rel_err, rs.max_rel_err),
+            ("mean_abs_err", py.mean_abs_err, rs.mean_abs_err),
+            ("mse", py.mse, rs.mse),
+            ("cosine", py.cosine, rs.cosine),
+        ] {
+            assert!(close(a, b), "{name} {shape:?}: python {a}, rust {b}");
+        }
+        assert_eq!(py.psnr.is_some(), rs.psnr.is_some());
+        if let (Some(a), Some(b)) = (py.psnr, rs.psnr) {
+            assert!(close(a, b), "psnr {a} {b}");
+        }
+        assert_eq!(py.map_shape, rs.map_shape);
+        assert!(
+            py.error_map.iter().zip(&rs.error_map).all(|(a, b)| close(*a, *b)),
+            "{:?} {:?}",
+            py.error_map,
+            rs.error_map
+        );
+        assert_eq!(listed(py), listed(&rs), "{shape:?}");
+        assert_eq!(rule[..3], want[..3], "the rule's mismatches, zero and constant passes {shape:?}");
+        assert!(close(rule[3], want[3]), "the reference's mean {shape:?}: {} against {}", rule[3], want[3]);
+    }
+    // The last case lists eight of its mismatches, in order, across chunks of seven.
+    let last = &got.last().unwrap().0;
+    assert_eq!(last.first_mismatches.len(), 8);
+    assert!(last.mismatches > 8, "{}", last.mismatches);
+}

@@ -19,7 +19,7 @@ two or more tensors, its last one when the version returns it (vectorsum's and p
 tensor is an input: checked bit for bit against the judge's own draw.
 
 The metrics are metrics.rs's formulas (max abs err, rel err with its floor, MSE, PSNR, cosine,
-allclose's mismatch rule, the error map); `tests/protocol.rs` holds the two to the same figures.
+allclose's mismatch rule, the error map); `tests/problems.rs` holds the two to the same figures.
 """
 
 import ctypes
@@ -67,11 +67,33 @@ def _unravel(i, shape):
     return idx
 
 
+def _masks(oc, rc):
+    """One f64 chunk pair's NaN and finite masks (output, reference), and the pairs both finite."""
+    torch = _torch()
+    onan, ofin = torch.isnan(oc), torch.isfinite(oc)
+    rnan, rfin = torch.isnan(rc), torch.isfinite(rc)
+    return onan, ofin, rnan, rfin, ofin & rfin
+
+
+def _mismatched(oc, rc, masks, err, ra, atol, rtol):
+    """metrics.rs's mismatch rule on one chunk: outside atol + rtol·|ref| where both are finite
+    (`err` is |o - r| there), a non-finite output the reference does not share, a finite output
+    for a non-finite reference."""
+    onan, ofin, rnan, rfin, both = masks
+    return (both & (err > atol + rtol * ra)) \
+        | (~ofin & ~((onan & rnan) | (oc == rc))) \
+        | (ofin & ~rfin)
+
+
 def compare(o, r, atol, rtol, rule=None):
     """metrics.rs's `compare` of output `o` against reference `r` (same number of elements; the
     dtypes may differ: both are read as f64), on their device. With `rule` = (atol, rtol), also
     the format's own allclose mismatches and how many elements an all-zero output, or one
-    constant (the reference's mean), would get past that rule."""
+    constant (the reference's mean), would get past that rule.
+
+    Every running total stays on the device and is read back once at the end (one
+    synchronisation per output, not a dozen per chunk); the first mismatches are looked for in a
+    second pass only when there are any."""
     torch = _torch()
     shape = [int(d) for d in o.shape] or [1]
     of = o.detach().reshape(-1)
@@ -84,28 +106,30 @@ def compare(o, r, atol, rtol, rule=None):
     else:
         rows, cols = shape[-2], shape[-1]
     mr, mc = max(1, min(rows, MAP_CELLS)), max(1, min(cols, MAP_CELLS))
-    emap = torch.zeros(mr * mc, dtype=torch.float64, device=of.device)
+    dev, f64, i64 = of.device, torch.float64, torch.int64
+    emap = torch.zeros(mr * mc, dtype=f64, device=dev)
+
+    def zero(dtype):
+        return torch.zeros((), dtype=dtype, device=dev)
 
     # First pass: the reference's largest finite magnitude (the relative error's floor, PSNR)
-    # and its mean (the constant output the vacuity test tries).
-    max_ref, ref_sum, ref_finite = 0.0, 0.0, 0
+    # and its mean (the constant output the vacuity test tries). The sums add the chunks' sums
+    # in order, as the host did when it read each one.
+    max_ref, ref_sum, ref_finite = zero(f64), zero(f64), zero(i64)
     for s in range(0, n, CHUNK):
-        rc = rf[s:s + CHUNK].to(torch.float64)
+        rc = rf[s:s + CHUNK].to(f64)
         fin = torch.isfinite(rc)
-        a = torch.where(fin, rc, torch.zeros_like(rc))
-        if rc.numel():
-            max_ref = max(max_ref, float(a.abs().max()))
-        ref_sum += float(a.sum())
-        ref_finite += int(fin.sum())
-    floor = max(1e-6 * max_ref, 2.2250738585072014e-308)
-    mean_ref = ref_sum / ref_finite if ref_finite else 0.0
+        a = torch.where(fin, rc, 0.0)
+        max_ref = torch.maximum(max_ref, a.abs().max())
+        ref_sum = ref_sum + a.sum()
+        ref_finite = ref_finite + fin.sum()
+    floor = torch.clamp(max_ref * 1e-6, min=2.2250738585072014e-308)
+    mean_ref = torch.where(ref_finite > 0, ref_sum / torch.clamp(ref_finite, min=1).to(f64), 0.0)
 
-    c = dict(elements=n, max_abs_err=0.0, max_rel_err=0.0, mean_abs_err=0.0, mse=0.0, rmse=0.0,
-             psnr=None, cosine=1.0, mismatches=0, first_mismatches=[], nan_count=0, inf_count=0,
-             error_map=[], map_shape=[mr, mc])
-    sum_abs = sum_sq = dot = oo = rr = 0.0
-    finite = 0
-    rule_mis = zero_pass = const_pass = 0
+    # Running totals: the f64 ones (sum |err|, sum err², o·r, o·o, r·r, max abs, max rel) and the
+    # counts (finite pairs, NaN, Inf, mismatches, the rule's mismatches, zero and constant passes).
+    sum_abs, sum_sq, dot, oo, rr, max_abs, max_rel = (zero(f64) for _ in range(7))
+    finite, nans, infs, mism, rule_mis, zero_pass, const_pass = (zero(i64) for _ in range(7))
     # The error map: where a row's columns split evenly into the map's cells, each chunk covers
     # whole segments (a cell's share of one row), reduced by a reshape and then scattered, one
     # value per segment; otherwise every element is scattered (small or oddly shaped outputs).
@@ -114,57 +138,70 @@ def compare(o, r, atol, rtol, rule=None):
     if seg >= 8:
         step = max(seg, (CHUNK // seg) * seg)
     for s in range(0, n, step):
-        oc = of[s:s + step].to(torch.float64)
-        rc = rf[s:s + step].to(torch.float64)
-        onan = torch.isnan(oc)
-        ofin = torch.isfinite(oc)
-        rnan = torch.isnan(rc)
-        rfin = torch.isfinite(rc)
-        c["nan_count"] += int(onan.sum())
-        c["inf_count"] += int((~ofin & ~onan).sum())
-        both = ofin & rfin
-        zero = torch.zeros_like(oc)
-        err = torch.where(both, (oc - rc).abs(), zero)
+        oc = of[s:s + step].to(f64)
+        rc = rf[s:s + step].to(f64)
+        masks = _masks(oc, rc)
+        onan, ofin, rnan, rfin, both = masks
+        nans = nans + onan.sum()
+        infs = infs + (~ofin & ~onan).sum()
+        # Both zero wherever either is not finite, so the sums, products and the map read only
+        # the pairs metrics.rs reads.
+        oz = torch.where(both, oc, 0.0)
+        rz = torch.where(both, rc, 0.0)
+        err = (oz - rz).abs()
         ra = rc.abs()
-        finite += int(both.sum())
-        sum_abs += float(err.sum())
-        sum_sq += float((err * err).sum())
-        dot += float(torch.where(both, oc * rc, zero).sum())
-        oo += float(torch.where(both, oc * oc, zero).sum())
-        rr += float(torch.where(both, rc * rc, zero).sum())
-        if oc.numel():
-            c["max_abs_err"] = max(c["max_abs_err"], float(err.max()))
-            rel = err / torch.clamp(ra, min=floor)
-            c["max_rel_err"] = max(c["max_rel_err"], float(torch.where(both, rel, zero).max()))
-        mis = (both & (err > atol + rtol * ra)) \
-            | (~ofin & ~((onan & rnan) | (oc == rc))) \
-            | (ofin & ~rfin)
-        k = int(mis.sum())
-        if k and len(c["first_mismatches"]) < MAX_LISTED:
-            for i in torch.nonzero(mis).reshape(-1)[:MAX_LISTED - len(c["first_mismatches"])].tolist():
-                c["first_mismatches"].append({"index": _unravel(s + i, shape),
-                                              "output": _finite_or_none(oc[i]),
-                                              "reference": _finite_or_none(rc[i])})
-        c["mismatches"] += k
+        finite = finite + both.sum()
+        sum_abs = sum_abs + err.sum()
+        sum_sq = sum_sq + torch.dot(err, err)
+        dot = dot + torch.dot(oz, rz)
+        oo = oo + torch.dot(oz, oz)
+        rr = rr + torch.dot(rz, rz)
+        max_abs = torch.maximum(max_abs, err.max())
+        max_rel = torch.maximum(max_rel, (err / torch.clamp(rz.abs(), min=floor)).max())
+        mism = mism + _mismatched(oc, rc, masks, err, ra, atol, rtol).sum()
         if seg >= 8:
             segmax = err.view(-1, seg).amax(dim=1)
-            sidx = torch.arange(s // seg, s // seg + segmax.numel(), device=oc.device, dtype=torch.int64)
+            sidx = torch.arange(s // seg, s // seg + segmax.numel(), device=dev, dtype=i64)
             row = (sidx // mc) % max(rows, 1)
             cell = (row * mr // max(rows, 1)) * mc + sidx % mc
             emap.scatter_reduce_(0, cell, segmax, reduce="amax")
         else:
-            idx = torch.arange(s, s + oc.numel(), device=oc.device, dtype=torch.int64)
+            idx = torch.arange(s, s + oc.numel(), device=dev, dtype=i64)
             row = (idx // max(cols, 1)) % max(rows, 1)
             col = idx % max(cols, 1)
             cell = (row * mr // max(rows, 1)) * mc + col * mc // max(cols, 1)
-            emap.scatter_reduce_(0, cell[both], err[both], reduce="amax")
+            emap.scatter_reduce_(0, cell, err, reduce="amax")
         if rule is not None:
             ratol, rrtol = rule
             bound = ratol + rrtol * ra
             # allclose without equal_nan: a NaN anywhere is a mismatch.
-            rule_mis += int(((both & (err > bound)) | (~both & ~(oc == rc))).sum())
-            zero_pass += int((rfin & (ra <= bound)).sum())
-            const_pass += int((rfin & ((mean_ref - rc).abs() <= bound)).sum())
+            rule_mis = rule_mis + ((both & (err > bound)) | (~both & ~(oc == rc))).sum()
+            zero_pass = zero_pass + (rfin & (ra <= bound)).sum()
+            const_pass = const_pass + (rfin & ((mean_ref - rc).abs() <= bound)).sum()
+
+    # The one read back.
+    (max_ref, mean_ref, sum_abs, sum_sq, dot, oo, rr, max_abs, max_rel), counts, error_map = (
+        torch.stack([max_ref, mean_ref, sum_abs, sum_sq, dot, oo, rr, max_abs, max_rel]).tolist(),
+        torch.stack([finite, nans, infs, mism, rule_mis, zero_pass, const_pass]).tolist(),
+        emap.cpu().tolist())
+    finite, nans, infs, mism, rule_mis, zero_pass, const_pass = counts
+    c = dict(elements=n, max_abs_err=max_abs, max_rel_err=max_rel, mean_abs_err=0.0, mse=0.0,
+             rmse=0.0, psnr=None, cosine=1.0, mismatches=mism, first_mismatches=[],
+             nan_count=nans, inf_count=infs, error_map=[float(x) for x in error_map],
+             map_shape=[mr, mc])
+    if mism:
+        for s in range(0, n, CHUNK):
+            oc = of[s:s + CHUNK].to(f64)
+            rc = rf[s:s + CHUNK].to(f64)
+            masks = _masks(oc, rc)
+            err = torch.where(masks[4], (oc - rc).abs(), 0.0)
+            mis = _mismatched(oc, rc, masks, err, rc.abs(), atol, rtol)
+            for i in torch.nonzero(mis).reshape(-1)[:MAX_LISTED - len(c["first_mismatches"])].tolist():
+                c["first_mismatches"].append({"index": _unravel(s + i, shape),
+                                              "output": _finite_or_none(oc[i]),
+                                              "reference": _finite_or_none(rc[i])})
+            if len(c["first_mismatches"]) >= MAX_LISTED:
+                break
     if finite:
         c["mean_abs_err"] = sum_abs / finite
         c["mse"] = sum_sq / finite
@@ -179,7 +216,6 @@ def compare(o, r, atol, rtol, rule=None):
         c["cosine"] = 0.0
     else:
         c["cosine"] = dot / (oo ** 0.5 * rr ** 0.5)
-    c["error_map"] = [float(x) for x in emap.cpu().tolist()]
     extra = None
     if rule is not None:
         extra = {"mismatches": rule_mis, "zero_pass": zero_pass, "constant_pass": const_pass,
@@ -617,10 +653,10 @@ def _machinery(t):
     return any(m == k or m.startswith(k + ".") for m in mods for k in _MACHINERY)
 
 
-def _library(path):
-    """Whether a frame's file is a package's (torch, triton, anything installed), not Python's
-    own library nor a version's."""
-    return "site-packages" in path or "dist-packages" in path or path.startswith(_package_dirs())
+def _library(path, packages):
+    """Whether a frame's file is a package's (torch, triton, anything installed: `packages` is
+    _package_dirs()), not Python's own library nor a version's."""
+    return "site-packages" in path or "dist-packages" in path or path.startswith(packages)
 
 
 def _idle_pool_worker(t):
@@ -674,6 +710,7 @@ def late_threads(before, settle=0.002):
         # A worker the call woke (a queue's put) may not have run yet: let it, once.
         time.sleep(settle)
         frames = _frames()
+    packages = _package_dirs()
     for ident, frame in frames.items():
         if ident == me:
             continue
@@ -689,7 +726,7 @@ def late_threads(before, settle=0.002):
         f = frame
         while f is not None:
             path = os.path.abspath(f.f_code.co_filename)
-            if _library(path):
+            if _library(path, packages):
                 lib = lib or f
             elif not path.startswith(_STDLIB):
                 own = f
