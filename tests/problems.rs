@@ -562,3 +562,70 @@ fn the_workers_on_device_metrics_match_metrics_rs() {
     assert_eq!(last.first_mismatches.len(), 8);
     assert!(last.mismatches > 8, "{}", last.mismatches);
 }
+
+/// Under `rung watch`, a GPU MODE problem's next check finds its children (the version's and
+/// the judge's) forked while nobody waited: the warm re-check's run says `child_ahead`, not
+/// `fork`, and its verdict is the same as the first check's.
+#[test]
+fn a_warm_re_check_takes_the_children_forked_ahead() {
+    use std::io::BufRead;
+    let Some(_) = python_with_torch() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = outslot(tmp.path(), "ws");
+    for e in std::fs::read_dir(ws.join("versions")).unwrap() {
+        let p = e.unwrap().path();
+        if !p.file_name().unwrap().to_string_lossy().starts_with("v001") {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rung"))
+        .args(["watch", "--json", "--no-bench", "-C"])
+        .arg(&ws)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, events) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
+                && tx.send(v).is_err()
+            {
+                break;
+            }
+        }
+    });
+    let done = |generation: u64| -> serde_json::Value {
+        let deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            let e = events
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("a check's result within 300 s");
+            if e["event"] == "done" && e["generation"] == generation {
+                return e;
+            }
+        }
+    };
+    let run_of = |e: &serde_json::Value| {
+        e["report"]["stages"].as_array().unwrap().iter().find(|s| s["stage"] == "run").cloned().unwrap()
+    };
+    let first = done(1);
+    // The children are forked after the result is out: give them a moment, as a person would.
+    std::thread::sleep(Duration::from_millis(1500));
+    let file = std::fs::read_dir(ws.join("versions")).unwrap().next().unwrap().unwrap().path();
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    text.push_str("\n# saved again\n");
+    std::fs::write(&file, text).unwrap();
+    let again = done(2);
+    let _ = child.kill();
+    let _ = child.wait();
+    let (one, two) = (run_of(&first), run_of(&again));
+    eprintln!("run phases, first check: {}\nwarm re-check: {}", one["detail"]["phases"], two["detail"]["phases"]);
+    assert_eq!(one["verdict"], "pass", "{one}");
+    assert_eq!(two["verdict"], one["verdict"], "{two}");
+    let phases = two["detail"]["phases"].as_object().unwrap();
+    assert!(phases.contains_key("child_ahead"), "{phases:?}");
+    assert!(!phases.contains_key("fork"), "the version's child was forked again: {phases:?}");
+    assert!(one["detail"]["phases"].as_object().unwrap().contains_key("fork"), "{one}");
+}

@@ -519,6 +519,72 @@ fn both_workers_turn_cupti_records_into_the_same_busy_time_and_span() {
     assert_eq!(got[2], Some((1901.0 / 1e6, 4901.0 / 1e6)));
 }
 
+/// A child forked ahead (between checks under `rung watch`) is the next fork's child when the
+/// mode matches and nothing is to be prewarmed: its only phase is the time still waited for it.
+/// Otherwise, and for any other request, its answer is read first and the channel stays in line.
+#[test]
+fn a_child_forked_ahead_is_taken_by_the_next_fork_of_its_mode() {
+    let Some(python) = common::python_with_numpy() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("ws");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("f.py"), "import os\n\ndef pid(n):\n    print(os.getpid())\n").unwrap();
+    let mut runners = rung::runners::Runners::new(&root, &root.join(".rung"), Some(python.into())).unwrap();
+    let call = || {
+        Op::Call(Call {
+            file: root.join("f.py"),
+            function: "pid".into(),
+            mode: CallMode::Interpret,
+            args: BTreeMap::from([("n".to_string(), Arg::Value(serde_json::json!(1)))]),
+            returns: BTreeMap::new(),
+            guard_bytes: 0,
+        })
+    };
+    let limit = std::time::Duration::from_secs(60);
+    let alive = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "));
+    let z = runners.zygote(true).unwrap();
+    // Ahead, then a fork of its mode: the same child, its start not counted again.
+    z.fork_ahead(CallMode::Interpret).unwrap();
+    assert!(!z.has_child(), "the fork's answer is read by the next request, not by fork_ahead");
+    let taken = z.fork(CallMode::Interpret, limit).unwrap();
+    assert!(taken.ok, "{taken:?}");
+    assert_eq!(taken.phases.keys().collect::<Vec<_>>(), ["child_ahead"], "{:?}", taken.phases);
+    let first = taken.pid.unwrap();
+    assert!(z.call(call(), limit).unwrap().ok, "the child forked ahead answers with its token");
+    // With a child running, fork_ahead leaves it: the next fork is a fork of its own.
+    z.fork_ahead(CallMode::Interpret).unwrap();
+    assert!(z.has_child());
+    let fresh = z.fork(CallMode::Interpret, limit).unwrap();
+    assert!(fresh.ok && fresh.phases.contains_key("fork"), "{fresh:?}");
+    let second = fresh.pid.unwrap();
+    assert_ne!(first, second);
+    z.end_child();
+    // Ahead in one mode, asked for another: that child ends and a new one is forked.
+    z.fork_ahead(CallMode::Interpret).unwrap();
+    let other = z.fork(CallMode::Reference, limit).unwrap();
+    assert!(other.ok && other.phases.contains_key("fork"), "{other:?}");
+    // Ahead, then a call: the call goes to the child forked ahead.
+    z.end_child();
+    z.fork_ahead(CallMode::Interpret).unwrap();
+    let answer = z.call(call(), limit).unwrap();
+    assert!(answer.ok, "{answer:?}");
+    assert!(z.has_child());
+    let third = z.fork(CallMode::Interpret, limit).unwrap().pid.unwrap();
+    // Ahead, then ended: nothing is left running.
+    z.end_child();
+    z.fork_ahead(CallMode::Interpret).unwrap();
+    z.end_child();
+    assert!(!z.has_child());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while [first, second, third].iter().any(|&p| alive(p)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for p in [first, second, third] {
+        assert!(!alive(p), "child {p} is still running");
+    }
+    assert!(z.fork(CallMode::Interpret, limit).unwrap().ok, "the zygote still forks");
+}
+
 /// Which threads a version's call left running (`late-work`): its own thread, a Timer, and a
 /// worker started before the call that took the call's work from a queue are; an idle pool's
 /// workers, a thread that has ended and one that waits where it waited before are not; a

@@ -8,6 +8,7 @@
 //! child, or the native worker) and the failure is returned: the next request finds a working
 //! worker again.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -75,6 +76,9 @@ pub struct Zygote {
     token: Option<String>,
     /// The id of a request sent ([`Zygote::send`]) whose answer is not read yet.
     pending: Option<u64>,
+    /// A fork sent ahead of need ([`Zygote::fork_ahead`]), its id and mode; its answer is read
+    /// by the next request.
+    ahead: Option<(u64, CallMode)>,
 }
 
 /// 128 bits from std's randomly keyed hasher: a fork's token, new for every check.
@@ -129,6 +133,7 @@ impl Zygote {
             next_id: 1,
             token: None,
             pending: None,
+            ahead: None,
         })
     }
 
@@ -153,8 +158,17 @@ impl Zygote {
     }
 
     /// As [`Zygote::fork`], with prewarm calls. The child gets a token of its own to put on
-    /// every answer.
+    /// every answer. A child forked ahead in this mode ([`Zygote::fork_ahead`]) is taken
+    /// instead when there is nothing to prewarm: the answer's only phase is then `child_ahead`,
+    /// the time still waited for it (its fork and CUDA's start were paid while nobody waited).
     pub fn fork_with(&mut self, mut fork: Fork, limit: Duration) -> Result<Response, Failure> {
+        if fork.prewarm.is_empty() && self.ahead.is_some_and(|(_, m)| m == fork.mode) {
+            let t = Instant::now();
+            if let Some(mut resp) = self.adopt(limit)? {
+                resp.phases = BTreeMap::from([("child_ahead".to_string(), t.elapsed().as_secs_f64())]);
+                return Ok(resp);
+            }
+        }
         self.drain();
         self.end_child();
         let id = self.id();
@@ -191,8 +205,58 @@ impl Zygote {
         Ok(())
     }
 
+    /// Forks the child the next check will ask for while nobody waits (between checks under
+    /// `rung watch`), without waiting for its answer: in `Cuda` mode it opens the GPU in its own
+    /// time. Nothing is done while a child runs or a request waits for its answer.
+    pub fn fork_ahead(&mut self, mode: CallMode) -> Result<(), Failure> {
+        if self.child.is_some() || self.pending.is_some() || self.ahead.is_some() {
+            return Ok(());
+        }
+        let id = self.id();
+        let token = fork_token();
+        let fork =
+            Fork { mode, prewarm: vec![], prewarm_seconds: None, prewarm_arch: None, token: Some(token.clone()) };
+        self.worker.send(&Request { id, op: Op::Fork(fork) })?;
+        self.token = Some(token);
+        self.ahead = Some((id, mode));
+        Ok(())
+    }
+
+    /// The answer to the fork sent ahead, read: its child becomes the current child. `None`
+    /// when there was none, or it did not start (the caller forks as usual and reports why).
+    fn adopt(&mut self, limit: Duration) -> Result<Option<Response>, Failure> {
+        let Some((id, mode)) = self.ahead.take() else { return Ok(None) };
+        let resp = match self.worker.receive(limit) {
+            Ok(r) => r,
+            Err(e) => {
+                // The zygote is stuck or gone, and a late answer would misalign the channel.
+                self.worker.kill();
+                return Err(e);
+            }
+        };
+        if resp.id != Some(id) {
+            self.worker.kill();
+            return Err(Failure::Protocol(format!(
+                "the zygote answered a fork with another request's id: {:?}",
+                resp.id
+            )));
+        }
+        if !resp.ok || resp.pid.is_none() {
+            return Ok(None);
+        }
+        self.child = resp.pid;
+        self.child_mode = Some(mode);
+        if let Some(pid) = resp.pid {
+            live_add(&self.live, pid);
+        }
+        Ok(Some(resp))
+    }
+
     /// A sent request's answer, read, so the channel lines up for the next one.
     fn drain(&mut self) {
+        if self.ahead.is_some() {
+            let _ = self.adopt(START_LIMIT);
+        }
         if self.pending.is_some() {
             let _ = self.receive(START_LIMIT);
         }
@@ -619,6 +683,16 @@ impl Runners {
     pub fn end_children(&mut self) {
         for z in &mut self.zygotes {
             z.end_child();
+        }
+    }
+
+    /// Forks, ahead of the next check of a GPU MODE or KernelBench problem, the children it
+    /// will ask for: the version's and the judge's, in `mode`, each in a zygote already
+    /// running. See [`Zygote::fork_ahead`].
+    pub fn fork_ahead(&mut self, mode: CallMode) {
+        let interpret = mode != CallMode::Cuda;
+        for z in self.zygotes.iter_mut().filter(|z| z.interpret == interpret) {
+            let _ = z.fork_ahead(mode);
         }
     }
 }
