@@ -626,7 +626,9 @@ fn the_tracer_header_is_found_and_compiles_to_nothing_until_traced() {
     let t =
         rung::trace::build_traced(&nvcc, &ws.join("versions/v004-traced.cu"), "sm_90", &[], scratch.path()).unwrap();
     assert_eq!(t.ptx.matches("%globaltimer").count(), 3, "one clock read per marker");
-    assert!(t.ptx.contains("%smid") && t.ptx.contains(".global .align 8 .b8 rung_trace[24]"), "{}", t.ptx);
+    assert!(t.ptx.contains("%smid") && t.ptx.contains(".global .align 8 .b8 rung_trace[32]"), "{}", t.ptx);
+    // One counter per SM's part of the buffer (%smid modulo the parts), not one for the kernel.
+    assert_eq!(t.ptx.matches("rem.u32").count(), 3, "a part per marker's record: {}", t.ptx);
     assert!(!t.cubin.is_empty());
     for name in ["index", "indexed"] {
         let h = rung::trace::hash(name);

@@ -55,6 +55,7 @@ fn samples() -> Vec<Message> {
                 trace: Some(rung::model::protocol::TraceRequest {
                     capacity: 1 << 20,
                     out: "/dev/shm/trace.bin".into(),
+                    regions: 132,
                 }),
             }),
         }),

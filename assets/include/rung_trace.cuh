@@ -15,10 +15,15 @@
 // of the name, computed at compile time; rung hashes the names it finds in the source the same
 // way), what happened (begin, end, mark), the SM, the block and the warp. The buffer is rung's:
 // it allocates it and writes its address into the `rung_trace` symbol before the traced launch,
-// so the kernel's signature does not change. A full buffer is counted, never written past.
+// so the kernel's signature does not change. The buffer has one part per SM, each with its own
+// counter, so leaders on different SMs never add to the same address (one counter for the whole
+// kernel serialised every leader's record: a vector add ran 77x its untraced time). A full part
+// is counted, never written past.
 //
-// A .ptx version gets the same by hand: `mov.u64 %rd, %globaltimer;`, `mov.u32 %r, %smid;`, an
-// `atom.global.add.u64` on rung_trace.count, and a 32-byte store laid out as RungTraceRecord.
+// A .ptx version gets the same by hand: `mov.u64 %rd, %globaltimer;`, `mov.u32 %r, %smid;`, the
+// part `%smid % rung_trace.regions`, an `atom.global.add.u64` on that part's counter
+// (`rung_trace.counts[part]`), and, when the index is below `rung_trace.per_region`, a 32-byte
+// store laid out as RungTraceRecord at `records[part * per_region + index]`.
 #pragma once
 
 #include <stdint.h>
@@ -34,12 +39,16 @@ struct RungTraceRecord {
     uint32_t pad;
 };
 
-// The buffer rung hands the traced kernel: where the records go, how many fit, and how many
-// were asked for (past `capacity`, records are counted and dropped).
+// The buffer rung hands the traced kernel: `regions` parts of `per_region` records each (a
+// record goes to the part of the SM it was written on) and, for each part, how many records were
+// asked for (past `per_region`, counted and dropped). 32 bytes; `layout` is 2.
 struct RungTraceBuffer {
     RungTraceRecord* records;
-    unsigned long long capacity;
-    unsigned long long count;
+    unsigned long long* counts;
+    uint32_t regions;
+    uint32_t per_region;
+    uint32_t layout;
+    uint32_t pad;
 };
 
 // FNV-1a, 32 bits, of a name at compile time.
@@ -64,10 +73,13 @@ __device__ __forceinline__ void rung_trace_record(uint32_t tag, uint32_t kind) {
     uint32_t sm;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-    const unsigned long long i = atomicAdd(&rung_trace.count, 1ull);
-    if (rung_trace.records == nullptr || i >= rung_trace.capacity) return;
+    if (rung_trace.counts == nullptr || rung_trace.regions == 0u) return;
+    const uint32_t part = sm % rung_trace.regions;
+    const unsigned long long i = atomicAdd(&rung_trace.counts[part], 1ull);
+    if (rung_trace.records == nullptr || i >= rung_trace.per_region) return;
     const uint32_t block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-    rung_trace.records[i] = RungTraceRecord{t, tag, kind, sm, block, warp, 0u};
+    rung_trace.records[static_cast<unsigned long long>(part) * rung_trace.per_region + i] =
+        RungTraceRecord{t, tag, kind, sm, block, warp, 0u};
 }
 
 #define RUNG_TRACE_BEGIN(name) rung_trace_record(rung_trace_hash(#name), 0u)

@@ -4,10 +4,11 @@
 //! block: u32, warp: u32, pad: u32`; `tag` is the FNV-1a hash of the section's name, which
 //! [`names_in`] finds in the version's source.
 //!
-//! Records of one leader (a warp, or a block's first thread) are in program order in the buffer:
-//! the leader takes its slots one atomic add at a time. Across leaders the order is whatever the
-//! atomics made it, and their clocks interleave; so records are paired within each leader's
-//! stream, in buffer order, never by sorting on time.
+//! The buffer has one part per SM, each with its own counter; the worker hands the parts over one
+//! after the other. Records of one leader (a warp, or a block's first thread) are all in the part
+//! of its SM and in program order there: the leader takes its slots one atomic add at a time.
+//! Across leaders the order is whatever the atomics made it, and their clocks interleave; so
+//! records are paired within each leader's stream, in buffer order, never by sorting on time.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -186,13 +187,16 @@ pub struct Decoded {
     pub unknown_tags: u64,
     pub requested: u64,
     pub capacity: u64,
+    /// The records the buffer held (with one part per SM, a full part drops records while
+    /// others still have room: what was dropped is `requested - kept`).
+    pub kept: u64,
 }
 
 /// Pairs the records of each leader's stream: an end closes the latest open begin of the same
 /// name (sections of other names may nest inside). `requested` is the buffer's count (what the
 /// kernel asked to write) and `capacity` how many it holds.
 pub fn decode(records: &[Record], names: &BTreeMap<u32, String>, requested: u64, capacity: u64) -> Decoded {
-    let mut d = Decoded { requested, capacity, ..Decoded::default() };
+    let mut d = Decoded { requested, capacity, kept: records.len() as u64, ..Decoded::default() };
     let mut open: HashMap<(u32, u32, u32), Vec<(u64, u32)>> = HashMap::new();
     for r in records {
         let s = d.streams.entry((r.block, r.warp)).or_insert((r.time_ns, r.time_ns));
@@ -295,7 +299,7 @@ pub fn summarise(d: &Decoded, mechanism: &str) -> TraceSummary {
         mechanism: mechanism.to_string(),
         requested: d.requested,
         capacity: d.capacity,
-        dropped: d.requested.saturating_sub(d.capacity),
+        dropped: d.requested.saturating_sub(d.kept),
         streams: d.streams.len(),
         sms: sms.len(),
         span_ns: end - start,
@@ -432,6 +436,20 @@ mod tests {
         assert_eq!((s.requested, s.capacity, s.dropped), (1_000, 3, 997));
         assert_eq!((s.unmatched_ends, s.unmatched_begins, s.unknown_tags), (1, 1, 1));
         assert!(s.sections.is_empty());
+        // One part per SM: a full part drops records while the buffer as a whole has room, so
+        // what was dropped is what was asked for less what was kept (6 kept of 9, in a buffer
+        // of 8), and each leader's records, one part after the other, still pair.
+        let parts = vec![
+            rec(100, "a", Begin, 0, 0, 0),
+            rec(300, "a", End, 0, 0, 0),
+            rec(110, "a", Begin, 1, 1, 0),
+            rec(210, "a", End, 1, 1, 0),
+            rec(220, "b", Begin, 1, 1, 0),
+            rec(260, "b", End, 1, 1, 0),
+        ];
+        let s = summarise(&decode(&parts, &names, 9, 8), HEADER_MECHANISM);
+        assert_eq!((s.requested, s.capacity, s.dropped, s.unmatched_begins, s.unmatched_ends), (9, 8, 3, 0, 0));
+        assert_eq!(s.sections.iter().map(|x| (x.name.as_str(), x.calls)).collect::<Vec<_>>(), [("a", 2), ("b", 1)]);
         // An end stamped before its begin is counted and held at zero length.
         let d = decode(&[rec(50, "a", Begin, 0, 0, 0), rec(40, "a", End, 0, 0, 0)], &names, 2, 8);
         assert_eq!((d.backwards, d.intervals[0].end_ns - d.intervals[0].start_ns), (1, 0));

@@ -7,6 +7,7 @@ pub mod bench;
 pub mod build;
 pub mod diag;
 pub mod dtype;
+pub mod judged;
 pub mod metrics;
 pub mod profile;
 pub mod protocol;

@@ -22,6 +22,8 @@ use serde::{Deserialize, Serialize};
 use crate::dtype::DType;
 use crate::sizes::SizeSet;
 
+pub use crate::judged::{InputCheck, OwnVerdict, ProblemCase, ProblemOutcome, ProblemTensor, RuleFigures, TensorMeta};
+
 /// Bumped on any incompatible change; the handshake must match.
 pub const PROTOCOL: u32 = 2;
 
@@ -146,19 +148,28 @@ pub struct Launch {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub library: Option<PathBuf>,
     /// A traced launch (the cubin built with `-DRUNG_TRACE`): the worker allocates room for
-    /// `capacity` records, writes its address into the cubin's `rung_trace` symbol, launches,
-    /// and writes the records the kernel wrote to `out` (the count it asked for is the answer's
-    /// `trace_requested`).
+    /// `capacity` records in `regions` parts (one per SM, each with its own counter), writes
+    /// their addresses into the cubin's `rung_trace` symbol, launches, and writes the records
+    /// the kernel wrote to `out`, part after part (the count it asked for is the answer's
+    /// `trace_requested`; the room that would have held them all, `trace_needed`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceRequest>,
 }
 
-/// Where a traced launch's records go, and how many fit.
+/// Where a traced launch's records go, how many fit, and in how many parts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TraceRequest {
     pub capacity: u64,
     pub out: PathBuf,
+    /// Parts of the buffer (the GPU's SM count): a record goes to the part of the SM it was
+    /// written on, and each part holds `capacity / regions` (rounded up).
+    #[serde(default = "one_region")]
+    pub regions: u32,
+}
+
+fn one_region() -> u32 {
+    1
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -549,6 +560,10 @@ pub struct Response {
     /// were counted, not written).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_requested: Option<u64>,
+    /// A traced launch: the capacity that would have held every record (its fullest part's
+    /// count times the parts); at most `trace_requested` times the parts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_needed: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -615,133 +630,6 @@ pub struct CapturedKernel {
     pub grid: Option<[u32; 3]>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_warps: Option<u32>,
-}
-
-/// What a GPU MODE or KernelBench test produced: from the version's process, what it observed
-/// of each case (`observed`); from the judge's process, each case judged (`cases`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ProblemOutcome {
-    /// The test's arguments as used (the seed is rung's).
-    pub args: BTreeMap<String, serde_json::Value>,
-    #[serde(default)]
-    pub cases: Vec<ProblemCase>,
-    /// The version's process's records of a judged test, for the judge ([`Judge::observed`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub observed: Vec<serde_json::Value>,
-    /// The compile phase: the Triton kernels the version's second call launched, by name (the
-    /// worker's launch hook); absent where they were not listed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub launched: Option<Vec<String>>,
-    /// The compile phase: every GPU kernel the version's second call launched, by name (torch's
-    /// profiler); absent where they were not listed or the profiler recorded none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub launched_gpu: Option<Vec<String>>,
-    /// Timing primitives (time.perf_counter, torch.cuda.Event, synchronize...) the version
-    /// replaced.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub patched: Vec<String>,
-    /// The judge's own functions (the problem's modules, rung's, torch operations) the version
-    /// replaced or changed: `reference.check_implementation`, `torch.allclose`...
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub harness: Vec<String>,
-}
-
-/// One call of the version on fresh inputs, judged.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ProblemCase {
-    pub seed: u64,
-    /// The version's call, synchronised.
-    pub seconds: f64,
-    /// Each tensor the version returned beside the reference's at the same position.
-    pub outputs: Vec<ProblemTensor>,
-    /// Every tensor handed to the version that is not an output: elements whose bits changed.
-    pub inputs: Vec<InputCheck>,
-    /// The tensors of `data` taken for outputs (written by ref_kernel, or the last one when the
-    /// version returns it): poisoned before the call, never counted as mutated inputs.
-    #[serde(default)]
-    pub output_slots: Vec<String>,
-    /// Output slot the version returned → elements still holding the poison.
-    #[serde(default)]
-    pub unwritten: BTreeMap<String, usize>,
-    /// The format's own verdict: GPU MODE's check_implementation, KernelBench's allclose.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub own: Option<OwnVerdict>,
-    /// Set when a vacuous answer (all zeros, one constant) passes the format's rule too.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vacuous: Option<String>,
-    /// What was promoted or reshaped to compare, and diagnoses (TF32).
-    #[serde(default)]
-    pub notes: Vec<String>,
-    /// The version returned bit for bit what it returned for the previous case, whose inputs
-    /// (and reference) differed: a remembered answer.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub replayed: bool,
-    /// The problem's own check failed f32 outputs of a version whose process had TF32 on: rung
-    /// calls it again with TF32 off to see whether that is the cause.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub tf32_suspect: bool,
-    /// Timing primitives the version had replaced when its call returned.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub patched: Vec<String>,
-    /// The judge's own functions the version had replaced or changed when its call returned.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub harness: Vec<String>,
-    /// Threads the version's call started and left running when it returned and rung
-    /// synchronised (`Thread-1 (later) at v008.py:10 in later()`): work its time leaves out.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub late: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ProblemTensor {
-    pub name: String,
-    pub output: TensorMeta,
-    pub reference: TensorMeta,
-    /// rung's metrics at rung's tolerance for the dtypes; `null` when the element counts differ.
-    pub comparison: Option<crate::metrics::Comparison>,
-    /// The tolerance `comparison` counted mismatches at: `[atol, rtol]`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tolerance: Option<[f64; 2]>,
-    /// The format's allclose rule, where it is one (KernelBench's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rule: Option<RuleFigures>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TensorMeta {
-    /// rung's dtype name where it has one (f32), torch's otherwise (bool, complex64).
-    pub dtype: String,
-    pub shape: Vec<i64>,
-}
-
-/// A format's allclose rule applied to one output.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RuleFigures {
-    pub mismatches: usize,
-    /// Elements an all-zero output would get past the rule.
-    pub zero_pass: usize,
-    /// Elements one constant (the reference's mean) would get past the rule.
-    pub constant_pass: usize,
-    pub constant: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct InputCheck {
-    pub name: String,
-    pub changed: usize,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct OwnVerdict {
-    pub pass: bool,
-    pub message: String,
 }
 
 /// Any line of the protocol: what the committed schema describes.

@@ -93,8 +93,9 @@ pub fn latest_in(state_dir: &Path, id: &str) -> Option<TraceRecord> {
 }
 
 /// The buffer of a second launch: only when no capacity was given, the first launch (buffer
-/// `held`) asked for more records than it held, and room for all of them (with an eighth more)
-/// stays within [`MAX_AUTO_CAPACITY`]. A kernel's record count rarely changes between two
+/// `held`) needed more room than it had (`asked`: with one part per SM, the fullest part's
+/// count times the parts), and that room (with an eighth more) stays within
+/// [`MAX_AUTO_CAPACITY`]. A kernel's record count rarely changes between two
 /// launches on the same inputs; if it does, the second one's drops are counted as usual.
 pub fn second_capacity(given: Option<u64>, held: u64, asked: u64, first: Option<u64>) -> Option<u64> {
     let room = asked.saturating_add(asked / 8);
@@ -132,14 +133,16 @@ pub fn trace_once(
         let resp = loop {
             let mut launch = plan.launch_at(spec, &sizes, &files).map_err(|e| TraceRunError::Plan(e.to_string()))?;
             launch.cubin = cubin.clone();
-            launch.trace = Some(TraceRequest { capacity: held, out: out.clone() });
+            launch.trace = Some(TraceRequest { capacity: held, out: out.clone(), regions: gpu.sm_count });
             let resp = runners
                 .launch(launch, spec.limits.run.max(Duration::from_secs(10)))
                 .map_err(|f| TraceRunError::Call(f.to_string()))?;
             if !resp.ok {
                 return Err(TraceRunError::Call(resp.error.map(|e| e.message).unwrap_or_default()));
             }
-            match second_capacity(capacity, held, resp.trace_requested.unwrap_or(0), first_capacity) {
+            // The room that holds every record: with one part per SM, the fullest part decides.
+            let needed = resp.trace_needed.or(resp.trace_requested).unwrap_or(0);
+            match second_capacity(capacity, held, needed, first_capacity) {
                 Some(room) => (first_capacity, held) = (Some(held), room),
                 None => break resp,
             }

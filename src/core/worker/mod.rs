@@ -360,7 +360,7 @@ fn launch(req: &Launch) -> Result<Response, WorkerError> {
                 let _ = result::free_sync(gb.base);
             }
             if let Some(armed) = &traced {
-                let _ = result::free_sync(armed.records);
+                armed.free();
             }
             callee.unload();
             return Err(e);
@@ -384,30 +384,58 @@ fn launch(req: &Launch) -> Result<Response, WorkerError> {
         for gb in bufs {
             let _ = result::free_sync(gb.base);
         }
-        let trace_requested = match (traced, &req.trace) {
+        let (trace_requested, trace_needed) = match (traced, &req.trace) {
             (Some(armed), Some(t)) => {
                 let read = read_trace(&armed, t);
-                let _ = result::free_sync(armed.records);
-                Some(read?)
+                armed.free();
+                let (requested, needed) = read?;
+                (Some(requested), Some(needed))
             }
-            _ => None,
+            _ => (None, None),
         };
         callee.unload();
-        Ok(Response { ok: true, seconds: Some(seconds), guards, trace_requested, ..Default::default() })
+        Ok(Response { ok: true, seconds: Some(seconds), guards, trace_requested, trace_needed, ..Default::default() })
     }
 }
 
-/// A traced launch's buffer: the records' allocation and the `rung_trace` symbol.
+/// A traced launch's buffer: the records' and the counters' allocations and their layout.
 struct ArmedTrace {
-    symbol: sys::CUdeviceptr,
     records: sys::CUdeviceptr,
+    counts: sys::CUdeviceptr,
+    regions: u32,
+    per_region: u32,
 }
 
-/// The bytes of `rung_trace.cuh`'s RungTraceBuffer: records pointer, capacity, count.
-const TRACE_SYMBOL_BYTES: usize = 24;
+impl ArmedTrace {
+    /// Frees both allocations.
+    ///
+    /// # Safety
+    /// Nothing uses them any more (the launch is synchronised).
+    unsafe fn free(&self) {
+        // SAFETY: the caller's promise; each was allocated once by arm_trace.
+        unsafe {
+            let _ = result::free_sync(self.records);
+            let _ = result::free_sync(self.counts);
+        }
+    }
+}
 
-/// Allocates the records and writes their address, the capacity and a zero count into the
-/// module's `rung_trace`.
+/// The bytes of `rung_trace.cuh`'s RungTraceBuffer: records and counters pointers, regions,
+/// per_region, layout, pad.
+const TRACE_SYMBOL_BYTES: usize = 32;
+/// `rung_trace.cuh`'s `layout`: one part of the buffer per SM.
+const TRACE_LAYOUT: u32 = 2;
+
+/// The parts and their size for `capacity` records in `regions` parts (at least one part of at
+/// least one record).
+fn trace_parts(capacity: u64, regions: u32) -> (u32, u32) {
+    let regions = regions.max(1);
+    let per = capacity.div_ceil(u64::from(regions)).clamp(1, u64::from(u32::MAX));
+    (regions, per as u32)
+}
+
+/// Allocates the records and one zeroed counter per part, and writes their addresses and the
+/// layout into the module's `rung_trace`.
 ///
 /// # Safety
 /// `module` is loaded.
@@ -423,41 +451,89 @@ unsafe fn arm_trace(module: sys::CUmodule, t: &protocol::TraceRequest) -> Result
     if bytes != TRACE_SYMBOL_BYTES {
         return Err(WorkerError::new(
             "NotTraced",
-            format!("`rung_trace` is {bytes} bytes, not rung_trace.cuh's {TRACE_SYMBOL_BYTES}"),
+            format!(
+                "`rung_trace` is {bytes} bytes, not rung_trace.cuh's {TRACE_SYMBOL_BYTES}: rebuild it with this rung"
+            ),
         ));
     }
-    let size = (t.capacity as usize).max(1) * crate::trace::RECORD_BYTES;
-    // SAFETY: a fresh allocation, freed by the caller after the records are read.
+    let (regions, per_region) = trace_parts(t.capacity, t.regions);
+    let size = regions as usize * per_region as usize * crate::trace::RECORD_BYTES;
+    // SAFETY: fresh allocations, freed by the caller after the records are read (or here).
     let records = unsafe { result::malloc_sync(size) }.map_err(cuda_error)?;
+    let counts = match unsafe { result::malloc_sync(regions as usize * 8) } {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = unsafe { result::free_sync(records) };
+            return Err(cuda_error(e));
+        }
+    };
+    let armed = ArmedTrace { records, counts, regions, per_region };
     let mut head = Vec::with_capacity(TRACE_SYMBOL_BYTES);
     head.extend_from_slice(&records.to_le_bytes());
-    head.extend_from_slice(&t.capacity.to_le_bytes());
-    head.extend_from_slice(&0u64.to_le_bytes());
-    // SAFETY: `symbol` is a device global of exactly these 24 bytes.
-    if let Err(e) = unsafe { result::memcpy_htod_sync(symbol, &head) } {
-        let _ = unsafe { result::free_sync(records) };
+    head.extend_from_slice(&counts.to_le_bytes());
+    for word in [regions, per_region, TRACE_LAYOUT, 0] {
+        head.extend_from_slice(&word.to_le_bytes());
+    }
+    // SAFETY: `counts` holds `regions` u64s; `symbol` is a device global of exactly these bytes.
+    let written = unsafe { result::memcpy_htod_sync(counts, &vec![0u8; regions as usize * 8]) }
+        .and_then(|_| unsafe { result::memcpy_htod_sync(symbol, &head) });
+    if let Err(e) = written {
+        unsafe { armed.free() };
         return Err(cuda_error(e));
     }
-    Ok(ArmedTrace { symbol, records })
+    Ok(armed)
 }
 
-/// After the launch: the count the kernel asked for, and the records it wrote, into `t.out`.
+/// What a traced launch's parts hold: each part's count (the records asked for) gives the
+/// records kept (at most `per_region` of each, part after part), the count asked for in all,
+/// and the capacity that would have held them all (the fullest part's count times the parts).
+fn trace_kept(counts: &[u64], per_region: u32) -> (Vec<(usize, u64)>, u64, u64) {
+    let kept = counts.iter().enumerate().map(|(i, &c)| (i, c.min(u64::from(per_region)))).filter(|k| k.1 > 0).collect();
+    let requested = counts.iter().sum();
+    let needed = counts.iter().max().copied().unwrap_or(0).saturating_mul(counts.len() as u64);
+    (kept, requested, needed)
+}
+
+/// After the launch: the count the kernel asked for and the room that would have held it, and
+/// the records it wrote, part after part, into `t.out`.
 ///
 /// # Safety
 /// `armed` is live and the launch synchronised.
-unsafe fn read_trace(armed: &ArmedTrace, t: &protocol::TraceRequest) -> Result<u64, WorkerError> {
-    let mut head = [0u8; TRACE_SYMBOL_BYTES];
-    // SAFETY: the symbol's 24 bytes, after the launch finished.
-    unsafe { result::memcpy_dtoh_sync(&mut head, armed.symbol) }.map_err(cuda_error)?;
-    let count = u64::from_le_bytes(head[16..24].try_into().expect("8 bytes"));
-    let kept = count.min(t.capacity) as usize * crate::trace::RECORD_BYTES;
-    let mut records = vec![0u8; kept];
-    if kept > 0 {
-        // SAFETY: `kept` bytes of the records' allocation, which holds `capacity` records.
-        unsafe { result::memcpy_dtoh_sync(&mut records, armed.records) }.map_err(cuda_error)?;
+unsafe fn read_trace(armed: &ArmedTrace, t: &protocol::TraceRequest) -> Result<(u64, u64), WorkerError> {
+    let mut raw = vec![0u8; armed.regions as usize * 8];
+    // SAFETY: the counters' `regions` u64s, after the launch finished.
+    unsafe { result::memcpy_dtoh_sync(&mut raw, armed.counts) }.map_err(cuda_error)?;
+    let counts: Vec<u64> = raw.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
+    let (kept, requested, needed) = trace_kept(&counts, armed.per_region);
+    let rec = crate::trace::RECORD_BYTES;
+    let mut records = vec![0u8; kept.iter().map(|k| k.1 as usize).sum::<usize>() * rec];
+    let mut at = 0;
+    for (part, n) in kept {
+        let bytes = n as usize * rec;
+        let from = armed.records + (part as u64 * u64::from(armed.per_region)) * rec as u64;
+        // SAFETY: `n` records of part `part`, inside the allocation of regions × per_region.
+        unsafe { result::memcpy_dtoh_sync(&mut records[at..at + bytes], from) }.map_err(cuda_error)?;
+        at += bytes;
     }
     std::fs::write(&t.out, &records).map_err(|e| WorkerError::new("IoError", format!("{}: {e}", t.out.display())))?;
-    Ok(count)
+    Ok((requested, needed))
+}
+
+#[cfg(test)]
+mod trace_tests {
+    use super::{trace_kept, trace_parts};
+
+    #[test]
+    fn a_buffer_splits_into_one_part_per_sm_and_full_parts_are_counted() {
+        assert_eq!(trace_parts(1000, 132), (132, 8));
+        assert_eq!(trace_parts(0, 0), (1, 1));
+        assert_eq!(trace_parts(u64::MAX, 1), (1, u32::MAX));
+        // Three parts of four: the second is full (six asked), the third empty.
+        let (kept, requested, needed) = trace_kept(&[3, 6, 0], 4);
+        assert_eq!(kept, vec![(0, 3), (1, 4)]);
+        assert_eq!((requested, needed), (9, 18));
+        assert_eq!(trace_kept(&[], 4), (vec![], 0, 0));
+    }
 }
 
 /// Timing and ceilings in the native worker.
