@@ -583,7 +583,39 @@ fn a_child_forked_ahead_is_taken_by_the_next_fork_of_its_mode() {
     for p in [first, second, third] {
         assert!(!alive(p), "child {p} is still running");
     }
-    assert!(z.fork(CallMode::Interpret, limit).unwrap().ok, "the zygote still forks");
+    let last = z.fork(CallMode::Interpret, limit).unwrap();
+    assert!(last.ok, "the zygote still forks");
+    z.end_child();
+    // A child forked ahead that is killed while it waits: the next fork reads the zygote's word
+    // of it and forks a new one.
+    z.fork_ahead(CallMode::Interpret).unwrap();
+    let zygote = z.hello().pid;
+    let children = |pid: u32| -> Vec<u32> {
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|c| c.parse().ok())
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let waiting = loop {
+        // Not the child just ended, which may not have gone yet.
+        if let Some(&c) = children(zygote).iter().find(|&&c| Some(c) != last.pid) {
+            break c;
+        }
+        assert!(std::time::Instant::now() < deadline, "the zygote forked no child ahead");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // SAFETY: kill(2) on the child this test's zygote forked.
+    unsafe { libc::kill(waiting as i32, libc::SIGKILL) };
+    while alive(waiting) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let again = z.fork(CallMode::Interpret, limit).unwrap();
+    assert!(again.ok && again.phases.contains_key("fork") && again.pid != Some(waiting), "{again:?}");
+    let answer = z.call(call(), limit).unwrap();
+    assert!(answer.ok, "the new child answers: {answer:?}");
 }
 
 /// Which threads a version's call left running (`late-work`): its own thread, a Timer, and a

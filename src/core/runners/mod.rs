@@ -34,6 +34,12 @@ fn signal_kill(pid: u32) {
     }
 }
 
+/// Whether a process is still there (a child the zygote has not yet reaped counts).
+fn running(pid: u32) -> bool {
+    // SAFETY: kill(2) with signal 0 sends nothing; it only says whether the pid exists.
+    unsafe { libc::kill(pid as i32, 0) == 0 }
+}
+
 /// The pids a scheduler may kill to cancel the job running in these workers (zygote children and
 /// the native worker), shared with the thread that schedules.
 pub type Live = std::sync::Arc<std::sync::Mutex<Vec<u32>>>;
@@ -165,8 +171,18 @@ impl Zygote {
         if fork.prewarm.is_empty() && self.ahead.is_some_and(|(_, m)| m == fork.mode) {
             let t = Instant::now();
             if let Some(mut resp) = self.adopt(limit)? {
-                resp.phases = BTreeMap::from([("child_ahead".to_string(), t.elapsed().as_secs_f64())]);
-                return Ok(resp);
+                if resp.pid.is_some_and(running) {
+                    resp.phases = BTreeMap::from([("child_ahead".to_string(), t.elapsed().as_secs_f64())]);
+                    return Ok(resp);
+                }
+                // Ended while it waited (killed from outside): the zygote's line saying so is
+                // read, and a child forked as usual.
+                if let Some(pid) = self.child.take() {
+                    live_remove(&self.live, pid);
+                }
+                if self.worker.receive(Duration::from_secs(10)).is_err() {
+                    self.worker.kill();
+                }
             }
         }
         self.drain();
