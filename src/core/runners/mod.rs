@@ -34,8 +34,17 @@ fn signal_kill(pid: u32) {
     }
 }
 
-/// Whether a process is still there (a child the zygote has not yet reaped counts).
+/// Whether a process is still running: there, and not a zombie its parent has yet to reap.
 fn running(pid: u32) -> bool {
+    if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command's closing parenthesis.
+        return stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !matches!(rest.trim_start().chars().next(), Some('Z' | 'X')));
+    }
+    if std::path::Path::new("/proc/self").exists() {
+        return false;
+    }
     // SAFETY: kill(2) with signal 0 sends nothing; it only says whether the pid exists.
     unsafe { libc::kill(pid as i32, 0) == 0 }
 }
