@@ -86,6 +86,7 @@ fn samples() -> Vec<Message> {
                 ]),
                 returns: BTreeMap::new(),
                 guard_bytes: 0,
+                trace: None,
             }),
         }),
         Message::Request(Request {
@@ -99,6 +100,7 @@ fn samples() -> Vec<Message> {
                     args: BTreeMap::new(),
                     returns: BTreeMap::new(),
                     guard_bytes: GUARD_BYTES,
+                    trace: None,
                 }],
                 prewarm_seconds: Some(10.0),
                 prewarm_arch: Some(90),
@@ -301,6 +303,7 @@ fn the_python_worker_speaks_the_protocol_and_the_zygote_survives_a_crashed_child
                 args: BTreeMap::from([("x".into(), Arg::Tensor(x_file.clone()))]),
                 returns: BTreeMap::from([("y".into(), y_file.clone())]),
                 guard_bytes: 0,
+                trace: None,
             }),
         });
         let r: Response = serde_json::from_value(next(true)).unwrap();
@@ -334,6 +337,7 @@ fn the_python_worker_speaks_the_protocol_and_the_zygote_survives_a_crashed_child
                     args: BTreeMap::from([("x".into(), Arg::Tensor(x_file.clone()))]),
                     returns: BTreeMap::new(),
                     guard_bytes: 0,
+                    trace: None,
                 }),
             });
             let died: Response = serde_json::from_value(next(true)).unwrap();
@@ -352,6 +356,7 @@ fn the_python_worker_speaks_the_protocol_and_the_zygote_survives_a_crashed_child
                     args: BTreeMap::from([("x".into(), Arg::Tensor(x_file.clone()))]),
                     returns: BTreeMap::new(),
                     guard_bytes: 0,
+                    trace: None,
                 }),
             });
             let died: Response = serde_json::from_value(next(true)).unwrap();
@@ -426,6 +431,7 @@ fn the_compile_only_prewarm_fills_the_triton_cache_without_a_gpu() {
             ]),
             returns: BTreeMap::new(),
             guard_bytes: 0,
+            trace: None,
         }
     };
     let fork = Fork {
@@ -539,6 +545,7 @@ fn a_child_forked_ahead_is_taken_by_the_next_fork_of_its_mode() {
             args: BTreeMap::from([("n".to_string(), Arg::Value(serde_json::json!(1)))]),
             returns: BTreeMap::new(),
             guard_bytes: 0,
+            trace: None,
         })
     };
     let limit = std::time::Duration::from_secs(60);
@@ -704,6 +711,7 @@ fn a_request_sent_ahead_is_answered_in_order() {
             args: BTreeMap::from([("n".to_string(), Arg::Value(serde_json::json!(1)))]),
             returns: BTreeMap::new(),
             guard_bytes: 0,
+            trace: None,
         })
     };
     let limit = std::time::Duration::from_secs(60);

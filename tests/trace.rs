@@ -107,3 +107,105 @@ fn the_trace_record_matches_the_committed_schema() {
     bad["summary"]["requested"] = serde_json::json!("many");
     assert!(!validator.is_valid(&bad), "the schema rejects a wrong type");
 }
+
+/// A Triton version's markers (`rung_trace.py`): compiled ahead of time for sm_90 with Triton
+/// and ptxas, they are nothing until the buffer is given (no clock read, no atomic), and then one
+/// record each (a `%globaltimer` read, `%smid`, one atomic add on the SM's part, ptxas accepts
+/// it). The names rung finds in the source are the ones the markers hash, the same way.
+#[test]
+fn a_triton_versions_markers_compile_to_nothing_until_armed_then_to_a_record_each() {
+    let Some(python) = common::python_with_module("triton") else { return };
+    let tc = common::doctor_toolchain();
+    let Some(ptxas) = tc["ptxas"]["path"].as_str().map(str::to_string) else {
+        assert!(std::env::var_os("RUNG_REQUIRE_TOOLCHAIN").is_none(), "no ptxas: {}", tc["ptxas"]);
+        eprintln!("SKIPPED: no ptxas (run `rung setup`)");
+        return;
+    };
+    let version = r#"import triton
+import triton.language as tl
+import rung_trace as rt
+
+LOAD = rt.section("load")
+DONE = rt.section('done')
+
+
+@triton.jit
+def add(a, b, c, n, BLOCK: tl.constexpr):
+    rt.begin(LOAD)
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(a + offs, mask=m) + tl.load(b + offs, mask=m)
+    rt.end(LOAD)
+    tl.store(c + offs, x, mask=m)
+    rt.mark(DONE)
+"#;
+    let script = r#"import json, os, sys
+sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, sys.argv[2])
+os.environ["TRITON_PTXAS_PATH"] = os.environ["TRITON_PTXAS_BLACKWELL_PATH"] = sys.argv[3]
+import triton
+import triton.language as tl
+import rung_trace as rt
+if sys.argv[4] == "armed":
+    rt.RECORDS, rt.COUNTS = tl.constexpr(0x7F0000001000), tl.constexpr(0x7F0000002000)
+    rt.REGIONS, rt.PER_REGION = tl.constexpr(132), tl.constexpr(8000)
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+import version
+sig = {"a": "*fp32", "b": "*fp32", "c": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+k = triton.compile(ASTSource(version.add, sig, {"BLOCK": 1024}), target=GPUTarget("cuda", 90, 32))
+ptx = k.asm["ptx"]
+print(json.dumps({"timer": ptx.count("%globaltimer"), "smid": ptx.count("%smid"),
+                  "atom": ptx.count("atom.global.add.u64"), "cubin": len(k.asm["cubin"]),
+                  "tags": {n: rt.tag(n) for n in ("load", "done", "x")}}))
+"#;
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("version.py"), version).unwrap();
+    std::fs::write(tmp.path().join("compile.py"), script).unwrap();
+    let assets = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python");
+    let compile = |how: &str| -> serde_json::Value {
+        let out = std::process::Command::new(&python)
+            .arg(tmp.path().join("compile.py"))
+            .args([tmp.path().to_str().unwrap(), assets, &ptxas, how])
+            .env("TRITON_CACHE_DIR", tmp.path().join(format!("cache-{how}")))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{how}: {}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8_lossy(&out.stdout);
+        serde_json::from_str(text.lines().last().unwrap_or_default()).unwrap()
+    };
+    let plain = compile("plain");
+    assert_eq!((plain["timer"].as_u64(), plain["atom"].as_u64()), (Some(0), Some(0)), "{plain}");
+    let armed = compile("armed");
+    assert_eq!(
+        (armed["timer"].as_u64(), armed["smid"].as_u64(), armed["atom"].as_u64()),
+        (Some(3), Some(3), Some(3)),
+        "one record per marker: {armed}"
+    );
+    assert!(armed["cubin"].as_u64().unwrap() > plain["cubin"].as_u64().unwrap(), "{armed} {plain}");
+    // The names rung finds are the markers' hashes.
+    let names = names_in(version);
+    assert_eq!(names.values().map(String::as_str).collect::<Vec<_>>().len(), 2);
+    for name in ["load", "done", "x"] {
+        assert_eq!(armed["tags"][name].as_u64(), Some(u64::from(hash(name))), "{name}");
+    }
+    for name in ["load", "done"] {
+        assert_eq!(names.get(&hash(name)).map(String::as_str), Some(name));
+    }
+}
+
+/// Dropped records with one part per SM: the worker's Python side (`rung_trace.py`) splits and
+/// reads back the buffer as the native worker does.
+#[test]
+fn the_python_tracer_splits_and_reads_back_the_buffer_as_the_native_worker_does() {
+    let Some(python) = common::python_with_module("triton") else { return };
+    let script = "import sys, json\nsys.path.insert(0, sys.argv[1])\nimport rung_trace as rt\n\
+                  print(json.dumps([rt.parts(1000, 132), rt.parts(0, 0), rt.kept([3, 6, 0], 4), rt.kept([], 4)]))\n";
+    let out = std::process::Command::new(&python)
+        .args(["-c", script, concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python")])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(got, serde_json::json!([[132, 8], [1, 1], [[[0, 3], [1, 4]], 9, 18], [[], 0, 0]]));
+}

@@ -251,3 +251,14 @@ def cuda_opened():
         return False
     dev = ctypes.c_int()
     return cuda.cuDeviceGet(ctypes.byref(dev), 0) != 3
+
+
+def _sync_and_pending():
+    """Synchronises the call's stream, then the whole device: the second wait is work the call
+    left running on another stream (milliseconds)."""
+    import time
+    import torch
+    torch.cuda.current_stream().synchronize()
+    t = time.perf_counter()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t) * 1e3

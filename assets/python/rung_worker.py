@@ -28,6 +28,7 @@ import rung_problem as rp
 import rung_sandbox
 # The host side of a call (rung_host.py) and the timing (rung_bench.py), written beside this file.
 from rung_host import RUNG_DTYPES, Guarded, cuda_opened, HostGuarded, HostTensor, _error, _load, _map, _modules, _np
+from rung_host import _sync_and_pending
 from rung_bench import _bench_req, _ceiling, _note_l2_baseline, _problem_modules, _seeded_model
 
 # A workspace's own modules (`import task`) from its root, which the sandbox lets be read, not
@@ -173,19 +174,14 @@ def _captured(out_dir):
 # Requests
 
 
-def _sync_and_pending():
-    """Synchronises the call's stream, then the whole device: the second wait is work the call
-    left running on another stream (milliseconds)."""
-    import torch
-    torch.cuda.current_stream().synchronize()
-    t = time.perf_counter()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t) * 1e3
-
-
 def _call(req, state):
     np = _np()
     mode = req.get("mode", "interpret")
+    collect = None
+    if req.get("trace"):
+        # `rung trace`: the buffer first, so the version's kernels compile with their markers.
+        import rung_trace
+        collect = rung_trace.arm(req["trace"])
     t_import = time.perf_counter()
     module = _load(req["file"])
     phases = {"import": time.perf_counter() - t_import} if req["file"] not in state["imported"] else {}
@@ -224,6 +220,8 @@ def _call(req, state):
     if mode == "cuda":
         resp["pending_ms"] = _sync_and_pending()
     seconds = time.perf_counter() - t0
+    if collect is not None:
+        resp.update(collect())
     late = rp.late_threads(threads)
     if late:
         raise rp.LateWork("%s() returned while a thread it started was still running (%s): its time leaves that "

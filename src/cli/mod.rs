@@ -121,9 +121,10 @@ pub enum Command {
     /// memcheck or racecheck on one call at the first test size, findings at their source lines.
     /// The result is recorded in the history; the report stays in .rung/objects/.
     Profile(ProfileArgs),
-    /// Time the sections inside a `.cu` version's kernel: its rung_trace.cuh markers
-    /// (RUNG_TRACE_BEGIN/END/MARK) compiled in, one launch at the first benchmark size after its
-    /// check passed; per-section statistics and a Chrome trace-event file for Perfetto.
+    /// Time the sections inside a `.cu` or Triton version's kernel: its rung_trace.cuh markers
+    /// (RUNG_TRACE_BEGIN/END/MARK) or rung_trace.py's (rt.begin/end/mark) compiled in, one launch
+    /// at the first benchmark size after its check passed; per-section statistics and a Chrome
+    /// trace-event file for Perfetto.
     Trace(trace::TraceArgs),
     /// One profiled call of a version (run by `rung profile` under ncu or compute-sanitizer).
     #[command(hide = true)]

@@ -166,13 +166,19 @@ pub(super) fn selftest(args: &SelftestArgs) -> Result<i32> {
         doc.insert("profile".into(), serde_json::to_value(&runs)?);
     }
     if parts.iter().any(|p| p == "trace") {
-        let row = st::run_trace(&dir.join("trace"))?;
+        let rows = st::run_trace(&dir.join("trace"))?;
         if !args.json {
-            println!("\ntrace (a traced vector add: checked, benched, then one traced launch)");
-            println!("{} {}; expected {}", if row.ok { "✓" } else { "✗" }, row.check, row.expected);
+            println!("\ntrace (traced vector adds, CUDA and Triton: checked, benched, then one traced launch each)");
+        }
+        for row in &rows {
+            if args.json {
+                continue;
+            }
+            println!("{} {} {}; expected {}", if row.ok { "✓" } else { "✗" }, row.version, row.check, row.expected);
             if let Some(s) = &row.summary {
                 println!(
-                    "    {} leaders on {} SMs, span {:.1} µs, launch {:.3} ms, untraced bench median {}",
+                    "    {}: {} leaders on {} SMs, span {:.1} µs, launch {:.3} ms, untraced bench median {}",
+                    s.mechanism,
                     s.streams,
                     s.sms,
                     s.span_ns as f64 / 1e3,
@@ -198,8 +204,8 @@ pub(super) fn selftest(args: &SelftestArgs) -> Result<i32> {
                 println!("    {e}");
             }
         }
-        all_ok &= row.ok;
-        doc.insert("trace".into(), serde_json::to_value(&row)?);
+        all_ok &= rows.iter().all(|r| r.ok);
+        doc.insert("trace".into(), serde_json::to_value(&rows)?);
     }
     if parts.iter().any(|p| p == "auto") {
         let exe = std::env::current_exe().context("finding rung's own binary")?;

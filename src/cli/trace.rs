@@ -1,5 +1,5 @@
-//! `rung trace VERSION`: a `.cu` version's sections timed inside the kernel (rung_trace.cuh's
-//! markers), one traced launch at the first benchmark size.
+//! `rung trace VERSION`: a `.cu` or Triton version's sections timed inside the kernel
+//! (rung_trace.cuh's or rung_trace.py's markers), one traced launch at the first benchmark size.
 
 use std::path::Path;
 
@@ -29,7 +29,10 @@ fn code_of(e: &TraceRunError) -> i32 {
     match e {
         TraceRunError::Build(rung::trace::TraceError::NoMarkers(_)) => exit::USAGE,
         TraceRunError::Build(_) => exit::BUILD_FAILED,
-        TraceRunError::Kind(_) | TraceRunError::NotRungFormat | TraceRunError::NoSizes => exit::USAGE,
+        TraceRunError::Kind(_)
+        | TraceRunError::NoTritonMarkers(_)
+        | TraceRunError::NotRungFormat
+        | TraceRunError::NoSizes => exit::USAGE,
         _ => exit::INTERNAL,
     }
 }
@@ -49,6 +52,23 @@ pub fn trace_cmd(dir: &Path, args: &TraceArgs) -> i32 {
     };
     let tc = Toolchain::discover();
     let machine = rung::check::Machine::discover();
+    if machine.gpu.first().is_none() && v.kind == rung::workspace::VersionKind::Triton {
+        // A Triton version's markers compile when its kernels do, on the GPU: their names here.
+        let source = ws.read_source(&v).unwrap_or_default();
+        let names = rung::trace::names_in(&source);
+        if names.is_empty() {
+            let e = TraceRunError::NoTritonMarkers(v.path.display().to_string());
+            eprintln!("rung trace: {e}");
+            return code_of(&e);
+        }
+        let names: Vec<&str> = names.values().map(String::as_str).collect();
+        println!(
+            "no GPU here: {}'s kernels compile with its markers ({}) when `rung trace` runs it on a GPU",
+            v.id,
+            names.join(", ")
+        );
+        return exit::OK;
+    }
     if machine.gpu.first().is_none() {
         // Said in one line; the traced variant is built first, so its errors show here too.
         let scratch = match tempfile_dir() {

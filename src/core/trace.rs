@@ -19,6 +19,11 @@ pub use crate::model::trace::{SectionStats, TraceSummary};
 pub const RECORD_BYTES: usize = 32;
 /// The mechanism a CUDA version's records come from.
 pub const HEADER_MECHANISM: &str = "rung_trace.cuh";
+/// The mechanism a Triton version's records come from: `rung_trace.py`'s markers, inline PTX
+/// reading `%globaltimer`. Triton's own intra-kernel instrumentation (Proton's) instruments only
+/// Gluon kernels by default in Triton 3.9, since the compiler's rewrites of Triton code can make
+/// such sections misleading; rung's markers say the same in their module's text.
+pub const TRITON_MECHANISM: &str = "rung_trace.py (inline PTX in Triton)";
 
 /// What a record marks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,9 +93,14 @@ pub fn hash(name: &str) -> u32 {
 
 /// The section and mark names a source uses (`RUNG_TRACE_BEGIN(load)` …), by their hash.
 pub fn names_in(source: &str) -> BTreeMap<u32, String> {
-    let re = regex::Regex::new(r"RUNG_TRACE_(?:BEGIN|END|MARK)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)")
-        .expect("a valid pattern");
-    re.captures_iter(source).map(|c| (hash(&c[1]), c[1].to_string())).collect()
+    let re = regex::Regex::new(
+        r#"RUNG_TRACE_(?:BEGIN|END|MARK)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)|\bsection\(\s*["']([A-Za-z_][A-Za-z0-9_.]*)["']\s*\)"#,
+    )
+    .expect("a valid pattern");
+    re.captures_iter(source)
+        .filter_map(|c| c.get(1).or(c.get(2)))
+        .map(|m| (hash(m.as_str()), m.as_str().to_string()))
+        .collect()
 }
 
 /// The traced variant of a CUDA version: its PTX and cubin built with `-DRUNG_TRACE`, and the

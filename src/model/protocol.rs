@@ -206,6 +206,12 @@ pub struct Call {
     /// Guard bytes around every tensor on the GPU (0: none).
     #[serde(default)]
     pub guard_bytes: u64,
+    /// A traced call of a Triton version (`rung trace`): before the version is imported the
+    /// worker allocates the buffer as for a traced launch and gives its addresses to
+    /// `rung_trace.py`'s markers, and afterwards writes the records kept to `out` (the answer's
+    /// `trace_requested` and `trace_needed`, as a launch's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceRequest>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -1,5 +1,6 @@
-//! The GPU suite's trace row: a traced `.cu` version of the vector-add template (its index
-//! computation and load as sections, a mark after the store) checked, benched and traced once.
+//! The GPU suite's trace rows: traced versions of the vector-add template, one `.cu`
+//! (rung_trace.cuh) and one Triton (rung_trace.py), each with its load and its store as sections
+//! and a mark after the store, checked, benched and traced once, in the same workspace.
 
 use std::path::Path;
 
@@ -34,9 +35,43 @@ extern "C" __global__ void vector_add(const float* a, const float* b, float* out
 "#,
 );
 
-/// What the trace row found.
+/// The template's Triton version with the same sections and mark (rung_trace.py's markers).
+pub const TRACED_TRITON: (&str, &str) = (
+    "v011-traced-triton.py",
+    r#"# The Triton vector add with rung_trace.py's markers: `rung trace v011` times its two sections.
+import triton
+import triton.language as tl
+import rung_trace as rt
+
+LOAD = rt.section("load")
+STORE = rt.section("store")
+DONE = rt.section("done")
+
+
+@triton.jit
+def vector_add_kernel(a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    rt.begin(LOAD)
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    a = tl.load(a_ptr + offs, mask=mask)
+    b = tl.load(b_ptr + offs, mask=mask)
+    rt.end(LOAD)
+    rt.begin(STORE)
+    tl.store(out_ptr + offs, a + b, mask=mask)
+    rt.end(STORE)
+    rt.mark(DONE)
+
+
+def run(a, b, out, n):
+    BLOCK = 1024
+    vector_add_kernel[(triton.cdiv(n, BLOCK),)](a, b, out, n, BLOCK=BLOCK)
+"#,
+);
+
+/// What a trace row found.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TraceRow {
+    pub version: String,
     pub ok: bool,
     pub check: String,
     pub summary: Option<crate::trace::TraceSummary>,
@@ -47,62 +82,71 @@ pub struct TraceRow {
     pub expected: String,
 }
 
-/// Checks and benches the traced version, then traces it.
-pub fn run_trace(dir: &Path) -> anyhow::Result<TraceRow> {
+/// Checks and benches the traced versions, then traces each.
+pub fn run_trace(dir: &Path) -> anyhow::Result<Vec<TraceRow>> {
     let machine = Machine::discover();
     let root = dir.join("vector-add");
     crate::templates::write("vector-add", &root)?;
-    std::fs::write(root.join("versions").join(TRACED_VERSION.0), TRACED_VERSION.1)?;
+    for (name, text) in [TRACED_VERSION, TRACED_TRITON] {
+        std::fs::write(root.join("versions").join(name), text)?;
+    }
     let ws = Workspace::open(&root)?;
     let mut store = Store::open(&ws.state_dir())?;
     let mut runners = None;
-    let opts = CheckOptions { versions: vec!["v010".into()], ..Default::default() };
+    let ids = ["v010", "v011"];
+    let opts = CheckOptions { versions: ids.iter().map(|s| s.to_string()).collect(), ..Default::default() };
     let report = check_with(&ws, &mut store, &opts, &machine, &mut runners)?;
     drop(runners);
-    let rec = report.versions.iter().find(|r| r.id == "v010");
-    let verdict_of = |st: Stage| rec.and_then(|r| r.stages.iter().find(|s| s.stage == st)).map(|s| s.verdict);
-    let check = format!("check {:?}, bench {:?}", verdict_of(Stage::Check), verdict_of(Stage::Bench));
-    let expected = "sections load and store over every warp, a mark each, nothing dropped or unpaired, \
-                    the trace-event file written"
-        .to_string();
-    let v = ws.version("v010").ok_or_else(|| anyhow::anyhow!("no v010"))?.clone();
     let tc = crate::toolchain::Toolchain::discover();
-    let untraced_ms = crate::service::latest_bench(&store, "v010").map(|b| b.headline.median);
-    match crate::stages::trace::trace_once(&ws, &v, &tc, 7, None) {
-        Ok(run) => {
-            let s = &run.summary;
-            let names: Vec<&str> = s.sections.iter().map(|x| x.name.as_str()).collect();
-            let parsed = std::fs::read_to_string(root.join(&run.chrome_trace))
-                .ok()
-                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-                .is_some_and(|v| v["traceEvents"].as_array().is_some_and(|e| !e.is_empty()));
-            let ok = verdict_of(Stage::Check) == Some(Verdict::Pass)
-                && names == ["load", "store"]
-                && s.sections.iter().all(|x| x.calls as usize == s.streams)
-                && s.marks.first().is_some_and(|(n, c)| n == "done" && *c as usize == s.streams)
-                && s.dropped == 0
-                && s.unmatched_begins + s.unmatched_ends + s.unknown_tags == 0
-                && parsed;
-            Ok(TraceRow {
-                ok,
+    let mut rows = Vec::new();
+    for id in ids {
+        let rec = report.versions.iter().find(|r| r.id == id);
+        let verdict_of = |st: Stage| rec.and_then(|r| r.stages.iter().find(|s| s.stage == st)).map(|s| s.verdict);
+        let check = format!("check {:?}, bench {:?}", verdict_of(Stage::Check), verdict_of(Stage::Bench));
+        let expected = "sections load and store over every warp, a mark each, nothing dropped or unpaired, \
+                        the trace-event file written"
+            .to_string();
+        let v = ws.version(id).ok_or_else(|| anyhow::anyhow!("no {id}"))?.clone();
+        let untraced_ms = crate::service::latest_bench(&store, id).map(|b| b.headline.median);
+        rows.push(match crate::stages::trace::trace_once(&ws, &v, &tc, 7, None) {
+            Ok(run) => {
+                let s = &run.summary;
+                let names: Vec<&str> = s.sections.iter().map(|x| x.name.as_str()).collect();
+                let parsed = std::fs::read_to_string(root.join(&run.chrome_trace))
+                    .ok()
+                    .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                    .is_some_and(|v| v["traceEvents"].as_array().is_some_and(|e| !e.is_empty()));
+                let ok = verdict_of(Stage::Check) == Some(Verdict::Pass)
+                    && names == ["load", "store"]
+                    && s.sections.iter().all(|x| x.calls as usize == s.streams)
+                    && s.marks.first().is_some_and(|(n, c)| n == "done" && *c as usize == s.streams)
+                    && s.dropped == 0
+                    && s.unmatched_begins + s.unmatched_ends + s.unknown_tags == 0
+                    && parsed;
+                TraceRow {
+                    version: id.into(),
+                    ok,
+                    check,
+                    launch_ms: Some(run.launch_ms),
+                    untraced_ms: run.untraced_median_ms.or(untraced_ms),
+                    chrome_trace: Some(run.chrome_trace.clone()),
+                    summary: Some(run.summary),
+                    error: None,
+                    expected,
+                }
+            }
+            Err(e) => TraceRow {
+                version: id.into(),
+                ok: false,
                 check,
-                launch_ms: Some(run.launch_ms),
-                untraced_ms: run.untraced_median_ms.or(untraced_ms),
-                chrome_trace: Some(run.chrome_trace.clone()),
-                summary: Some(run.summary),
-                error: None,
+                summary: None,
+                launch_ms: None,
+                untraced_ms,
+                chrome_trace: None,
+                error: Some(e.to_string()),
                 expected,
-            })
-        }
-        Err(e) => Ok(TraceRow {
-            ok: false,
-            check,
-            summary: None,
-            launch_ms: None,
-            untraced_ms,
-            chrome_trace: None,
-            error: Some(e.to_string()),
-            expected,
-        }),
+            },
+        });
     }
+    Ok(rows)
 }

@@ -1,15 +1,17 @@
 //! The trace rung's one call: a `.cu` version's traced variant (its markers from
-//! `rung_trace.cuh` compiled in with `-DRUNG_TRACE`) launched once by the native worker at the
-//! first benchmark size, on the bench's own inputs, with a record buffer rung owns; the records
-//! decoded into sections ([`crate::trace`]) and a Chrome trace-event file in the version's dumps
-//! folder. Not recorded in the history yet: `rung trace` prints and writes its files.
+//! `rung_trace.cuh` compiled in with `-DRUNG_TRACE`) launched once by the native worker, or a
+//! Triton version's `run()` called once in a Python child whose `rung_trace.py` markers were
+//! given the buffer before the version was imported; at the first benchmark size, on the
+//! bench's own inputs, with a record buffer rung owns (one part per SM). The records are decoded
+//! into sections ([`crate::trace`]) and a Chrome trace-event file in the version's dumps folder.
+//! Not recorded in the history yet: `rung trace` prints and writes its files.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::check;
 use crate::check::Machine;
-use crate::model::protocol::TraceRequest;
+use crate::model::protocol::{self, CallMode, Op, TensorFile, TraceRequest};
 use crate::model::trace::TraceRecord;
 use crate::stages::{bench, run};
 use crate::toolchain::Toolchain;
@@ -27,8 +29,14 @@ pub const MAX_AUTO_CAPACITY: u64 = 1 << 26;
 pub enum TraceRunError {
     #[error("tracing GPU MODE and KernelBench problems is not built yet")]
     NotRungFormat,
-    #[error("{0} versions are not traced yet: `.cu` versions with rung_trace.cuh's markers are")]
+    #[error(
+        "{0} versions are not traced yet: `.cu` versions with rung_trace.cuh's markers and Triton versions with rung_trace.py's are"
+    )]
     Kind(VersionKind),
+    #[error(
+        "{0} has no rung_trace.section(\"name\"): `import rung_trace as rt`, name each section at module level (LOAD = rt.section(\"load\")) and mark it in the kernel with rt.begin(LOAD) and rt.end(LOAD)"
+    )]
+    NoTritonMarkers(String),
     #[error("no nvcc here: `rung setup` installs it")]
     NoNvcc,
     #[error("rung.toml has no sizes")]
@@ -45,6 +53,13 @@ pub enum TraceRunError {
     Plan(String),
     #[error("the traced launch failed: {0}")]
     Call(String),
+}
+
+/// How a traced call is made: the traced cubin launched by the native worker, or a Triton
+/// version's `run()` with these arguments in a Python child.
+enum How {
+    Cuda(Box<run::NativePlan>, PathBuf),
+    Triton(std::collections::BTreeMap<String, protocol::Arg>),
 }
 
 /// The traced variant of a version, built here (no GPU needed), and the target it was built for.
@@ -121,22 +136,71 @@ pub fn trace_once(
     let dir = runners.scratch(&format!("{}-trace", v.id));
     let result = (|| {
         std::fs::create_dir_all(&dir).map_err(|source| TraceRunError::Read { path: dir.clone(), source })?;
-        let (traced, arch) = build(ws, v, tc, Some(&gpu.arch()), &dir)?;
-        let cubin = dir.join("traced.cubin");
-        let plan = run::NativePlan::new(ws, spec, v, &source, Some(gpu.sm_count))
-            .map_err(|d| TraceRunError::Plan(d.to_string()))?;
         let files = bench::draw_inputs(spec, &sizes, seed, &dir).map_err(|o| TraceRunError::Call(o.summary))?;
         let out = dir.join("trace.bin");
+        // What each launch needs: the traced cubin and its launch (CUDA), or run()'s arguments
+        // (Triton, whose kernels compile traced in the child the call runs in).
+        let (how, names, arch, mechanism) = if v.kind == VersionKind::Triton {
+            let names = trace::names_in(&source);
+            if names.is_empty() {
+                return Err(TraceRunError::NoTritonMarkers(v.path.display().to_string()));
+            }
+            let params: Vec<String> = crate::stages::prepare::python_def_params(&source, "run")
+                .map(|(p, _)| p.into_iter().map(|(n, _)| n).collect())
+                .unwrap_or_default();
+            let args = crate::stages::call_args(spec, &params, &sizes, |t, _| {
+                let (path, shape) = &files[&t.name];
+                TensorFile { path: path.clone(), dtype: t.dtype, shape: shape.clone() }
+            })
+            .map_err(|e| TraceRunError::Plan(e.to_string()))?;
+            (How::Triton(args), names, gpu.arch(), trace::TRITON_MECHANISM)
+        } else {
+            let (traced, arch) = build(ws, v, tc, Some(&gpu.arch()), &dir)?;
+            // build_traced wrote it there.
+            let cubin = dir.join("traced.cubin");
+            let plan = run::NativePlan::new(ws, spec, v, &source, Some(gpu.sm_count))
+                .map_err(|d| TraceRunError::Plan(d.to_string()))?;
+            (How::Cuda(Box::new(plan), cubin), traced.names, arch, trace::HEADER_MECHANISM)
+        };
         let _lock = crate::gpulock::lock(&gpu.uuid)
             .map_err(|e| TraceRunError::Call(format!("cannot take the GPU's bench lock: {e}")))?;
         let (mut held, mut first_capacity) = (capacity.unwrap_or(DEFAULT_CAPACITY), None);
+        let limit = spec.limits.run.max(Duration::from_secs(10));
         let resp = loop {
-            let mut launch = plan.launch_at(spec, &sizes, &files).map_err(|e| TraceRunError::Plan(e.to_string()))?;
-            launch.cubin = cubin.clone();
-            launch.trace = Some(TraceRequest { capacity: held, out: out.clone(), regions: gpu.sm_count });
-            let resp = runners
-                .launch(launch, spec.limits.run.max(Duration::from_secs(10)))
-                .map_err(|f| TraceRunError::Call(f.to_string()))?;
+            let request = TraceRequest { capacity: held, out: out.clone(), regions: gpu.sm_count };
+            let resp = match &how {
+                How::Cuda(plan, cubin) => {
+                    let mut launch =
+                        plan.launch_at(spec, &sizes, &files).map_err(|e| TraceRunError::Plan(e.to_string()))?;
+                    launch.cubin = cubin.clone();
+                    launch.trace = Some(request);
+                    runners.launch(launch, limit)
+                }
+                // A child of its own for each call: its kernels compile with this buffer's
+                // addresses in them.
+                How::Triton(args) => {
+                    let call = protocol::Call {
+                        file: v.path.clone(),
+                        function: "run".into(),
+                        mode: CallMode::Cuda,
+                        args: args.clone(),
+                        returns: Default::default(),
+                        guard_bytes: 0,
+                        trace: Some(request),
+                    };
+                    let answer = runners.zygote(false).and_then(|z| {
+                        let forked = z.fork(CallMode::Cuda, limit)?;
+                        if !forked.ok {
+                            return Ok(forked); // why the child did not start
+                        }
+                        // Its kernels compile in the call: the build's limit on top of the run's.
+                        z.call(Op::Call(call), limit + spec.limits.build)
+                    });
+                    runners.end_children();
+                    answer
+                }
+            }
+            .map_err(|f| TraceRunError::Call(f.to_string()))?;
             if !resp.ok {
                 return Err(TraceRunError::Call(resp.error.map(|e| e.message).unwrap_or_default()));
             }
@@ -148,8 +212,8 @@ pub fn trace_once(
             }
         };
         let bytes = std::fs::read(&out).map_err(|source| TraceRunError::Read { path: out.clone(), source })?;
-        let decoded = trace::decode(&trace::parse(&bytes), &traced.names, resp.trace_requested.unwrap_or(0), held);
-        let summary = trace::summarise(&decoded, trace::HEADER_MECHANISM);
+        let decoded = trace::decode(&trace::parse(&bytes), &names, resp.trace_requested.unwrap_or(0), held);
+        let summary = trace::summarise(&decoded, mechanism);
         let dumps = ws.state_dir().join(crate::store::DUMPS_DIR).join(&v.id);
         std::fs::create_dir_all(&dumps).map_err(|source| TraceRunError::Read { path: dumps.clone(), source })?;
         let chrome = dumps.join(format!("{}.trace.json", v.id));

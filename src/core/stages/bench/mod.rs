@@ -612,6 +612,7 @@ fn first_request(
                 args,
                 returns: BTreeMap::new(),
                 guard_bytes: 0,
+                trace: None,
             });
             first.flush_ptx = Some(crate::assets::COPY_PTX.to_string());
         }

@@ -103,6 +103,7 @@ fn run_python_reference(
         args,
         returns: returns.clone(),
         guard_bytes: 0,
+        trace: None,
     };
     // The reference runs in a child of its own (the version's child, if any, has ended).
     let z = runners

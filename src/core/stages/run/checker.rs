@@ -179,6 +179,7 @@ impl<'a> Checker<'a> {
                 args,
                 returns: BTreeMap::new(),
                 guard_bytes: protocol::GUARD_BYTES,
+                trace: None,
             };
             return self.python(protocol::Op::Call(call)).map_err(as_failure);
         };
@@ -236,6 +237,7 @@ impl<'a> Checker<'a> {
                 args,
                 returns: BTreeMap::new(),
                 guard_bytes: protocol::GUARD_BYTES,
+                trace: None,
             });
         }
         calls
@@ -505,6 +507,7 @@ impl<'a> Checker<'a> {
                     args,
                     returns,
                     guard_bytes: 0,
+                    trace: None,
                 };
                 let why = match self.problem_code(protocol::Op::Call(call)) {
                     Ok(resp) if resp.ok => None,
