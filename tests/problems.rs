@@ -629,3 +629,31 @@ fn a_warm_re_check_takes_the_children_forked_ahead() {
     assert!(!phases.contains_key("fork"), "the version's child was forked again: {phases:?}");
     assert!(one["detail"]["phases"].as_object().unwrap().contains_key("fork"), "{one}");
 }
+
+/// The agent's and MCP's `check` keeps its workers between calls: the second check of a GPU MODE
+/// problem takes the children forked after the first, as a watch does.
+#[test]
+fn a_second_check_through_the_tools_takes_the_children_forked_ahead() {
+    let Some(_) = python_with_torch() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = outslot(tmp.path(), "ws");
+    for e in std::fs::read_dir(ws.join("versions")).unwrap() {
+        let p = e.unwrap().path();
+        if !p.file_name().unwrap().to_string_lossy().starts_with("v001") {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+    let ctx = rung::verbs::Context::new(ws.clone());
+    let args = rung::verbs::CheckArgs { versions: vec!["v001".into()], seed: None, no_bench: true };
+    let phases = |reply: &rung::verbs::Reply| {
+        let v = &reply.data["versions"][0];
+        assert_eq!(v["verdict"], "pass", "{}", reply.text);
+        let run = v["stages"].as_array().unwrap().iter().find(|s| s["stage"] == "run").unwrap().clone();
+        run["detail"]["phases"].as_object().unwrap().keys().cloned().collect::<Vec<_>>()
+    };
+    let first = phases(&rung::verbs::check(&ctx, &args).unwrap());
+    assert!(first.iter().any(|k| k == "fork"), "{first:?}");
+    let second = phases(&rung::verbs::check(&ctx, &args).unwrap());
+    assert!(second.iter().any(|k| k == "child_ahead") && !second.iter().any(|k| k == "fork"), "{second:?}");
+    ctx.shutdown();
+}

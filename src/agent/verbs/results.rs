@@ -87,7 +87,10 @@ pub fn check(ctx: &Context, args: &CheckArgs) -> Result<Reply, ToolError> {
             let mut engine = ctx.engine();
             let Engine { machine, runners } = &mut *engine;
             let machine = machine.get_or_insert_with(Machine::discover);
-            check::check_with(&ws, &mut store, &opts, machine, runners)?
+            let report = check::check_with(&ws, &mut store, &opts, machine, runners)?;
+            // The next check's children start while the client reads this one's result.
+            check::fork_ahead(&ws, machine, runners);
+            report
         }
         rung_core::remote::RunOn::Away(away) => {
             let url = away.prefix();

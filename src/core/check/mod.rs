@@ -430,6 +430,24 @@ pub(crate) fn stage_result(
 }
 
 /// The workers, created on first need.
+/// Between checks in a process that stays (a watch, the TUI, the MCP server and the agent's
+/// tools): forks the children the next check of a GPU MODE or KernelBench problem will ask for,
+/// so it finds them started ([`Runners::fork_ahead`]). Nothing for rung.toml workspaces (their
+/// fork carries the version's prewarm) or where no workers run yet.
+pub fn fork_ahead(ws: &Workspace, machine: &Machine, runners: &mut Option<Runners>) {
+    if !matches!(ws.format, crate::model::version::Format::GpuMode | crate::model::version::Format::KernelBench) {
+        return;
+    }
+    if let Some(r) = runners.as_mut() {
+        let gpu = !machine.gpu.devices.is_empty();
+        r.fork_ahead(if gpu {
+            crate::model::protocol::CallMode::Cuda
+        } else {
+            crate::model::protocol::CallMode::Interpret
+        });
+    }
+}
+
 pub fn runners_for<'r>(
     ws: &Workspace,
     machine: &Machine,

@@ -21,7 +21,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::check::{self, CheckOptions, Machine};
 use crate::diag::Diagnostic;
-use crate::model::protocol::CallMode;
 use crate::model::report::VersionReport;
 use crate::runners::Runners;
 use crate::store::Store;
@@ -462,14 +461,7 @@ pub fn watch(
                 let _ = tx.send(Msg::Ran(id, job.generation, out, index));
                 // The next check of a GPU MODE or KernelBench problem finds its two children
                 // forked, CUDA open in each, while nobody waited (a queued job takes them at once).
-                if matches!(
-                    job.ws.format,
-                    crate::model::version::Format::GpuMode | crate::model::version::Format::KernelBench
-                ) && let Some(r) = runners.as_mut()
-                {
-                    let gpu = !machine.gpu.devices.is_empty();
-                    r.fork_ahead(if gpu { CallMode::Cuda } else { CallMode::Interpret });
-                }
+                check::fork_ahead(&job.ws, &machine, &mut runners);
             }
         });
     }
