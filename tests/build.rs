@@ -647,9 +647,29 @@ fn the_tracer_header_is_found_and_compiles_to_nothing_until_traced() {
     let out = rung(&ws, &["trace", "v001"], &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("versions/v001-naive.cu has no RUNG_TRACE_BEGIN"));
+    // A Triton version without rung_trace.py's markers is told how to add them; with them, their
+    // names are listed.
     let out = rung(&ws, &["trace", "v003"], &[]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("triton versions are not traced yet"));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(r#"versions/v003-triton.py has no rung_trace.section("name"): `import rung_trace as rt`"#),
+        "{said}"
+    );
+    let triton = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
+    let marked = triton
+        .replace(
+            "import triton.language as tl\n",
+            "import triton.language as tl\nimport rung_trace as rt\n\nLOAD = rt.section(\"load\")\n",
+        )
+        .replace("    mask = offs < n\n", "    mask = offs < n\n    rt.begin(LOAD)\n")
+        .replace("    tl.store(", "    rt.end(LOAD)\n    tl.store(");
+    assert!(marked.contains("rt.end(LOAD)"), "{marked}");
+    std::fs::write(ws.join("versions/v003-triton.py"), marked).unwrap();
+    let out = rung(&ws, &["trace", "v003"], &[]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.starts_with("no GPU here: v003's kernels compile with its markers (load)"), "{said}");
 
     // The demo's traced version: its three sections build into the traced variant, and its
     // checked build (markers compiled to nothing) passes.

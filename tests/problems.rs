@@ -657,3 +657,61 @@ fn a_second_check_through_the_tools_takes_the_children_forked_ahead() {
     assert!(second.iter().any(|k| k == "child_ahead") && !second.iter().any(|k| k == "fork"), "{second:?}");
     ctx.shutdown();
 }
+
+/// When the problem's own code fails where none of the version's ran, the version gets no
+/// verdict: on a machine without a GPU, a problem that draws its inputs on the GPU (pmpp_v2's
+/// generate_input does) is skipped as needing one; a generate_input or ref_kernel that raises
+/// is an error that names it. Neither fails the version (a correct one was `exception` before).
+#[test]
+fn a_problem_whose_own_code_fails_gives_no_verdict_on_the_version() {
+    let Some(_) = python_with_torch() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let run_of = |ws: &Path| -> serde_json::Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_rung"))
+            .args(["check", "--json", "--no-bench", "-C"])
+            .arg(ws)
+            .arg("v001")
+            .output()
+            .unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        let v = report["versions"][0].clone();
+        v["stages"].as_array().unwrap().iter().find(|s| s["stage"] == "run").cloned().unwrap_or(v)
+    };
+    // On the GPU only: generate_input asks for CUDA.
+    let gpu_only = outslot(tmp.path(), "gpu-only");
+    rewrite(
+        &gpu_only.join("reference.py"),
+        r#"DEVICE = "cuda" if torch.cuda.is_available() else "cpu""#,
+        r#"DEVICE = "cuda""#,
+    );
+    let run = run_of(&gpu_only);
+    assert_eq!(run["verdict"], "skipped", "{run}");
+    let why = run["summary"].as_str().unwrap();
+    assert!(why.starts_with("no GPU: the problem's generate_input() needs a GPU"), "{why}");
+    // A generate_input that raises: an error naming it, no verdict on the version.
+    let broken = outslot(tmp.path(), "broken-input");
+    rewrite(
+        &broken.join("reference.py"),
+        "    gen = torch.Generator(device=DEVICE)\n",
+        "    raise ValueError(\"no such size\")\n",
+    );
+    let run = run_of(&broken);
+    assert_eq!(run["verdict"], "error", "{run}");
+    let why = run["summary"].as_str().unwrap();
+    assert!(
+        why.contains("the problem's generate_input() failed (ValueError: no such size): no verdict on the version"),
+        "{why}"
+    );
+    // A ref_kernel that raises (the judge's process runs it): the same.
+    let broken_ref = outslot(tmp.path(), "broken-ref");
+    rewrite(
+        &broken_ref.join("reference.py"),
+        "    A, B, output = data\n",
+        "    A, B, output = data\n    raise KeyError(\"ref\")\n",
+    );
+    let run = run_of(&broken_ref);
+    assert_eq!(run["verdict"], "error", "{run}");
+    let why = run["summary"].as_str().unwrap();
+    assert!(why.contains("the problem's ref_kernel() failed (KeyError: 'ref'): no verdict on the version"), "{why}");
+}

@@ -17,13 +17,15 @@ from rung_host import RUNG_DTYPES, Guarded, _load, _modules
 _bench = {}
 
 
-def _problem_modules(problem, version_path, fmt):
+def _problem_modules(problem, version_path, fmt, device="cuda"):
     """The problem's module and the version's, each checked for what its format needs (GPU MODE:
     generate_input, ref_kernel, custom_kernel; KernelBench: Model, get_inputs, get_init_inputs,
-    ModelNew). The problem's folder goes on sys.path first, for its own imports."""
+    ModelNew). The problem's folder goes on sys.path first, for its own imports. The problem's
+    failing to import is ProblemCode, not the version's failure."""
     pdir = os.path.dirname(os.path.abspath(problem))
     first = os.path.abspath(problem) not in _modules
-    prob = _problem_module(problem, fmt)
+    with rp.problem_code("module", device):
+        prob = _problem_module(problem, fmt)
     if first:
         # Before the version is imported: what it may not replace (rung_problem.patched_harness).
         # The worker's own modules too: the version runs in the same process.

@@ -20,7 +20,8 @@ def judge(req, state):
     device = "cuda" if state["mode"] == "cuda" else "cpu"
     gm = req["format"] == "gpu-mode"
     t = time.perf_counter()
-    prob = _problem_module(req["problem"], req["format"])
+    with rp.problem_code("module", device):
+        prob = _problem_module(req["problem"], req["format"])
     phases = {"judge_import": time.perf_counter() - t}
     args = dict(req.get("args") or {})
     seed = int(req["seed"])
@@ -35,7 +36,8 @@ def judge(req, state):
 
                 def draw():
                     torch.manual_seed(seed)
-                    return prob.generate_input(**a)
+                    with rp.problem_code("generate_input()", device):
+                        return prob.generate_input(**a)
 
                 rp.learn_ref_slots(prob, draw(), judged, device, draw)
             else:
@@ -54,7 +56,7 @@ def judge(req, state):
                                           device, judged)
             else:
                 torch.manual_seed(seed)
-                with torch.device(device):
+                with rp.problem_code("get_init_inputs()", device), torch.device(device):
                     init = prob.get_init_inputs()
                 cases = rp.judge_kernelbench(prob, lambda: _seeded_model(prob.Model, init, seed, device), records,
                                              tolerances, RUNG_DTYPES, device)

@@ -406,8 +406,38 @@ def kernelbench_inputs(prob, seed, device):
     """get_inputs() under `seed`, made on the device."""
     torch = _torch()
     torch.manual_seed(seed)
-    with torch.device(device):
+    with problem_code("get_inputs()", device), torch.device(device):
         return [x.to(device) if hasattr(x, "to") else x for x in prob.get_inputs()]
+
+
+class ProblemCode(Exception):
+    """The problem's own code (its module's import, its inputs' draw, its reference) failed where
+    no code of the version's ran: there is no verdict on the version."""
+
+
+class ProblemNeedsGpu(ProblemCode):
+    """The problem's own code asked for CUDA on a machine without a GPU (pmpp_v2's
+    generate_input draws on the GPU): the problem runs only on a GPU."""
+
+
+class problem_code:
+    """Around a call into the problem's own code: its exception becomes ProblemCode (or
+    ProblemNeedsGpu, on the CPU, where it asked for CUDA), naming `what` failed."""
+
+    def __init__(self, what, device):
+        self.what, self.device = what, device
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if exc is None or isinstance(exc, ProblemCode) or not isinstance(exc, Exception):
+            return False
+        text = ("%s: %s" % (type(exc).__name__, exc)).strip().splitlines()[0][:300]
+        gpu_words = ("cuda", "nvidia", "accelerator")
+        if self.device != "cuda" and any(w in text.lower() for w in gpu_words):
+            raise ProblemNeedsGpu("the problem's %s needs a GPU (%s)" % (self.what, text)) from exc
+        raise ProblemCode("the problem's %s failed (%s)" % (self.what, text)) from exc
 
 
 def _kernelbench_rule(outs, refs, tolerances, dtype_names, case):
@@ -794,7 +824,8 @@ def learn_ref_slots(prob, data, state, device, draw=None):
     torch = _torch()
     pristine = clone(data)
     ref_in = clone(data)
-    expected = prob.ref_kernel(ref_in)
+    with problem_code("ref_kernel()", device):
+        expected = prob.ref_kernel(ref_in)
     if device == "cuda":
         torch.cuda.synchronize()
     state["ref_slots"] = _ref_written(pristine, ref_in, expected)
@@ -1094,7 +1125,8 @@ def observe_gpu_mode(prob, version, args, seed, byte, hints, late, device, dump_
         a["seed"] = seed
     t = time.perf_counter()
     torch.manual_seed(seed)
-    data = prob.generate_input(**a)
+    with problem_code("generate_input()", device):
+        data = prob.generate_input(**a)
     if into is not None:
         data = refill(into, data, "data")
     slots = flatten(data, "data", [])
@@ -1253,7 +1285,8 @@ def judge_gpu_mode(prob, args, records, tolerances, dtype_names, probe, device, 
 
         def draw(seed=record["seed"], a=a):
             torch.manual_seed(seed)
-            return prob.generate_input(**a)
+            with problem_code("generate_input()", device):
+                return prob.generate_input(**a)
 
         t = time.perf_counter()
         pristine, pr, checks = _pristine(record, draw, "data", device)
@@ -1261,7 +1294,8 @@ def judge_gpu_mode(prob, args, records, tolerances, dtype_names, probe, device, 
         phases = {"judge_inputs": time.perf_counter() - t}
         t = time.perf_counter()
         ref_in = clone(pristine)
-        expected = prob.ref_kernel(ref_in)
+        with problem_code("ref_kernel()", device):
+            expected = prob.ref_kernel(ref_in)
         sync()
         phases["reference"] = time.perf_counter() - t
         written = _ref_written(pristine, ref_in, expected)

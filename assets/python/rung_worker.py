@@ -318,7 +318,7 @@ def _problem(req, state):
     seeds = [int(s) for s in (req.get("seeds") or [req["seed"]])]
     phases = {}
     t = time.perf_counter()
-    prob, version = _problem_modules(req["problem"], req["version"], req["format"])
+    prob, version = _problem_modules(req["problem"], req["version"], req["format"], device)
     phases["import"] = time.perf_counter() - t
     args = dict(req.get("args") or {})
     gm = req["format"] == "gpu-mode"
@@ -330,7 +330,7 @@ def _problem(req, state):
     with torch.no_grad():
         if not gm:
             torch.manual_seed(seeds[0])
-            with torch.device(device):
+            with rp.problem_code("get_init_inputs()", device), torch.device(device):
                 init = prob.get_init_inputs()
             if "model_new" not in state:
                 state["model_new"] = _seeded_model(version.ModelNew, init, seeds[0], device)
@@ -362,7 +362,8 @@ def _problem(req, state):
                     a["seed"] = seeds[-1]
                 def draw():
                     torch.manual_seed(seeds[-1])
-                    return prob.generate_input(**a)
+                    with rp.problem_code("generate_input()", device):
+                        return prob.generate_input(**a)
 
                 data = draw()
                 mark("inputs")

@@ -245,8 +245,12 @@ pub fn run_problem(
                     }
                     Ok(r) => {
                         let e = r.error.unwrap_or_else(|| WorkerError::new("error", ""));
-                        let (msg, d) = error_at(&e, &v.path);
                         let at = if stage.is_empty() { format!("at {label}") } else { format!("{stage}, at {label}") };
+                        if let Some((verdict, why)) = problem_code_failed(&e) {
+                            run_fail = Some((verdict, None, format!("{why} ({at})"), None));
+                            break;
+                        }
+                        let (msg, d) = error_at(&e, &v.path);
                         run_fail = Some((Verdict::Fail, Some(reason_for(&e)), format!("{msg} ({at})"), Some(d)));
                         break;
                     }
@@ -569,6 +573,9 @@ fn judge_failed(r: Result<protocol::Response, Failure>) -> Result<protocol::Resp
         Ok(r) if r.ok => Ok(r),
         Ok(r) => {
             let e = r.error.unwrap_or_else(|| WorkerError::new("error", ""));
+            if let Some((verdict, why)) = problem_code_failed(&e) {
+                return Err(JudgeFailed(verdict, None, why, None));
+            }
             let d = e.file.as_ref().map(|file| Box::new(error_at(&e, file).1));
             let reason = reason_for(&e);
             if reason == Reason::OutOfMemory {
@@ -584,6 +591,19 @@ fn judge_failed(r: Result<protocol::Response, Failure>) -> Result<protocol::Resp
             Err(JudgeFailed(Verdict::Fail, Some(reason), format!("{}: {}", e.kind, e.message), d))
         }
         Err(f) => Err(judge_gone(f)),
+    }
+}
+
+/// The problem's own code failed where none of the version's ran (rung_problem.py's
+/// `ProblemCode`: its module's import, its inputs' draw, its reference): no verdict on the
+/// version, an error; or, on a machine without a GPU, a problem that asked for CUDA
+/// (`ProblemNeedsGpu`): skipped, as a CUDA reference is there.
+fn problem_code_failed(e: &WorkerError) -> Option<(Verdict, String)> {
+    let why = shorten(&one_line(&e.message), 320);
+    match e.kind.as_str() {
+        "ProblemNeedsGpu" => Some((Verdict::Skipped, format!("no GPU: {why}"))),
+        "ProblemCode" => Some((Verdict::Error, format!("{why}: no verdict on the version"))),
+        _ => None,
     }
 }
 
