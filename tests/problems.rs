@@ -714,4 +714,27 @@ fn a_problem_whose_own_code_fails_gives_no_verdict_on_the_version() {
     assert_eq!(run["verdict"], "error", "{run}");
     let why = run["summary"].as_str().unwrap();
     assert!(why.contains("the problem's ref_kernel() failed (KeyError: 'ref'): no verdict on the version"), "{why}");
+    // KernelBench: a get_inputs() that raises, and a reference Model whose forward raises.
+    for (name, from, to, said) in [
+        (
+            "kb-inputs",
+            "def get_inputs():\n",
+            "def get_inputs():\n    raise RuntimeError(\"inputs\")\n",
+            "the problem's get_inputs() failed (RuntimeError: inputs): no verdict on the version",
+        ),
+        (
+            "kb-model",
+            "        return torch.relu(self.linear(x))\n",
+            "        raise ZeroDivisionError(\"model\")\n",
+            "the problem's Model failed (ZeroDivisionError: model): no verdict on the version",
+        ),
+    ] {
+        let ws = tmp.path().join(name);
+        copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kernelbench")), &ws);
+        rewrite(&ws.join("19_Linear_ReLU.py"), from, to);
+        let run = run_of(&ws);
+        assert_eq!(run["verdict"], "error", "{name}: {run}");
+        let why = run["summary"].as_str().unwrap();
+        assert!(why.contains(said), "{name}: {why}");
+    }
 }
