@@ -62,8 +62,14 @@ def verdict_of(v):
     chk = next((s for s in stages if s.get("stage") == "check"), None)
     warnings = ((chk or {}).get("detail") or {}).get("warnings") or []
     if bad:
-        return "fail", bad.get("reason") or "", "%s: %s" % (bad.get("stage"), bad.get("summary", "")), warnings
-    return "pass", "", "%s: %s" % (chk.get("stage"), chk.get("summary", "")) if chk else "", warnings
+        # fail, or error (rung's own: no verdict on the version), as rung said it.
+        verdict = "fail" if bad.get("verdict") == "fail" else bad.get("verdict", "fail")
+        return verdict, bad.get("reason") or "", "%s: %s" % (bad.get("stage"), bad.get("summary", "")), warnings
+    if not chk or chk.get("verdict") != "pass":
+        # Nothing was judged (a skipped run: no GPU here): no verdict to compare.
+        run = next((s for s in stages if s.get("stage") == "run"), {})
+        return "skipped", "", "run: %s" % run.get("summary", ""), warnings
+    return "pass", "", "%s: %s" % (chk.get("stage"), chk.get("summary", "")), warnings
 
 
 def phases_of(v):

@@ -714,6 +714,17 @@ fn a_problem_whose_own_code_fails_gives_no_verdict_on_the_version() {
     assert_eq!(run["verdict"], "error", "{run}");
     let why = run["summary"].as_str().unwrap();
     assert!(why.contains("the problem's ref_kernel() failed (KeyError: 'ref'): no verdict on the version"), "{why}");
+    // A version that asks for CUDA where there is no GPU: not judged here, not failed.
+    let cuda_version = outslot(tmp.path(), "cuda-version");
+    rewrite(
+        &cuda_version.join("versions/v001-fills-output.py"),
+        "    A, B, C = data\n",
+        "    A, B, C = data\n    import torch\n    torch.cuda.synchronize()\n",
+    );
+    let run = run_of(&cuda_version);
+    assert_eq!(run["verdict"], "skipped", "{run}");
+    let why = run["summary"].as_str().unwrap();
+    assert!(why.starts_with("no GPU: the version asked for one ("), "{why}");
     // KernelBench: a get_inputs() that raises, and a reference Model whose forward raises.
     for (name, from, to, said) in [
         (

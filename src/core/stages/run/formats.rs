@@ -250,6 +250,18 @@ pub fn run_problem(
                             run_fail = Some((verdict, None, format!("{why} ({at})"), None));
                             break;
                         }
+                        // With no GPU here, a version that asked for CUDA cannot be judged here:
+                        // it would run on a GPU.
+                        if !on_gpu && asks_for_a_gpu(&e) {
+                            let why = shorten(&one_line(&format!("{}: {}", e.kind, e.message)), 240);
+                            run_fail = Some((
+                                Verdict::Skipped,
+                                None,
+                                format!("no GPU: the version asked for one ({why}) ({at})"),
+                                None,
+                            ));
+                            break;
+                        }
                         let (msg, d) = error_at(&e, &v.path);
                         run_fail = Some((Verdict::Fail, Some(reason_for(&e)), format!("{msg} ({at})"), Some(d)));
                         break;
@@ -605,6 +617,12 @@ fn problem_code_failed(e: &WorkerError) -> Option<(Verdict, String)> {
         "ProblemCode" => Some((Verdict::Error, format!("{why}: no verdict on the version"))),
         _ => None,
     }
+}
+
+/// Whether an error says CUDA was asked for (on a machine without a GPU).
+fn asks_for_a_gpu(e: &WorkerError) -> bool {
+    let text = format!("{} {}", e.kind, e.message).to_ascii_lowercase();
+    ["cuda", "nvidia", "acceleratorerror"].iter().any(|w| text.contains(w))
 }
 
 /// The judge's process gave no answer (it died, ran out of time): rung's error, not the
