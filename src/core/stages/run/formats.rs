@@ -81,6 +81,11 @@ pub fn run_problem(
         tests.push((BTreeMap::new(), 2, false));
     }
     let limits = crate::spec::Limits::default();
+    // The judge's process does more than the version's call: the inputs drawn again, the
+    // reference, the metrics in f64 and the problem's own check, on every case. Its time is
+    // rung's, not the version's: four times the run limit (KernelBench's 40_LayerNorm at its
+    // published size took 40-50 s to judge with torch on the 2-core CPU machine).
+    let judge_limit = limits.run * 4;
     let interpret = mode != CallMode::Cuda;
     let mut phases = BTreeMap::new();
     let warm = runners.warm(interpret);
@@ -291,7 +296,7 @@ pub fn run_problem(
             }
             // The verdict, from a process that never ran the version; meanwhile the version's
             // process makes its judged call of the next test.
-            let sent = judge_send(runners, mode, judge_req(p, false, observed, &dump), limits.run);
+            let sent = judge_send(runners, mode, judge_req(p, false, observed, &dump), judge_limit);
             if sent.is_ok()
                 && let Some(q) = plan.get(ti + 1)
             {
@@ -304,7 +309,7 @@ pub fn run_problem(
                 prefetched = Some(Prefetched { test: ti + 1, hints: hint, dump: next, answer });
             }
             let t_wait = Instant::now();
-            let judged = sent.and_then(|_| judge_receive(runners, mode, limits.run));
+            let judged = sent.and_then(|_| judge_receive(runners, mode, judge_limit));
             *phases.entry("judge_wait".into()).or_insert(0.0) += t_wait.elapsed().as_secs_f64();
             match judged {
                 Ok(r) if !r.redo.is_empty() && attempt == 0 => {
@@ -342,7 +347,7 @@ pub fn run_problem(
                 .filter(|r| r.ok)
                 .and_then(|r| r.problem)
                 .map(|p| p.observed)
-                .and_then(|observed| judge_call(runners, mode, judge_req(p, false, observed, &dump), limits.run).ok())
+                .and_then(|observed| judge_call(runners, mode, judge_req(p, false, observed, &dump), judge_limit).ok())
                 .and_then(|r| r.problem);
             if again.is_some_and(|p| p.cases.iter().all(|c| c.own.as_ref().is_some_and(|o| o.pass))) {
                 case.notes.push(TF32_NOTE.into());
