@@ -714,6 +714,28 @@ fn a_problem_whose_own_code_fails_gives_no_verdict_on_the_version() {
     assert_eq!(run["verdict"], "error", "{run}");
     let why = run["summary"].as_str().unwrap();
     assert!(why.contains("the problem's ref_kernel() failed (KeyError: 'ref'): no verdict on the version"), "{why}");
+    // A check_implementation that asks for CUDA: the problem runs only on a GPU. One that raises
+    // otherwise stays the version's failure (its output may be what the check choked on).
+    let cuda_check = outslot(tmp.path(), "cuda-check");
+    rewrite(
+        &cuda_check.join("reference.py"),
+        "check_implementation = make_match_reference(ref_kernel, rtol=1e-5, atol=1e-5)",
+        "def check_implementation(data, output):\n    torch.cuda.synchronize()\n    return True",
+    );
+    let run = run_of(&cuda_check);
+    assert_eq!(run["verdict"], "skipped", "{run}");
+    assert!(
+        run["summary"].as_str().unwrap().starts_with("no GPU: the problem's check_implementation() needs a GPU"),
+        "{run}"
+    );
+    let raising_check = outslot(tmp.path(), "raising-check");
+    rewrite(
+        &raising_check.join("reference.py"),
+        "check_implementation = make_match_reference(ref_kernel, rtol=1e-5, atol=1e-5)",
+        "def check_implementation(data, output):\n    return output.no_such_attribute",
+    );
+    let run = run_of(&raising_check);
+    assert_eq!(run["verdict"], "fail", "{run}");
     // A version that asks for CUDA where there is no GPU: not judged here, not failed.
     let cuda_version = outslot(tmp.path(), "cuda-version");
     rewrite(

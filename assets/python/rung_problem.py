@@ -422,10 +422,12 @@ class ProblemNeedsGpu(ProblemCode):
 
 class problem_code:
     """Around a call into the problem's own code: its exception becomes ProblemCode (or
-    ProblemNeedsGpu, on the CPU, where it asked for CUDA), naming `what` failed."""
+    ProblemNeedsGpu, on the CPU, where it asked for CUDA), naming `what` failed. With
+    `gpu_only` (the problem's check, given the version's output, whose exception may be the
+    version's doing) only the second: any other exception is left as it is."""
 
-    def __init__(self, what, device):
-        self.what, self.device = what, device
+    def __init__(self, what, device, gpu_only=False):
+        self.what, self.device, self.gpu_only = what, device, gpu_only
 
     def __enter__(self):
         return self
@@ -439,6 +441,8 @@ class problem_code:
         gpu_words = ("cuda", "nvidia", "accelerator")
         if self.device != "cuda" and any(w in text.lower() for w in gpu_words):
             raise ProblemNeedsGpu("the problem's %s needs a GPU (%s)" % (self.what, text)) from exc
+        if self.gpu_only:
+            return False
         raise ProblemCode("the problem's %s failed (%s)" % (self.what, text)) from exc
 
 
@@ -1316,7 +1320,8 @@ def judge_gpu_mode(prob, args, records, tolerances, dtype_names, probe, device, 
         _judge_outputs(returned, refs, tolerances, dtype_names, None, case)
         check = getattr(prob, "check_implementation", None)
         if check is not None:
-            own = own_verdict(check(clone(pristine), output))
+            with problem_code("check_implementation()", device, gpu_only=True):
+                own = own_verdict(check(clone(pristine), output))
             sync()
             if own["pass"] and probe and k == 0:
                 # Would the problem's own check pass a vacuous answer too? One constant only
