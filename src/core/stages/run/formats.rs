@@ -86,6 +86,14 @@ pub fn run_problem(
     // rung's, not the version's: four times the run limit (KernelBench's 40_LayerNorm at its
     // published size took 40-50 s to judge with torch on the 2-core CPU machine).
     let judge_limit = limits.run * 4;
+    // A judged call is rung's work around the version's: the inputs drawn, their digests, the
+    // output slots poisoned, the outputs handed over (at 6.4 GB a tensor, most of the time on
+    // the CPU machine). The request may take four times the run limit; the version's own call
+    // (each record's `seconds`) is held to the run limit itself ([`slow_call`]).
+    let call_limit = limits.run * 4;
+    // The kernel's count of processes its out-of-memory killer ended, at the start: a child
+    // killed outright while it grew is the machine's shortage, not the version's crash.
+    let oom_kills_at_start = oom_kills();
     let interpret = mode != CallMode::Cuda;
     let mut phases = BTreeMap::new();
     let warm = runners.warm(interpret);
@@ -173,7 +181,7 @@ pub fn run_problem(
         let dump = runners.data().join(format!("judged-{ti}"));
         let mut outcome = None;
         for attempt in 0..2 {
-            let mut steps = vec![(false, limits.run)];
+            let mut steps = vec![(false, call_limit)];
             if ti == 0 && attempt == 0 {
                 // The compile phase: one unjudged call under the build limit.
                 steps.insert(0, (true, limits.build));
@@ -272,8 +280,12 @@ pub fn run_problem(
                         break;
                     }
                     Err(f) => {
-                        let (verdict, reason) = failure_reason(&f);
                         let at = if stage.is_empty() { format!("at {label}") } else { format!("{stage}, at {label}") };
+                        if matches!(&f, Failure::Died(m) if m.contains("SIGKILL")) && oom_kills() > oom_kills_at_start {
+                            run_fail = Some((Verdict::Error, None, format!("{OOM_KILLED} ({at})"), None));
+                            break;
+                        }
+                        let (verdict, reason) = failure_reason(&f);
                         let what = match &f {
                             Failure::Timeout(d) if warmup => format!(
                                 "no answer within limits.build ({}s) while compiling (its first call), at {label}",
@@ -294,6 +306,18 @@ pub fn run_problem(
                 run_fail = Some((Verdict::Error, None, "the worker returned no outputs".into(), None));
                 break;
             }
+            if let Some(s) = slow_call(&observed, limits.run) {
+                run_fail = Some((
+                    Verdict::Fail,
+                    Some(Reason::Timeout),
+                    format!(
+                        "the version's call took {s:.1} s at {label}, past limits.run ({} s)",
+                        limits.run.as_secs()
+                    ),
+                    None,
+                ));
+                break;
+            }
             // The verdict, from a process that never ran the version; meanwhile the version's
             // process makes its judged call of the next test.
             let sent = judge_send(runners, mode, judge_req(p, false, observed, &dump), judge_limit);
@@ -304,7 +328,7 @@ pub fn run_problem(
                 let next = runners.scratch(&format!("judged-{}", ti + 1));
                 let seeds = q.seeds[..q.ncases].to_vec();
                 let answer = runners.zygote(interpret).and_then(|z| {
-                    z.call(protocol::Op::Problem(req_for(q, false, &hint, seeds, false, &next)), limits.run)
+                    z.call(protocol::Op::Problem(req_for(q, false, &hint, seeds, false, &next)), call_limit)
                 });
                 prefetched = Some(Prefetched { test: ti + 1, hints: hint, dump: next, answer });
             }
@@ -341,7 +365,7 @@ pub fn run_problem(
             let again = runners
                 .zygote(interpret)
                 .and_then(|z| {
-                    z.call(protocol::Op::Problem(req_for(p, false, &hint, vec![case.seed], true, &dump)), limits.run)
+                    z.call(protocol::Op::Problem(req_for(p, false, &hint, vec![case.seed], true, &dump)), call_limit)
                 })
                 .ok()
                 .filter(|r| r.ok)
@@ -624,6 +648,26 @@ fn problem_code_failed(e: &WorkerError) -> Option<(Verdict, String)> {
     }
 }
 
+/// The longest of the version's own calls in a judged test's records, when it is past `limit`.
+fn slow_call(observed: &[serde_json::Value], limit: Duration) -> Option<f64> {
+    let longest = observed.iter().filter_map(|o| o["seconds"].as_f64()).fold(0.0, f64::max);
+    (longest > limit.as_secs_f64()).then_some(longest)
+}
+
+/// What a check says when the kernel's out-of-memory killer ended the version's process.
+const OOM_KILLED: &str = "the kernel's out-of-memory killer ended the version's process: this machine ran out of \
+     memory (the problem's tensors, held by the version's process and the judge's): no verdict on the version";
+
+/// How many processes the kernel's out-of-memory killer has ended since boot (`oom_kill` in
+/// /proc/vmstat; 0 where it is not said).
+fn oom_kills() -> u64 {
+    std::fs::read_to_string("/proc/vmstat").map(|t| vmstat_oom_kills(&t)).unwrap_or(0)
+}
+
+fn vmstat_oom_kills(text: &str) -> u64 {
+    text.lines().find_map(|l| l.strip_prefix("oom_kill ")).and_then(|n| n.trim().parse().ok()).unwrap_or(0)
+}
+
 /// Whether an error says CUDA was asked for (on a machine without a GPU).
 fn asks_for_a_gpu(e: &WorkerError) -> bool {
     let text = format!("{} {}", e.kind, e.message).to_ascii_lowercase();
@@ -660,5 +704,19 @@ mod tests {
         );
         let raised = failed("AssertionError", "shapes differ");
         assert_eq!((raised.0, raised.1), (Verdict::Fail, Some(Reason::Exception)));
+    }
+
+    /// The version's own call is held to the run limit, not the request around it; the kernel's
+    /// count of out-of-memory kills is read from /proc/vmstat.
+    #[test]
+    fn the_versions_call_alone_is_timed_and_oom_kills_are_counted() {
+        let rec = |s: f64| serde_json::json!({"seconds": s, "slots": []});
+        let limit = Duration::from_secs(30);
+        assert_eq!(slow_call(&[rec(1.0), rec(29.9)], limit), None);
+        assert_eq!(slow_call(&[rec(1.0), rec(31.5)], limit), Some(31.5));
+        assert_eq!(slow_call(&[serde_json::json!({})], limit), None, "a record without seconds is not slow");
+        assert_eq!(vmstat_oom_kills("pgfault 12\noom_kill 3\nnr_foo 1\n"), 3);
+        assert_eq!(vmstat_oom_kills("pgfault 12\n"), 0);
+        assert!(OOM_KILLED.ends_with("no verdict on the version"));
     }
 }
