@@ -50,6 +50,18 @@ fn outslot(tmp: &Path, name: &str) -> std::path::PathBuf {
     ws
 }
 
+/// A copy of the outslot fixture with its honest v001 alone.
+fn outslot_v001(tmp: &Path) -> std::path::PathBuf {
+    let ws = outslot(tmp, "ws");
+    for e in std::fs::read_dir(ws.join("versions")).unwrap() {
+        let p = e.unwrap().path();
+        if !p.file_name().unwrap().to_string_lossy().starts_with("v001") {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+    ws
+}
+
 /// Rewrites `file` with its first `from` replaced by `to` (which must be there).
 fn rewrite(file: &Path, from: &str, to: &str) {
     let text = std::fs::read_to_string(file).unwrap();
@@ -571,13 +583,7 @@ fn a_warm_re_check_takes_the_children_forked_ahead() {
     use std::io::BufRead;
     let Some(_) = python_with_torch() else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let ws = outslot(tmp.path(), "ws");
-    for e in std::fs::read_dir(ws.join("versions")).unwrap() {
-        let p = e.unwrap().path();
-        if !p.file_name().unwrap().to_string_lossy().starts_with("v001") {
-            std::fs::remove_file(p).unwrap();
-        }
-    }
+    let ws = outslot_v001(tmp.path());
     let mut child = Command::new(env!("CARGO_BIN_EXE_rung"))
         .args(["watch", "--json", "--no-bench", "-C"])
         .arg(&ws)
@@ -636,13 +642,7 @@ fn a_warm_re_check_takes_the_children_forked_ahead() {
 fn a_second_check_through_the_tools_takes_the_children_forked_ahead() {
     let Some(_) = python_with_torch() else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let ws = outslot(tmp.path(), "ws");
-    for e in std::fs::read_dir(ws.join("versions")).unwrap() {
-        let p = e.unwrap().path();
-        if !p.file_name().unwrap().to_string_lossy().starts_with("v001") {
-            std::fs::remove_file(p).unwrap();
-        }
-    }
+    let ws = outslot_v001(tmp.path());
     let ctx = rung::verbs::Context::new(ws.clone());
     let args = rung::verbs::CheckArgs { versions: vec!["v001".into()], seed: None, no_bench: true };
     let phases = |reply: &rung::verbs::Reply| {
@@ -660,8 +660,9 @@ fn a_second_check_through_the_tools_takes_the_children_forked_ahead() {
 
 /// When the problem's own code fails where none of the version's ran, the version gets no
 /// verdict: on a machine without a GPU, a problem that draws its inputs on the GPU (pmpp_v2's
-/// generate_input does) is skipped as needing one; a generate_input or ref_kernel that raises
-/// is an error that names it. Neither fails the version (a correct one was `exception` before).
+/// generate_input does) is skipped as needing one; a generate_input, ref_kernel, get_inputs()
+/// or Model that raises is an error that names it. Neither fails the version (a correct one was
+/// `exception` before). The problem's check raising on the version's output stays its failure.
 #[test]
 fn a_problem_whose_own_code_fails_gives_no_verdict_on_the_version() {
     let Some(_) = python_with_torch() else { return };
@@ -678,96 +679,94 @@ fn a_problem_whose_own_code_fails_gives_no_verdict_on_the_version() {
         let v = report["versions"][0].clone();
         v["stages"].as_array().unwrap().iter().find(|s| s["stage"] == "run").cloned().unwrap_or(v)
     };
-    // On the GPU only: generate_input asks for CUDA.
-    let gpu_only = outslot(tmp.path(), "gpu-only");
-    rewrite(
-        &gpu_only.join("reference.py"),
-        r#"DEVICE = "cuda" if torch.cuda.is_available() else "cpu""#,
-        r#"DEVICE = "cuda""#,
-    );
-    let run = run_of(&gpu_only);
-    assert_eq!(run["verdict"], "skipped", "{run}");
-    let why = run["summary"].as_str().unwrap();
-    assert!(why.starts_with("no GPU: the problem's generate_input() needs a GPU"), "{why}");
-    // A generate_input that raises: an error naming it, no verdict on the version.
-    let broken = outslot(tmp.path(), "broken-input");
-    rewrite(
-        &broken.join("reference.py"),
-        "    gen = torch.Generator(device=DEVICE)\n",
-        "    raise ValueError(\"no such size\")\n",
-    );
-    let run = run_of(&broken);
-    assert_eq!(run["verdict"], "error", "{run}");
-    let why = run["summary"].as_str().unwrap();
-    assert!(
-        why.contains("the problem's generate_input() failed (ValueError: no such size): no verdict on the version"),
-        "{why}"
-    );
-    // A ref_kernel that raises (the judge's process runs it): the same.
-    let broken_ref = outslot(tmp.path(), "broken-ref");
-    rewrite(
-        &broken_ref.join("reference.py"),
-        "    A, B, output = data\n",
-        "    A, B, output = data\n    raise KeyError(\"ref\")\n",
-    );
-    let run = run_of(&broken_ref);
-    assert_eq!(run["verdict"], "error", "{run}");
-    let why = run["summary"].as_str().unwrap();
-    assert!(why.contains("the problem's ref_kernel() failed (KeyError: 'ref'): no verdict on the version"), "{why}");
-    // A check_implementation that asks for CUDA: the problem runs only on a GPU. One that raises
-    // otherwise stays the version's failure (its output may be what the check choked on).
-    let cuda_check = outslot(tmp.path(), "cuda-check");
-    rewrite(
-        &cuda_check.join("reference.py"),
-        "check_implementation = make_match_reference(ref_kernel, rtol=1e-5, atol=1e-5)",
-        "def check_implementation(data, output):\n    torch.cuda.synchronize()\n    return True",
-    );
-    let run = run_of(&cuda_check);
-    assert_eq!(run["verdict"], "skipped", "{run}");
-    assert!(
-        run["summary"].as_str().unwrap().starts_with("no GPU: the problem's check_implementation() needs a GPU"),
-        "{run}"
-    );
-    let raising_check = outslot(tmp.path(), "raising-check");
-    rewrite(
-        &raising_check.join("reference.py"),
-        "check_implementation = make_match_reference(ref_kernel, rtol=1e-5, atol=1e-5)",
-        "def check_implementation(data, output):\n    return output.no_such_attribute",
-    );
-    let run = run_of(&raising_check);
-    assert_eq!(run["verdict"], "fail", "{run}");
-    // A version that asks for CUDA where there is no GPU: not judged here, not failed.
-    let cuda_version = outslot(tmp.path(), "cuda-version");
-    rewrite(
-        &cuda_version.join("versions/v001-fills-output.py"),
-        "    A, B, C = data\n",
-        "    A, B, C = data\n    import torch\n    torch.cuda.synchronize()\n",
-    );
-    let run = run_of(&cuda_version);
-    assert_eq!(run["verdict"], "skipped", "{run}");
-    let why = run["summary"].as_str().unwrap();
-    assert!(why.starts_with("no GPU: the version asked for one ("), "{why}");
-    // KernelBench: a get_inputs() that raises, and a reference Model whose forward raises.
-    for (name, from, to, said) in [
+    let check = "check_implementation = make_match_reference(ref_kernel, rtol=1e-5, atol=1e-5)";
+    let kernelbench = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kernelbench");
+    // (case, fixture, file, from, to, verdict, what the run's summary says)
+    let cases: [(&str, &str, &str, &str, &str, &str, &str); 8] = [
         (
-            "kb-inputs",
+            "generate_input on CUDA",
+            "outslot",
+            "reference.py",
+            r#"DEVICE = "cuda" if torch.cuda.is_available() else "cpu""#,
+            r#"DEVICE = "cuda""#,
+            "skipped",
+            "no GPU: the problem's generate_input() needs a GPU",
+        ),
+        (
+            "generate_input raises",
+            "outslot",
+            "reference.py",
+            "    gen = torch.Generator(device=DEVICE)\n",
+            "    raise ValueError(\"no such size\")\n",
+            "error",
+            "the problem's generate_input() failed (ValueError: no such size): no verdict on the version",
+        ),
+        (
+            "ref_kernel raises (in the judge's process)",
+            "outslot",
+            "reference.py",
+            "    A, B, output = data\n",
+            "    A, B, output = data\n    raise KeyError(\"ref\")\n",
+            "error",
+            "the problem's ref_kernel() failed (KeyError: 'ref'): no verdict on the version",
+        ),
+        (
+            "check_implementation asks for CUDA",
+            "outslot",
+            "reference.py",
+            check,
+            "def check_implementation(data, output):\n    torch.cuda.synchronize()\n    return True",
+            "skipped",
+            "no GPU: the problem's check_implementation() needs a GPU",
+        ),
+        (
+            "check_implementation raises on the output: the version's failure",
+            "outslot",
+            "reference.py",
+            check,
+            "def check_implementation(data, output):\n    return output.no_such_attribute",
+            "fail",
+            "",
+        ),
+        (
+            "the version asks for CUDA",
+            "outslot",
+            "versions/v001-fills-output.py",
+            "    A, B, C = data\n",
+            "    A, B, C = data\n    import torch\n    torch.cuda.synchronize()\n",
+            "skipped",
+            "no GPU: the version asked for one (",
+        ),
+        (
+            "KernelBench get_inputs() raises",
+            kernelbench,
+            "19_Linear_ReLU.py",
             "def get_inputs():\n",
             "def get_inputs():\n    raise RuntimeError(\"inputs\")\n",
+            "error",
             "the problem's get_inputs() failed (RuntimeError: inputs): no verdict on the version",
         ),
         (
-            "kb-model",
+            "KernelBench Model raises",
+            kernelbench,
+            "19_Linear_ReLU.py",
             "        return torch.relu(self.linear(x))\n",
             "        raise ZeroDivisionError(\"model\")\n",
+            "error",
             "the problem's Model failed (ZeroDivisionError: model): no verdict on the version",
         ),
-    ] {
-        let ws = tmp.path().join(name);
-        copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kernelbench")), &ws);
-        rewrite(&ws.join("19_Linear_ReLU.py"), from, to);
+    ];
+    for (i, (case, fixture, file, from, to, verdict, said)) in cases.into_iter().enumerate() {
+        let ws = if fixture == "outslot" {
+            outslot(tmp.path(), &format!("case-{i}"))
+        } else {
+            let ws = tmp.path().join(format!("case-{i}"));
+            copy_dir(Path::new(fixture), &ws);
+            ws
+        };
+        rewrite(&ws.join(file), from, to);
         let run = run_of(&ws);
-        assert_eq!(run["verdict"], "error", "{name}: {run}");
-        let why = run["summary"].as_str().unwrap();
-        assert!(why.contains(said), "{name}: {why}");
+        assert_eq!(run["verdict"], verdict, "{case}: {run}");
+        assert!(run["summary"].as_str().unwrap().contains(said), "{case}: {run}");
     }
 }
