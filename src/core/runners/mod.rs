@@ -300,6 +300,9 @@ impl Zygote {
                     live_remove(&self.live, pid);
                 }
                 let e = resp.error.unwrap_or_else(|| WorkerError::new("WorkerDied", "the child died"));
+                if e.message.contains("SIGKILL") && worker::oom_kills() > self.worker.oom_at {
+                    return Err(Failure::OutOfMemory("the process running the check".into()));
+                }
                 Err(Failure::Died(format!("{}{}", e.message, self.worker.log_tail())))
             }
             Ok(resp) if resp.id != Some(id) || resp.token != self.token => {

@@ -24,6 +24,20 @@ pub enum Failure {
     /// id, or without the fork's token. Something else wrote it (the version, to its inherited
     /// descriptors); the child was killed.
     Forged(String),
+    /// The process was killed outright while the kernel's out-of-memory killer ended a process
+    /// ([`oom_kills`] grew since the request was sent): the machine's memory ran out, which says
+    /// nothing sure of the version. The text says which process.
+    OutOfMemory(String),
+}
+
+/// How many processes the kernel's out-of-memory killer has ended since boot (`oom_kill` in
+/// /proc/vmstat; 0 where it is not said).
+pub fn oom_kills() -> u64 {
+    std::fs::read_to_string("/proc/vmstat").map(|t| vmstat_oom_kills(&t)).unwrap_or(0)
+}
+
+fn vmstat_oom_kills(text: &str) -> u64 {
+    text.lines().find_map(|l| l.strip_prefix("oom_kill ")).and_then(|n| n.trim().parse().ok()).unwrap_or(0)
 }
 
 impl std::fmt::Display for Failure {
@@ -35,6 +49,11 @@ impl std::fmt::Display for Failure {
             Failure::Died(why) => write!(f, "{why}"),
             Failure::Protocol(why) => write!(f, "{why}"),
             Failure::Forged(why) => write!(f, "{why}"),
+            Failure::OutOfMemory(what) => write!(
+                f,
+                "the kernel's out-of-memory killer ended {what}: this machine ran out of memory (the problem's \
+                 tensors, held by the version's process and the judge's): no verdict on the version"
+            ),
         }
     }
 }
@@ -49,6 +68,8 @@ pub struct Worker {
     lines: Receiver<String>,
     log: PathBuf,
     pub hello: Hello,
+    /// [`oom_kills`] when the last request was sent.
+    pub(super) oom_at: u64,
 }
 
 impl Worker {
@@ -86,7 +107,7 @@ impl Worker {
             start_seconds: None,
             error: None,
         };
-        let mut w = Worker { child, stdin, lines, log: log.to_path_buf(), hello: placeholder };
+        let mut w = Worker { child, stdin, lines, log: log.to_path_buf(), hello: placeholder, oom_at: oom_kills() };
         let line = w.read(START_LIMIT).map_err(|e| match e {
             Failure::Timeout(_) => Failure::Protocol(format!(
                 "the worker ({what}) did not start within {} s; its log: {}",
@@ -122,13 +143,19 @@ impl Worker {
         self.lines.recv_timeout(limit).map_err(|e| match e {
             RecvTimeoutError::Timeout => Failure::Timeout(limit),
             RecvTimeoutError::Disconnected => {
-                let status = self.child.wait().map(|s| s.to_string()).unwrap_or_default();
+                let status = self.child.wait();
+                let killed = status.as_ref().is_ok_and(|s| std::os::unix::process::ExitStatusExt::signal(s) == Some(9));
+                if killed && oom_kills() > self.oom_at {
+                    return Failure::OutOfMemory("the worker".into());
+                }
+                let status = status.map(|s| s.to_string()).unwrap_or_default();
                 Failure::Died(format!("the worker died ({status}){}", self.log_tail()))
             }
         })
     }
 
     pub(super) fn send(&mut self, req: &Request) -> Result<(), Failure> {
+        self.oom_at = oom_kills();
         let line = serde_json::to_string(req).expect("requests serialise") + "\n";
         self.stdin
             .write_all(line.as_bytes())
@@ -169,5 +196,21 @@ impl Drop for Worker {
             std::thread::sleep(Duration::from_millis(5));
         }
         self.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Failure, vmstat_oom_kills};
+
+    /// The kernel's count of out-of-memory kills is read from /proc/vmstat's text, and a
+    /// process it ended is said to be no verdict on the version.
+    #[test]
+    fn oom_kills_are_read_from_vmstat_and_an_oom_kill_is_no_verdict() {
+        assert_eq!(vmstat_oom_kills("pgfault 12\noom_kill 3\nnr_foo 1\n"), 3);
+        assert_eq!(vmstat_oom_kills("pgfault 12\n"), 0);
+        let said = Failure::OutOfMemory("the process running the check".into()).to_string();
+        assert!(said.starts_with("the kernel's out-of-memory killer ended the process running the check"), "{said}");
+        assert!(said.ends_with("no verdict on the version"), "{said}");
     }
 }

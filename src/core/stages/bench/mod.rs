@@ -427,6 +427,7 @@ fn worker_failure(f: Failure) -> StageOutcome {
         Failure::Died(_) => Some(Reason::Crashed),
         Failure::Protocol(_) => None,
         Failure::Forged(_) => Some(Reason::ForgedReply),
+        Failure::OutOfMemory(_) => None,
     };
     fail(if reason.is_some() { Verdict::Fail } else { Verdict::Error }, reason, f.to_string())
 }

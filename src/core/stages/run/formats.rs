@@ -91,9 +91,6 @@ pub fn run_problem(
     // the CPU machine). The request may take four times the run limit; the version's own call
     // (each record's `seconds`) is held to the run limit itself ([`slow_call`]).
     let call_limit = limits.run * 4;
-    // The kernel's count of processes its out-of-memory killer ended, at the start: a child
-    // killed outright while it grew is the machine's shortage, not the version's crash.
-    let oom_kills_at_start = oom_kills();
     let interpret = mode != CallMode::Cuda;
     let mut phases = BTreeMap::new();
     let warm = runners.warm(interpret);
@@ -281,10 +278,6 @@ pub fn run_problem(
                     }
                     Err(f) => {
                         let at = if stage.is_empty() { format!("at {label}") } else { format!("{stage}, at {label}") };
-                        if matches!(&f, Failure::Died(m) if m.contains("SIGKILL")) && oom_kills() > oom_kills_at_start {
-                            run_fail = Some((Verdict::Error, None, format!("{OOM_KILLED} ({at})"), None));
-                            break;
-                        }
                         let (verdict, reason) = failure_reason(&f);
                         let what = match &f {
                             Failure::Timeout(d) if warmup => format!(
@@ -654,20 +647,6 @@ fn slow_call(observed: &[serde_json::Value], limit: Duration) -> Option<f64> {
     (longest > limit.as_secs_f64()).then_some(longest)
 }
 
-/// What a check says when the kernel's out-of-memory killer ended the version's process.
-const OOM_KILLED: &str = "the kernel's out-of-memory killer ended the version's process: this machine ran out of \
-     memory (the problem's tensors, held by the version's process and the judge's): no verdict on the version";
-
-/// How many processes the kernel's out-of-memory killer has ended since boot (`oom_kill` in
-/// /proc/vmstat; 0 where it is not said).
-fn oom_kills() -> u64 {
-    std::fs::read_to_string("/proc/vmstat").map(|t| vmstat_oom_kills(&t)).unwrap_or(0)
-}
-
-fn vmstat_oom_kills(text: &str) -> u64 {
-    text.lines().find_map(|l| l.strip_prefix("oom_kill ")).and_then(|n| n.trim().parse().ok()).unwrap_or(0)
-}
-
 /// Whether an error says CUDA was asked for (on a machine without a GPU).
 fn asks_for_a_gpu(e: &WorkerError) -> bool {
     let text = format!("{} {}", e.kind, e.message).to_ascii_lowercase();
@@ -706,17 +685,13 @@ mod tests {
         assert_eq!((raised.0, raised.1), (Verdict::Fail, Some(Reason::Exception)));
     }
 
-    /// The version's own call is held to the run limit, not the request around it; the kernel's
-    /// count of out-of-memory kills is read from /proc/vmstat.
+    /// The version's own call is held to the run limit, not the request around it.
     #[test]
-    fn the_versions_call_alone_is_timed_and_oom_kills_are_counted() {
+    fn the_versions_call_alone_is_timed() {
         let rec = |s: f64| serde_json::json!({"seconds": s, "slots": []});
         let limit = Duration::from_secs(30);
         assert_eq!(slow_call(&[rec(1.0), rec(29.9)], limit), None);
         assert_eq!(slow_call(&[rec(1.0), rec(31.5)], limit), Some(31.5));
         assert_eq!(slow_call(&[serde_json::json!({})], limit), None, "a record without seconds is not slow");
-        assert_eq!(vmstat_oom_kills("pgfault 12\noom_kill 3\nnr_foo 1\n"), 3);
-        assert_eq!(vmstat_oom_kills("pgfault 12\n"), 0);
-        assert!(OOM_KILLED.ends_with("no verdict on the version"));
     }
 }

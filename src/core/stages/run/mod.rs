@@ -60,6 +60,7 @@ fn failure_reason(f: &Failure) -> (Verdict, Option<Reason>) {
         Failure::Died(_) => (Verdict::Fail, Some(Reason::Crashed)),
         Failure::Protocol(_) => (Verdict::Error, None),
         Failure::Forged(_) => (Verdict::Fail, Some(Reason::ForgedReply)),
+        Failure::OutOfMemory(_) => (Verdict::Error, None),
     }
 }
 
