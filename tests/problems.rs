@@ -682,7 +682,7 @@ fn a_problem_whose_own_code_fails_gives_no_verdict_on_the_version() {
     let check = "check_implementation = make_match_reference(ref_kernel, rtol=1e-5, atol=1e-5)";
     let kernelbench = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kernelbench");
     // (case, fixture, file, from, to, verdict, what the run's summary says)
-    let cases: [(&str, &str, &str, &str, &str, &str, &str); 8] = [
+    let cases: [(&str, &str, &str, &str, &str, &str, &str); 9] = [
         (
             "generate_input on CUDA",
             "outslot",
@@ -736,6 +736,15 @@ fn a_problem_whose_own_code_fails_gives_no_verdict_on_the_version() {
             "    A, B, C = data\n    import torch\n    torch.cuda.synchronize()\n",
             "skipped",
             "no GPU: the version asked for one (",
+        ),
+        (
+            "the version raises an exception named as rung's own: still its failure",
+            "outslot",
+            "versions/v001-fills-output.py",
+            "    A, B, C = data\n",
+            "    A, B, C = data\n    class ProblemCode(Exception):\n        pass\n    raise ProblemCode(\"the problem's generate_input() failed (no)\")\n",
+            "fail",
+            "which the judge's process drawing the same test did not",
         ),
         (
             "KernelBench get_inputs() raises",

@@ -81,16 +81,14 @@ pub fn run_problem(
         tests.push((BTreeMap::new(), 2, false));
     }
     let limits = crate::spec::Limits::default();
-    // The judge's process does more than the version's call: the inputs drawn again, the
-    // reference, the metrics in f64 and the problem's own check, on every case. Its time is
-    // rung's, not the version's: four times the run limit (KernelBench's 40_LayerNorm at its
-    // published size took 40-50 s to judge with torch on the 2-core CPU machine).
-    let judge_limit = limits.run * 4;
-    // A judged call is rung's work around the version's: the inputs drawn, their digests, the
-    // output slots poisoned, the outputs handed over (at 6.4 GB a tensor, most of the time on
-    // the CPU machine). The request may take four times the run limit; the version's own call
-    // (each record's `seconds`) is held to the run limit itself ([`slow_call`]).
-    let call_limit = limits.run * 4;
+    // What a judged request may take: rung's work around the version's call is most of it at
+    // large sizes (the version's process draws, digests and poisons the inputs and hands the
+    // outputs over; the judge's draws them again, runs the reference, the f64 metrics and the
+    // problem's check). That time is rung's, not the version's: four times the run limit, while
+    // the version's own call (each record's `seconds`) is held to the run limit itself
+    // ([`slow_call`]). With torch on the 2-core CPU machine, KernelBench's 40_LayerNorm took
+    // 40-50 s to judge, and 19_ReLU's 6.4 GB tensors most of 30 s to hand over.
+    let request_limit = limits.run * 4;
     let interpret = mode != CallMode::Cuda;
     let mut phases = BTreeMap::new();
     let warm = runners.warm(interpret);
@@ -178,7 +176,7 @@ pub fn run_problem(
         let dump = runners.data().join(format!("judged-{ti}"));
         let mut outcome = None;
         for attempt in 0..2 {
-            let mut steps = vec![(false, call_limit)];
+            let mut steps = vec![(false, request_limit)];
             if ti == 0 && attempt == 0 {
                 // The compile phase: one unjudged call under the build limit.
                 steps.insert(0, (true, limits.build));
@@ -257,7 +255,22 @@ pub fn run_problem(
                         let e = r.error.unwrap_or_else(|| WorkerError::new("error", ""));
                         let at = if stage.is_empty() { format!("at {label}") } else { format!("{stage}, at {label}") };
                         if let Some((verdict, why)) = problem_code_failed(&e) {
-                            run_fail = Some((verdict, None, format!("{why} ({at})"), None));
+                            // Said in the version's process, where the version's code ran (it can
+                            // raise an exception of that name itself): it stands only when the
+                            // judge's process, which never ran it, fails the same way drawing this
+                            // test; otherwise the failure is the version's.
+                            let judge = judge_call(runners, mode, judge_req(p, true, vec![], &dump), limits.build);
+                            if matches!(&judge, Err(JudgeFailed(j, ..)) if *j == verdict) {
+                                run_fail = Some((verdict, None, format!("{why} ({at})"), None));
+                            } else {
+                                let (msg, d) = error_at(&e, &v.path);
+                                run_fail = Some((
+                                    Verdict::Fail,
+                                    Some(Reason::Exception),
+                                    format!("{msg}, which the judge's process drawing the same test did not ({at})"),
+                                    Some(d),
+                                ));
+                            }
                             break;
                         }
                         // With no GPU here, a version that asked for CUDA cannot be judged here:
@@ -313,7 +326,7 @@ pub fn run_problem(
             }
             // The verdict, from a process that never ran the version; meanwhile the version's
             // process makes its judged call of the next test.
-            let sent = judge_send(runners, mode, judge_req(p, false, observed, &dump), judge_limit);
+            let sent = judge_send(runners, mode, judge_req(p, false, observed, &dump), request_limit);
             if sent.is_ok()
                 && let Some(q) = plan.get(ti + 1)
             {
@@ -321,12 +334,12 @@ pub fn run_problem(
                 let next = runners.scratch(&format!("judged-{}", ti + 1));
                 let seeds = q.seeds[..q.ncases].to_vec();
                 let answer = runners.zygote(interpret).and_then(|z| {
-                    z.call(protocol::Op::Problem(req_for(q, false, &hint, seeds, false, &next)), call_limit)
+                    z.call(protocol::Op::Problem(req_for(q, false, &hint, seeds, false, &next)), request_limit)
                 });
                 prefetched = Some(Prefetched { test: ti + 1, hints: hint, dump: next, answer });
             }
             let t_wait = Instant::now();
-            let judged = sent.and_then(|_| judge_receive(runners, mode, judge_limit));
+            let judged = sent.and_then(|_| judge_receive(runners, mode, request_limit));
             *phases.entry("judge_wait".into()).or_insert(0.0) += t_wait.elapsed().as_secs_f64();
             match judged {
                 Ok(r) if !r.redo.is_empty() && attempt == 0 => {
@@ -358,13 +371,15 @@ pub fn run_problem(
             let again = runners
                 .zygote(interpret)
                 .and_then(|z| {
-                    z.call(protocol::Op::Problem(req_for(p, false, &hint, vec![case.seed], true, &dump)), call_limit)
+                    z.call(protocol::Op::Problem(req_for(p, false, &hint, vec![case.seed], true, &dump)), request_limit)
                 })
                 .ok()
                 .filter(|r| r.ok)
                 .and_then(|r| r.problem)
                 .map(|p| p.observed)
-                .and_then(|observed| judge_call(runners, mode, judge_req(p, false, observed, &dump), judge_limit).ok())
+                .and_then(|observed| {
+                    judge_call(runners, mode, judge_req(p, false, observed, &dump), request_limit).ok()
+                })
                 .and_then(|r| r.problem);
             if again.is_some_and(|p| p.cases.iter().all(|c| c.own.as_ref().is_some_and(|o| o.pass))) {
                 case.notes.push(TF32_NOTE.into());
