@@ -466,6 +466,30 @@ fn the_compile_only_prewarm_fills_the_triton_cache_without_a_gpu() {
     assert!(child.wait().unwrap().success());
 }
 
+/// A workspace holding `f.py` (`source`) and the workers for it; the folder lives as long as the
+/// first value.
+fn workers_over(python: String, source: &str) -> (tempfile::TempDir, PathBuf, rung::runners::Runners) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("ws");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("f.py"), source).unwrap();
+    let runners = rung::runners::Runners::new(&root, &root.join(".rung"), Some(python.into())).unwrap();
+    (tmp, root, runners)
+}
+
+/// A call of `f.py`'s `function(n=1)` in Triton's interpreter mode.
+fn call_of(root: &std::path::Path, function: &str) -> Op {
+    Op::Call(Call {
+        file: root.join("f.py"),
+        function: function.into(),
+        mode: CallMode::Interpret,
+        args: BTreeMap::from([("n".to_string(), Arg::Value(serde_json::json!(1)))]),
+        returns: BTreeMap::new(),
+        guard_bytes: 0,
+        trace: None,
+    })
+}
+
 fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
@@ -532,22 +556,8 @@ fn both_workers_turn_cupti_records_into_the_same_busy_time_and_span() {
 #[test]
 fn a_child_forked_ahead_is_taken_by_the_next_fork_of_its_mode() {
     let Some(python) = common::python_with_numpy() else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("ws");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::write(root.join("f.py"), "import os\n\ndef pid(n):\n    print(os.getpid())\n").unwrap();
-    let mut runners = rung::runners::Runners::new(&root, &root.join(".rung"), Some(python.into())).unwrap();
-    let call = || {
-        Op::Call(Call {
-            file: root.join("f.py"),
-            function: "pid".into(),
-            mode: CallMode::Interpret,
-            args: BTreeMap::from([("n".to_string(), Arg::Value(serde_json::json!(1)))]),
-            returns: BTreeMap::new(),
-            guard_bytes: 0,
-            trace: None,
-        })
-    };
+    let (_tmp, root, mut runners) = workers_over(python, "import os\n\ndef pid(n):\n    print(os.getpid())\n");
+    let call = || call_of(&root, "pid");
     let limit = std::time::Duration::from_secs(60);
     let alive = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "));
     let z = runners.zygote(true).unwrap();
@@ -697,23 +707,9 @@ print(json.dumps(out))
 #[test]
 fn a_request_sent_ahead_is_answered_in_order() {
     let Some(python) = common::python_with_numpy() else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("ws");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::write(root.join("f.py"), "import time\n\ndef slow(n):\n    time.sleep(0.5)\n\ndef quick(n):\n    pass\n")
-        .unwrap();
-    let mut runners = rung::runners::Runners::new(&root, &root.join(".rung"), Some(python.into())).unwrap();
-    let call = |function: &str| {
-        Op::Call(Call {
-            file: root.join("f.py"),
-            function: function.into(),
-            mode: CallMode::Interpret,
-            args: BTreeMap::from([("n".to_string(), Arg::Value(serde_json::json!(1)))]),
-            returns: BTreeMap::new(),
-            guard_bytes: 0,
-            trace: None,
-        })
-    };
+    let (_tmp, root, mut runners) =
+        workers_over(python, "import time\n\ndef slow(n):\n    time.sleep(0.5)\n\ndef quick(n):\n    pass\n");
+    let call = |function: &str| call_of(&root, function);
     let limit = std::time::Duration::from_secs(60);
     let z = runners.zygote(true).unwrap();
     assert!(z.fork(CallMode::Interpret, limit).unwrap().ok);
