@@ -197,6 +197,27 @@ fn kernelbench_reference_is_out_of_the_versions_reach() {
 }
 
 #[test]
+fn a_reduction_that_reads_a_sample_of_its_inputs_fails_the_sparse_probe() {
+    let Some(_) = python_with_torch() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("kb");
+    copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kernelbench-mean")), &ws);
+    let got = check(&ws, &[]);
+    assert_eq!(got["v001"].0, "pass", "{:?}", got["v001"]);
+    // KernelBench's rule passes the sampled mean on every draw; the probe's moved element does not
+    // move its answer.
+    let (v, r, summary) = &got["v002"];
+    assert_eq!((v.as_str(), r.as_str()), ("fail", "input-ignored"), "{summary}");
+    assert!(
+        summary.contains("it matches the answer to the inputs as drawn") && summary.contains("1 of 1 pass"),
+        "{summary}"
+    );
+    let (v, r, summary) = &got["v003"];
+    assert_eq!((v.as_str(), r.as_str()), ("fail", "problem-check"), "{summary}");
+    assert!(summary.contains("`output` is f64, Model's f32"), "{summary}");
+}
+
+#[test]
 fn a_bench_re_check_refills_the_timed_buffers_and_names_a_remembered_result() {
     let Some(python) = python_with_torch() else { return };
     let tmp = tempfile::tempdir().unwrap();

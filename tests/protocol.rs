@@ -122,7 +122,11 @@ fn samples() -> Vec<Message> {
                 list_kernels: false,
                 list_gpu_kernels: true,
                 dump: Some("/dev/shm/rung-1-2/judged".into()),
-                hints: JudgeHints { output_slots: vec!["data[2]".into()], regenerable: vec!["data[0]".into()] },
+                hints: JudgeHints {
+                    output_slots: vec!["data[2]".into()],
+                    regenerable: vec!["data[0]".into()],
+                    sparse: None,
+                },
                 no_tf32: false,
             }),
         }),
@@ -145,7 +149,7 @@ fn samples() -> Vec<Message> {
         Message::Response(Response {
             id: Some(14),
             ok: true,
-            hints: Some(JudgeHints { output_slots: vec!["data[2]".into()], regenerable: vec![] }),
+            hints: Some(JudgeHints { output_slots: vec!["data[2]".into()], regenerable: vec![], sparse: None }),
             redo: vec!["data[1]".into()],
             ..Default::default()
         }),

@@ -40,9 +40,19 @@ def judge(req, state):
                         return prob.generate_input(**a)
 
                 rp.learn_ref_slots(prob, draw(), judged, device, draw)
+                if req.get("probe"):
+                    with rp.problem_code("ref_kernel()", device):
+                        judged["sparse"] = rp.learn_probe(draw, lambda d: prob.ref_kernel(rp.clone(d)), "data",
+                                                          judged["ref_slots"], seed, device)
             else:
                 judged["regenerable"] = rp.drawn_alike(rp.kernelbench_inputs(prob, seed, device),
                                                        rp.kernelbench_inputs(prob, seed, device), "inputs")
+                if req.get("probe"):
+                    model = _kernelbench_model(prob, seed, device)
+                    with rp.problem_code("Model", device):
+                        judged["sparse"] = rp.learn_probe(lambda: rp.kernelbench_inputs(prob, seed, device),
+                                                          lambda x: model(*x), "inputs", (), seed, device)
+                    del model
             phases["judge_learn"] = time.perf_counter() - t
             # What the draws left cached goes back to the card, for the version's process.
             rp.give_back(device)
@@ -50,16 +60,15 @@ def judge(req, state):
         records = req.get("observed") or []
         _within(records, req.get("dump"))
         tolerances = req.get("tolerances") or {}
+        # The sparse probe's call, the version's last, is judged where the judge learnt one.
+        sparse = judged.get("sparse") if req.get("probe") and not req.get("recheck") else None
         try:
             if gm:
                 cases = rp.judge_gpu_mode(prob, args, records, tolerances, RUNG_DTYPES, bool(req.get("probe")),
-                                          device, judged)
+                                          device, judged, sparse)
             else:
-                torch.manual_seed(seed)
-                with rp.problem_code("get_init_inputs()", device), torch.device(device):
-                    init = prob.get_init_inputs()
-                cases = rp.judge_kernelbench(prob, lambda: _seeded_model(prob.Model, init, seed, device), records,
-                                             tolerances, RUNG_DTYPES, device)
+                cases = rp.judge_kernelbench(prob, lambda: _kernelbench_model(prob, seed, device), records,
+                                             tolerances, RUNG_DTYPES, device, sparse)
         except rp.Redo as r:
             return {"phases": phases, "redo": r.names}
         finally:
@@ -83,7 +92,20 @@ def judge(req, state):
 
 
 def _hints(judged):
-    return {"output_slots": sorted(judged.get("ref_slots", ())), "regenerable": sorted(judged.get("regenerable", ()))}
+    hints = {"output_slots": sorted(judged.get("ref_slots", ())), "regenerable": sorted(judged.get("regenerable", ()))}
+    if judged.get("sparse"):
+        hints["sparse"] = judged["sparse"]
+    return hints
+
+
+def _kernelbench_model(prob, seed, device):
+    """Model built from get_init_inputs() under `seed`: ModelNew's weights are drawn the same way."""
+    import torch
+    torch.manual_seed(seed)
+    with rp.problem_code("get_init_inputs()", device), torch.device(device):
+        init = prob.get_init_inputs()
+    with rp.problem_code("Model", device):
+        return _seeded_model(prob.Model, init, seed, device)
 
 
 def _metas(records):

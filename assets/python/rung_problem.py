@@ -456,6 +456,10 @@ def _kernelbench_rule(outs, refs, tolerances, dtype_names, case):
     for e in case["outputs"]:
         if e["output"]["shape"] != e["reference"]["shape"]:
             fails.append("output shape %s is not Model's %s" % (tuple(e["output"]["shape"]), tuple(e["reference"]["shape"])))
+        elif e["output"]["dtype"] != e["reference"]["dtype"]:
+            # torch.allclose raises on two dtypes, and KernelBench counts that a failure.
+            fails.append("`%s` is %s, Model's %s (torch.allclose does not compare two dtypes)"
+                         % (e["name"], e["output"]["dtype"], e["reference"]["dtype"]))
         elif e.get("rule", {}).get("mismatches", 0):
             fails.append("torch.allclose(atol=1e-2, rtol=1e-2) is false: %d of %d elements differ"
                          % (e["rule"]["mismatches"], e["comparison"]["elements"]))
@@ -468,6 +472,117 @@ def _kernelbench_rule(outs, refs, tolerances, dtype_names, case):
                 case["vacuous"] = "an all-zero output passes KernelBench's rule too (every |reference| is within atol = 1e-2)"
             elif n > 1 and r.get("constant_pass") == n:
                 case["vacuous"] = "a constant output (%.4g) passes KernelBench's rule too" % r["constant"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The sparse probe
+#
+# A reduction's answer (a loss, a norm, a sum over millions of elements) hardly moves when a few
+# of its inputs do, so a version that reads a sample of its inputs, or estimates the answer from
+# their distribution, passes an allclose rule on the problem's own draws (KernelBench's
+# partial-computation and analytical hacks). On such a problem each test gets one more call:
+# the first case's draw with `k` elements of every floating input scaled far out, at positions
+# drawn from a seed of rung's. The judge learns first that this moves the reference well past
+# the rule; a version that did not read those elements answers as if they had not changed.
+
+PROBE_RATIO = 256  # input elements per output element from which a problem is a reduction
+# One element per input first: a version that reads a sample of its inputs then misses it most
+# of the time, and answers as if nothing had moved; more where one does not move the answer.
+PROBE_SPECS = ({"k": 1, "factor": 1e3}, {"k": 1, "factor": 1e6}, {"k": 64, "factor": 1e3})
+PROBE_MARGIN = 0.1  # how far (atol = rtol) the moved reference must be from the unmoved one
+
+
+def _elements(obj, name, floating=False, skip=()):
+    return sum(x.numel() for n, x in flatten(obj, name, [])
+               if n not in skip and (not floating or x.is_floating_point()))
+
+
+def sparse_probe(obj, name, seed, spec, skip=()):
+    """Moves `spec["k"]` elements of each floating tensor of `obj` (not those named in `skip`)
+    in place, at positions drawn from `seed`: each becomes the tensor's largest magnitude times
+    `spec["factor"]`, its sign kept (capped where a square or a product of two could overflow
+    the dtype). The same draw and seed give the same bits in every process."""
+    torch = _torch()
+    for i, (n, x) in enumerate(flatten(obj, name, [])):
+        if n in skip or not x.is_floating_point() or x.numel() == 0 or not x.is_contiguous():
+            continue
+        flat = x.detach().view(-1)
+        g = torch.Generator().manual_seed((int(seed) * 1000003 + i) & 0x7FFFFFFFFFFFFFFF)
+        pos = torch.randint(0, flat.numel(), (min(spec["k"], flat.numel()),), generator=g).to(flat.device)
+        big = float(flat.abs().max().float())
+        if not big > 0 or big != big or big == float("inf"):
+            big = 1.0
+        value = min(big * spec["factor"], float(torch.finfo(x.dtype).max) ** 0.25)
+        signs = torch.where(flat[pos] < 0, -1.0, 1.0).to(flat.dtype)
+        flat[pos] = signs * value
+    return obj
+
+
+def probe_seed(seed):
+    """The positions' seed of a probe drawn under `seed` (the draw's own seed is the first
+    case's, in the problem's own range)."""
+    return (int(seed) * 0x9E3779B1 + 0x7F4A7C15) & 0x7FFFFFFFFFFFFFFF
+
+
+def _far_apart(a, b):
+    """Whether two answers (lists of (name, tensor)) differ well past any rule: a different
+    structure, or some element beyond atol = rtol = PROBE_MARGIN. None when either is not finite
+    (a probe that breaks the reference says nothing)."""
+    torch = _torch()
+    if len(a) != len(b):
+        return True
+    for (_, x), (_, y) in zip(a, b):
+        if x.numel() != y.numel():
+            return True
+        xf, yf = x.detach().double().reshape(-1), y.detach().double().reshape(-1)
+        if not bool(torch.isfinite(xf).all()) or not bool(torch.isfinite(yf).all()):
+            return None
+        if not torch.allclose(xf, yf, atol=PROBE_MARGIN, rtol=PROBE_MARGIN):
+            return True
+    return False
+
+
+def learn_probe(draw, reference, name, skip, seed, device):
+    """The probe a problem gets, or None: only for a reduction (PROBE_RATIO input elements per
+    output element) whose reference, on a draw with a few elements moved, lands far from its
+    answer to the draw as it was. `draw()` draws the inputs, `reference(inputs)` answers them,
+    `skip` names the output slots."""
+    inputs = draw()
+    answer = flatten(reference(inputs), "output", [])
+    n_in, n_out = _elements(inputs, name, True, skip), sum(r.numel() for _, r in answer)
+    del inputs
+    if n_out == 0 or n_in < PROBE_RATIO * n_out:
+        return None
+    for spec in PROBE_SPECS:
+        moved = sparse_probe(draw(), name, probe_seed(seed), spec, skip)
+        far = _far_apart(flatten(reference(moved), "output", []), answer)
+        del moved
+        if device == "cuda":
+            _torch().cuda.synchronize()
+        if far is None:
+            return None
+        if far:
+            return dict(spec, skip=sorted(skip))
+    return None
+
+
+def judge_probe(outs, moved, plain, matches_plain):
+    """The verdict on a probe call whose answer `outs` failed the rule against the moved
+    reference `moved`: ("ignored", why) when it passes the rule against `plain`, the answer to
+    the inputs before they moved (`matches_plain`), and that answer is far from the moved one;
+    else ("differs", why), a warning: the version may rely on the inputs' distribution."""
+    if matches_plain and _far_apart(moved, plain):
+        return "ignored", ("its answer did not move with them: it matches the answer to the inputs as "
+                           "drawn, not the reference's to the moved ones, so it does not read every input "
+                           "(a sampled or estimated reduction)")
+    worst = 0.0
+    for (_, o), (_, r) in zip(outs, moved):
+        if o.numel() == r.numel() and o.numel():
+            d = (o.detach().double().reshape(-1) - r.detach().double().reshape(-1)).abs()
+            den = r.detach().double().reshape(-1).abs().clamp(min=1e-12)
+            worst = max(worst, float((d / den).max()))
+    return "differs", ("its answer differs from the reference's (max rel err %.3g), though not as one that "
+                       "ignored them: it may rely on the inputs' distribution" % worst)
 
 
 def case_failure(case):
@@ -1115,11 +1230,12 @@ def _inputs_after(record, slots, before, dump_dir):
         record["slots"].append(entry)
 
 
-def observe_gpu_mode(prob, version, args, seed, byte, hints, late, device, dump_dir=None, into=None, no_tf32=False):
+def observe_gpu_mode(prob, version, args, seed, byte, hints, late, device, dump_dir=None, into=None, no_tf32=False,
+                     sparse=None):
     """The version's side of one GPU MODE case: generate_input under `seed` (copied into `into`, a
-    bench's timed `data`, when given), the output slots the judge named (`hints`) and those
-    learnt in this process (`late`) poisoned with `byte`, custom_kernel once; what it saw goes in
-    the record for judge_gpu_mode."""
+    bench's timed `data`, when given; moved by the sparse probe `sparse` when given), the output
+    slots the judge named (`hints`) and those learnt in this process (`late`) poisoned with
+    `byte`, custom_kernel once; what it saw goes in the record for judge_gpu_mode."""
     torch = _torch()
 
     def sync():
@@ -1135,6 +1251,8 @@ def observe_gpu_mode(prob, version, args, seed, byte, hints, late, device, dump_
         data = prob.generate_input(**a)
     if into is not None:
         data = refill(into, data, "data")
+    if sparse is not None:
+        sparse_probe(data, "data", probe_seed(seed), sparse, sparse.get("skip", ()))
     slots = flatten(data, "data", [])
     outs_known = set(hints.get("output_slots", ())) | late
     again = set(hints.get("regenerable", ()))
@@ -1180,9 +1298,10 @@ def observe_gpu_mode(prob, version, args, seed, byte, hints, late, device, dump_
     return record
 
 
-def observe_kernelbench(prob, model_new, seed, device, regenerable, dump_dir=None, into=None):
+def observe_kernelbench(prob, model_new, seed, device, regenerable, dump_dir=None, into=None, sparse=None):
     """The version's side of one KernelBench case: get_inputs() under `seed` made on the device
-    (copied into `into` when given), ModelNew once; the record for judge_kernelbench."""
+    (copied into `into` when given; moved by the sparse probe `sparse` when given), ModelNew
+    once; the record for judge_kernelbench."""
     torch = _torch()
 
     def sync():
@@ -1193,6 +1312,8 @@ def observe_kernelbench(prob, model_new, seed, device, regenerable, dump_dir=Non
     inputs = kernelbench_inputs(prob, seed, device)
     if into is not None:
         inputs = refill(into, inputs, "inputs")
+    if sparse is not None:
+        sparse_probe(inputs, "inputs", probe_seed(seed), sparse, sparse.get("skip", ()))
     slots = flatten(inputs, "inputs", [])
     record = {"seed": seed, "slots": [], "kept": {}, "output_slots": [], "unwritten": {},
               "tf32": device == "cuda" and _tf32_on()}
@@ -1272,17 +1393,19 @@ def _returned(record, device):
     return _rebuild(record["output"], tensors)
 
 
-def judge_gpu_mode(prob, args, records, tolerances, dtype_names, probe, device, state):
+def judge_gpu_mode(prob, args, records, tolerances, dtype_names, probe, device, state, sparse=None):
     """The judge's side of GPU MODE cases (observe_gpu_mode's records, in order): each drawn
     again, the reference on its own copy, rung's metrics, the problem's check_implementation on
     a pristine copy; with `probe`, that check tried on vacuous answers too. `state` keeps the
-    slots ref_kernel writes, for the hints the version's next cases get."""
+    slots ref_kernel writes, for the hints the version's next cases get. With `sparse`, the last
+    record is the sparse probe's call."""
     torch = _torch()
 
     def sync():
         if device == "cuda":
             torch.cuda.synchronize()
 
+    records, last = _probe_split(records, sparse)
     cases = []
     for k, record in enumerate(records):
         a = dict(args)
@@ -1342,18 +1465,113 @@ def judge_gpu_mode(prob, args, records, tolerances, dtype_names, probe, device, 
             case["own"] = own
         phases["metrics"] = time.perf_counter() - t
         cases.append(case)
+    if last is not None:
+        cases.append(_probe_gpu_mode(prob, args, last, sparse, device))
     return cases
 
 
-def judge_kernelbench(prob, make_model, records, tolerances, dtype_names, device):
+def _probe_split(records, sparse):
+    """(the judged records, the sparse probe's record or None)."""
+    if not sparse:
+        return records, None
+    if len(records) < 2:
+        raise ValueError("the version's process made no sparse probe call, which rung asked for")
+    return records[:-1], records[-1]
+
+
+def _rule_passes(outs, refs):
+    """KernelBench's rule on two answers (lists of (name, tensor)): the same shapes and dtypes,
+    allclose at atol = rtol = 1e-2."""
+    torch = _torch()
+    return len(outs) == len(refs) and all(
+        tuple(o.shape) == tuple(r.shape) and o.dtype == r.dtype
+        and torch.allclose(o.detach().double(), r.detach().double(), atol=1e-2, rtol=1e-2)
+        for (_, o), (_, r) in zip(outs, refs))
+
+
+def _probe_case(record, checks, phases, spec, found):
+    case = _case_from(record, phases)
+    case["inputs"] = checks
+    case["output_slots"] = list(record["output_slots"])
+    kind, message = found if found else ("followed", "")
+    case["probe"] = {"outcome": kind, "k": int(spec["k"]), "factor": float(spec["factor"]), "message": message}
+    return case
+
+
+def _probe_gpu_mode(prob, args, record, spec, device):
+    """The sparse probe's call of a GPU MODE test, judged: its draw moved the same way here, the
+    problem's own check (or KernelBench's rule) against the moved reference and, where that
+    fails, against the reference to the draw before it moved."""
+    torch = _torch()
+    a = dict(args)
+    if "seed" in a:
+        a["seed"] = record["seed"]
+
+    def plain():
+        torch.manual_seed(record["seed"])
+        with problem_code("generate_input()", device):
+            return prob.generate_input(**a)
+
+    skip = spec.get("skip", ())
+    t = time.perf_counter()
+    pristine, pr, checks = _pristine(record, lambda: sparse_probe(plain(), "data", probe_seed(record["seed"]), spec, skip),
+                                     "data", device)
+    ref_in = clone(pristine)
+    with problem_code("ref_kernel()", device):
+        moved = prob.ref_kernel(ref_in)
+    outs = set(record["output_slots"]) | _ref_written(pristine, ref_in, moved)
+    del ref_in
+    output = _returned(record, device)
+    check = getattr(prob, "check_implementation", None)
+
+    def passes(data, expected):
+        if check is None:
+            return _rule_passes(flatten(output, "output", []), flatten(expected, "output", []))
+        with problem_code("check_implementation()", device, gpu_only=True):
+            return own_verdict(check(clone(data), output))["pass"]
+
+    found = None
+    if not passes(pristine, moved):
+        before = plain()
+        with problem_code("ref_kernel()", device):
+            answer = prob.ref_kernel(clone(before))
+        found = judge_probe(flatten(output, "output", []), flatten(moved, "output", []), flatten(answer, "output", []),
+                            passes(before, answer))
+    return _probe_case(record, [c for c in checks if c["name"] not in outs], {"probe": time.perf_counter() - t},
+                       spec, found)
+
+
+def _probe_kernelbench(prob, make_model, record, spec, device):
+    """The sparse probe's call of a KernelBench problem, judged with KernelBench's rule."""
+    t = time.perf_counter()
+    skip = spec.get("skip", ())
+    plain = lambda: kernelbench_inputs(prob, record["seed"], device)  # noqa: E731
+    pristine, pr, checks = _pristine(record, lambda: sparse_probe(plain(), "inputs", probe_seed(record["seed"]), spec,
+                                                                  skip), "inputs", device)
+    with problem_code("Model", device):
+        model = make_model()
+        moved = flatten(model(*pristine), "output", [])
+    del pristine, pr
+    outs = flatten(_returned(record, device), "output", [])
+    found = None
+    if not _rule_passes(outs, moved):
+        with problem_code("Model", device):
+            answer = flatten(model(*plain()), "output", [])
+        found = judge_probe(outs, moved, answer, _rule_passes(outs, answer))
+    return _probe_case(record, checks, {"probe": time.perf_counter() - t}, spec, found)
+
+
+def judge_kernelbench(prob, make_model, records, tolerances, dtype_names, device, sparse=None):
     """The judge's side of KernelBench cases: get_inputs() drawn again under each case's seed,
-    Model (built by `make_model`, with ModelNew's weights) on them, KernelBench's own rule."""
+    Model (built by `make_model`, with ModelNew's weights) on them, KernelBench's own rule. With
+    `sparse`, the last record is the sparse probe's call."""
     torch = _torch()
 
     def sync():
         if device == "cuda":
             torch.cuda.synchronize()
 
+    records, last = _probe_split(records, sparse)
     cases = []
     for record in records:
         t = time.perf_counter()
@@ -1379,4 +1597,6 @@ def judge_kernelbench(prob, make_model, records, tolerances, dtype_names, device
         _kernelbench_rule(outs, refs, tolerances, dtype_names, case)
         phases["metrics"] = time.perf_counter() - t
         cases.append(case)
+    if last is not None:
+        cases.append(_probe_kernelbench(prob, make_model, last, sparse, device))
     return cases

@@ -403,15 +403,18 @@ def _problem(req, state):
         if not dump:
             raise ValueError("a judged test needs its `dump` folder")
         observed = []
-        for k, seed in enumerate(seeds):
+        # A test's last call is the sparse probe's, when the judge asked for one: the first draw moved.
+        sparse = None if req.get("benchmark") else hints.get("sparse")
+        for k, (seed, moved) in enumerate([(s, None) for s in seeds] + ([(seeds[0], sparse)] if sparse else [])):
             folder = os.path.join(dump, "case-%d" % k)
             os.makedirs(folder, exist_ok=True)
             if gm:
                 rec = rp.observe_gpu_mode(prob, version, args, seed, rp.POISONS[k % 2], hints,
                                           state.setdefault("late_slots", set()), device, folder,
-                                          no_tf32=bool(req.get("no_tf32")))
+                                          no_tf32=bool(req.get("no_tf32")), sparse=moved)
             else:
-                rec = rp.observe_kernelbench(prob, model_new, seed, device, set(hints.get("regenerable", ())), folder)
+                rec = rp.observe_kernelbench(prob, model_new, seed, device, set(hints.get("regenerable", ())), folder,
+                                             sparse=moved)
             rec.pop("_files", None)
             observed.append(rec)
         rp.give_back(device)

@@ -83,6 +83,34 @@ pub struct ProblemCase {
     /// synchronised (`Thread-1 (later) at v008.py:10 in later()`): work its time leaves out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub late: Vec<String>,
+    /// Set on the sparse probe's call ([`crate::model::protocol::SparseProbe`]), whose outputs
+    /// are not listed: what it showed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<ProbeResult>,
+}
+
+/// What the sparse probe showed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeResult {
+    pub outcome: ProbeOutcome,
+    /// The elements moved in each floating input, and by how much.
+    pub k: usize,
+    pub factor: f64,
+    /// In words, with the figures (empty when it followed).
+    #[serde(default)]
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProbeOutcome {
+    /// The answer followed the moved reference within the rule.
+    Followed,
+    /// The answer is the one to the inputs before they moved: a failure.
+    Ignored,
+    /// The answer is neither: a warning (the version may rely on the inputs' distribution).
+    Differs,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

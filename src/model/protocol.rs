@@ -22,7 +22,10 @@ use serde::{Deserialize, Serialize};
 use crate::dtype::DType;
 use crate::sizes::SizeSet;
 
-pub use crate::judged::{InputCheck, OwnVerdict, ProblemCase, ProblemOutcome, ProblemTensor, RuleFigures, TensorMeta};
+pub use crate::judged::{
+    InputCheck, OwnVerdict, ProbeOutcome, ProbeResult, ProblemCase, ProblemOutcome, ProblemTensor, RuleFigures,
+    TensorMeta,
+};
 
 /// Bumped on any incompatible change; the handshake must match.
 pub const PROTOCOL: u32 = 2;
@@ -332,6 +335,23 @@ pub struct JudgeHints {
     /// again; of every other input the version's process writes a copy before the call.
     #[serde(default)]
     pub regenerable: Vec<String>,
+    /// The sparse probe of a reduction: each test gets one more call on its first case's draw
+    /// with a few elements of every floating input moved far out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sparse: Option<SparseProbe>,
+}
+
+/// How the sparse probe moves a draw: `k` elements of each floating input (not the output
+/// slots in `skip`), at positions drawn from a seed of rung's, each set to the tensor's largest
+/// magnitude times `factor`. The judge chose it so the reference lands far from its answer to
+/// the draw as it was.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SparseProbe {
+    pub k: usize,
+    pub factor: f64,
+    #[serde(default)]
+    pub skip: Vec<String>,
 }
 
 /// The judge's side of a GPU MODE or KernelBench test. With `learn`, the problem's inputs are

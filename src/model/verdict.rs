@@ -151,6 +151,10 @@ pub enum Reason {
     Mismatch,
     /// The output did not change when the inputs did: a remembered result.
     Memoised,
+    /// A reduction's answer did not move when a few of its inputs were moved far out: it
+    /// matches the answer to the inputs before, so the version does not read every input (a
+    /// sampled or estimated reduction).
+    InputIgnored,
     /// A `@rung` function of checks.py failed.
     UserRung,
     /// The problem's own check failed (GPU MODE's check_implementation, KernelBench's allclose).

@@ -397,7 +397,7 @@ pub fn run_problem(
         let judged = judge_cases(&outcome.cases, &label);
         runs.push(SizeRun {
             sizes: label_sizes.clone(),
-            seconds: outcome.cases.last().map_or(0.0, |c| c.seconds),
+            seconds: outcome.cases.iter().rev().find(|c| c.probe.is_none()).map_or(0.0, |c| c.seconds),
             unwritten: judged.unwritten.clone(),
             pending_ms: None,
         });

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::metrics::{self};
-use crate::model::protocol::{self, OwnVerdict};
+use crate::model::protocol::{self, OwnVerdict, ProbeOutcome};
 use crate::model::report::Reason;
 pub use crate::model::run::OutputCheck;
 use crate::spec::SizeSet;
@@ -332,6 +332,26 @@ pub fn judge_cases(cases: &[protocol::ProblemCase], label: &str) -> JudgedTest {
         }
     }
     j.checks = shown.unwrap_or_default();
+    // The sparse probe (a reduction's draw with a few inputs moved far out): an answer that did
+    // not move with them fails whatever the format's rule said of the unmoved draws.
+    for p in cases.iter().filter_map(|c| c.probe.as_ref()) {
+        let moved = format!("{} element(s) of each floating input moved to {}x its largest magnitude", p.k, p.factor);
+        match p.outcome {
+            ProbeOutcome::Ignored => {
+                j.check_fail.get_or_insert((Reason::InputIgnored, format!("with {moved} (at {label}), {}", p.message)));
+            }
+            // Said only of a version that passes otherwise: of a wrong one it adds nothing.
+            ProbeOutcome::Differs => {
+                if j.check_fail.is_none()
+                    && j.own.as_ref().is_none_or(|o| o.pass)
+                    && !j.warnings.iter().any(|w| w.0 == "probe")
+                {
+                    j.warnings.push(("probe".into(), format!("with {moved} (at {label}), {}", p.message)));
+                }
+            }
+            ProbeOutcome::Followed => {}
+        }
+    }
     j
 }
 
@@ -371,6 +391,7 @@ mod problem_tests {
             patched: vec![],
             harness: vec![],
             late: vec![],
+            probe: None,
         }
     }
 
