@@ -178,6 +178,12 @@ fn the_format_rule_decides_and_a_wrong_answer_fails_by_it() {
     let (v, r, summary) = &got["v003"];
     assert_eq!((v.as_str(), r.as_str()), ("fail", "problem-check"), "{summary}");
     assert!(summary.starts_with("the problem's check_implementation fails at size="), "{summary}");
+    // vectorsum's first test (size=1) is no reduction, its second is: the judge learns the
+    // sparse probe there and the third test gets its call, which the honest sum follows.
+    let history =
+        Command::new(env!("CARGO_BIN_EXE_rung")).args(["history", "--json", "v001", "-C"]).arg(&ws).output().unwrap();
+    let text = String::from_utf8_lossy(&history.stdout);
+    assert!(text.contains("\"probe\""), "no sparse probe call in v001's run phases: {text}");
 }
 
 #[test]

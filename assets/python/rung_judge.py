@@ -87,6 +87,22 @@ def judge(req, state):
     for c in cases:
         for k, v in c.pop("phases").items():
             phases[k] = phases.get(k, 0.0) + v
+    if gm and req.get("probe") and not judged.get("sparse") and judged.pop("reduction", False):
+        # A GPU MODE test larger than the first is a reduction: the next tests get the sparse
+        # probe (the hints change, so rung makes their calls with it).
+        t_learn = time.perf_counter()
+        a = dict(args, **({"seed": cases[0]["seed"]} if "seed" in args else {}))
+
+        def draw():
+            torch.manual_seed(cases[0]["seed"])
+            with rp.problem_code("generate_input()", device):
+                return prob.generate_input(**a)
+
+        with torch.no_grad(), rp.problem_code("ref_kernel()", device):
+            judged["sparse"] = rp.learn_probe(draw, lambda d: prob.ref_kernel(rp.clone(d)), "data",
+                                              judged.get("ref_slots", ()), cases[0]["seed"], device)
+        rp.give_back(device)
+        phases["judge_learn"] = phases.get("judge_learn", 0.0) + time.perf_counter() - t_learn
     phases["judge"] = time.perf_counter() - t
     return {"phases": phases, "hints": _hints(judged), "problem": {"args": args, "cases": cases}}
 
