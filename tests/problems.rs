@@ -224,6 +224,18 @@ fn a_reduction_that_reads_a_sample_of_its_inputs_fails_the_sparse_probe() {
 }
 
 #[test]
+fn a_forward_that_draws_is_seeded_alike_in_both_processes() {
+    let Some(_) = python_with_torch() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("kb");
+    copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kernelbench-dropout")), &ws);
+    let got = check(&ws, &[]);
+    assert_eq!(got["v001"].0, "pass", "{:?}", got["v001"]);
+    let (v, r, summary) = &got["v002"];
+    assert_eq!((v.as_str(), r.as_str()), ("fail", "problem-check"), "{summary}");
+}
+
+#[test]
 fn a_bench_re_check_refills_the_timed_buffers_and_names_a_remembered_result() {
     let Some(python) = python_with_torch() else { return };
     let tmp = tempfile::tempdir().unwrap();

@@ -51,7 +51,8 @@ def judge(req, state):
                     model = _kernelbench_model(prob, seed, device)
                     with rp.problem_code("Model", device):
                         judged["sparse"] = rp.learn_probe(lambda: rp.kernelbench_inputs(prob, seed, device),
-                                                          lambda x: model(*x), "inputs", (), seed, device)
+                                                          lambda x: (rp.forward_seed(seed), model(*x))[1], "inputs", (), seed,
+                                                          device)
                     del model
             phases["judge_learn"] = time.perf_counter() - t
             # What the draws left cached goes back to the card, for the version's process.

@@ -402,6 +402,13 @@ def _mean(refs):
     return v
 
 
+def forward_seed(seed):
+    """Seeds torch's generators for a KernelBench forward the same way in both processes, right
+    before it: a Model with dropout (or any draw in its forward) and a ModelNew that draws the
+    same way agree, as in KernelBench, which seeds both forwards alike."""
+    _torch().manual_seed((int(seed) + 1) & 0x7FFFFFFFFFFFFFFF)
+
+
 def kernelbench_inputs(prob, seed, device):
     """get_inputs() under `seed`, made on the device."""
     torch = _torch()
@@ -1324,6 +1331,7 @@ def observe_kernelbench(prob, model_new, seed, device, regenerable, dump_dir=Non
     sync()
     record["phases"] = {"inputs": time.perf_counter() - t}
     threads = threads_now()
+    forward_seed(seed)
     t0 = time.perf_counter()
     output = model_new(*inputs)
     sync()
@@ -1554,13 +1562,16 @@ def _probe_kernelbench(prob, make_model, record, spec, device):
                                                                   skip), "inputs", device)
     with problem_code("Model", device):
         model = make_model()
+        forward_seed(record["seed"])
         moved = flatten(model(*pristine), "output", [])
     del pristine, pr
     outs = flatten(_returned(record, device), "output", [])
     found = None
     if not _rule_passes(outs, moved):
         with problem_code("Model", device):
-            answer = flatten(model(*plain()), "output", [])
+            before = plain()
+            forward_seed(record["seed"])
+            answer = flatten(model(*before), "output", [])
         found = judge_probe(outs, moved, answer, _rule_passes(outs, answer))
     return _probe_case(record, checks, {"probe": time.perf_counter() - t}, spec, found)
 
@@ -1589,6 +1600,7 @@ def judge_kernelbench(prob, make_model, records, tolerances, dtype_names, device
         t = time.perf_counter()
         with problem_code("Model", device):
             model = make_model()
+            forward_seed(record["seed"])
             expected = model(*pristine)
         # The inputs are not needed past the reference: their memory is, for the outputs.
         del model, pristine, pr
