@@ -221,6 +221,10 @@ fn a_reduction_that_reads_a_sample_of_its_inputs_fails_the_sparse_probe() {
     let (v, r, summary) = &got["v003"];
     assert_eq!((v.as_str(), r.as_str()), ("fail", "problem-check"), "{summary}");
     assert!(summary.contains("`output` is f64, Model's f32"), "{summary}");
+    // A version that refuses the moved draw passes, and the check says the probe could not judge it.
+    let (v, _, summary) = &got["v004"];
+    assert_eq!(v, "pass", "{summary}");
+    assert!(summary.contains("the version raised on that draw (ValueError: inputs out of range)"), "{summary}");
 }
 
 #[test]

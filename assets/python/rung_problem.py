@@ -562,7 +562,12 @@ def learn_probe(draw, reference, name, skip, seed, device):
         return None
     for spec in PROBE_SPECS:
         moved = sparse_probe(draw(), name, probe_seed(seed), spec, skip)
-        far = _far_apart(flatten(reference(moved), "output", []), answer)
+        try:
+            far = _far_apart(flatten(reference(moved), "output", []), answer)
+        except Exception as exc:
+            if not _not_oom(exc):
+                raise
+            return None  # the reference refuses such inputs: no probe
         del moved
         if device == "cuda":
             _torch().cuda.synchronize()
@@ -1237,6 +1242,29 @@ def _inputs_after(record, slots, before, dump_dir):
         record["slots"].append(entry)
 
 
+def _probe_contained(observe):
+    """The sparse probe's call moves inputs out of the problem's range, where a version may
+    rightly refuse them: its exception is recorded (`probe_raised`) for the judge, not raised."""
+
+    def observe_or_record(*args, **kwargs):
+        if kwargs.get("sparse") is None:
+            return observe(*args, **kwargs)
+        try:
+            return observe(*args, **kwargs)
+        except Exception as exc:
+            if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+                raise
+            seed = kwargs["seed"] if "seed" in kwargs else args[3 if observe.__name__ == "observe_gpu_mode" else 2]
+            text = ("%s: %s" % (type(exc).__name__, exc)).strip().splitlines()[0][:240]
+            return {"seed": seed, "probe_raised": text, "seconds": 0.0, "phases": {}, "slots": [], "kept": {},
+                    "output_slots": [], "unwritten": {}, "tensors": [], "output": None}
+
+    observe_or_record.__name__ = observe.__name__
+    observe_or_record.__doc__ = observe.__doc__
+    return observe_or_record
+
+
+@_probe_contained
 def observe_gpu_mode(prob, version, args, seed, byte, hints, late, device, dump_dir=None, into=None, no_tf32=False,
                      sparse=None):
     """The version's side of one GPU MODE case: generate_input under `seed` (copied into `into`, a
@@ -1305,6 +1333,7 @@ def observe_gpu_mode(prob, version, args, seed, byte, hints, late, device, dump_
     return record
 
 
+@_probe_contained
 def observe_kernelbench(prob, model_new, seed, device, regenerable, dump_dir=None, into=None, sparse=None):
     """The version's side of one KernelBench case: get_inputs() under `seed` made on the device
     (copied into `into` when given; moved by the sparse probe `sparse` when given), ModelNew
@@ -1501,6 +1530,14 @@ def _rule_passes(outs, refs):
         for (_, o), (_, r) in zip(outs, refs))
 
 
+def _probe_unjudged(record, spec, why):
+    return _probe_case(record, [], {"probe": 0.0}, spec, ("unjudged", why))
+
+
+def _not_oom(exc):
+    return not (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError")
+
+
 def _probe_case(record, checks, phases, spec, found):
     case = _case_from(record, phases)
     case["inputs"] = checks
@@ -1524,13 +1561,19 @@ def _probe_gpu_mode(prob, args, record, spec, device):
         with problem_code("generate_input()", device):
             return prob.generate_input(**a)
 
+    if record.get("probe_raised"):
+        return _probe_unjudged(record, spec, "the version raised on that draw (%s)" % record["probe_raised"])
     skip = spec.get("skip", ())
     t = time.perf_counter()
     pristine, pr, checks = _pristine(record, lambda: sparse_probe(plain(), "data", probe_seed(record["seed"]), spec, skip),
                                      "data", device)
     ref_in = clone(pristine)
-    with problem_code("ref_kernel()", device):
+    try:
         moved = prob.ref_kernel(ref_in)
+    except Exception as exc:
+        if not _not_oom(exc):
+            raise
+        return _probe_unjudged(record, spec, "the reference raised on that draw (%s: %s)" % (type(exc).__name__, exc))
     outs = set(record["output_slots"]) | _ref_written(pristine, ref_in, moved)
     del ref_in
     output = _returned(record, device)
@@ -1555,6 +1598,8 @@ def _probe_gpu_mode(prob, args, record, spec, device):
 
 def _probe_kernelbench(prob, make_model, record, spec, device):
     """The sparse probe's call of a KernelBench problem, judged with KernelBench's rule."""
+    if record.get("probe_raised"):
+        return _probe_unjudged(record, spec, "the version raised on that draw (%s)" % record["probe_raised"])
     t = time.perf_counter()
     skip = spec.get("skip", ())
     plain = lambda: kernelbench_inputs(prob, record["seed"], device)  # noqa: E731
@@ -1562,8 +1607,13 @@ def _probe_kernelbench(prob, make_model, record, spec, device):
                                                                   skip), "inputs", device)
     with problem_code("Model", device):
         model = make_model()
-        forward_seed(record["seed"])
+    forward_seed(record["seed"])
+    try:
         moved = flatten(model(*pristine), "output", [])
+    except Exception as exc:
+        if not _not_oom(exc):
+            raise
+        return _probe_unjudged(record, spec, "the reference raised on that draw (%s: %s)" % (type(exc).__name__, exc))
     del pristine, pr
     outs = flatten(_returned(record, device), "output", [])
     found = None

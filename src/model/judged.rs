@@ -111,6 +111,8 @@ pub enum ProbeOutcome {
     Ignored,
     /// The answer is neither: a warning (the version may rely on the inputs' distribution).
     Differs,
+    /// The version or the reference raised on the moved draw: a warning, nothing is known.
+    Unjudged,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -341,7 +341,7 @@ pub fn judge_cases(cases: &[protocol::ProblemCase], label: &str) -> JudgedTest {
                 j.check_fail.get_or_insert((Reason::InputIgnored, format!("with {moved} (at {label}), {}", p.message)));
             }
             // Said only of a version that passes otherwise: of a wrong one it adds nothing.
-            ProbeOutcome::Differs => {
+            ProbeOutcome::Differs | ProbeOutcome::Unjudged => {
                 if j.check_fail.is_none()
                     && j.own.as_ref().is_none_or(|o| o.pass)
                     && !j.warnings.iter().any(|w| w.0 == "probe")
