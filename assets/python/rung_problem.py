@@ -1242,6 +1242,20 @@ def _inputs_after(record, slots, before, dump_dir):
         record["slots"].append(entry)
 
 
+def _observed_call(record, call, sync):
+    """The version's call, synchronised and timed into `record`, with what it left behind:
+    threads it started that still run, clocks and judge functions it replaced."""
+    threads = threads_now()
+    t0 = time.perf_counter()
+    output = call()
+    sync()
+    record["seconds"] = time.perf_counter() - t0
+    record["late"] = late_threads(threads)
+    record["patched"] = patched_timers()
+    record["harness"] = patched_harness()
+    return output
+
+
 def _probe_contained(observe):
     """The sparse probe's call moves inputs out of the problem's range, where a version may
     rightly refuse them: its exception is recorded (`probe_raised`) for the judge, not raised."""
@@ -1300,19 +1314,11 @@ def observe_gpu_mode(prob, version, args, seed, byte, hints, late, device, dump_
     poisoned = {n: poison(x, byte) for n, x in slots if n in outs_known}
     sync()
     record["phases"] = {"inputs": time.perf_counter() - t}
-    threads = threads_now()
-    t0 = time.perf_counter()
     if no_tf32:
         with _NoTF32():
-            output = version.custom_kernel(data)
-            sync()
+            output = _observed_call(record, lambda: version.custom_kernel(data), sync)
     else:
-        output = version.custom_kernel(data)
-    sync()
-    record["seconds"] = time.perf_counter() - t0
-    record["late"] = late_threads(threads)
-    record["patched"] = patched_timers()
-    record["harness"] = patched_harness()
+        output = _observed_call(record, lambda: version.custom_kernel(data), sync)
     t = time.perf_counter()
     by_storage = {}
     for n, x in slots:
@@ -1359,15 +1365,8 @@ def observe_kernelbench(prob, model_new, seed, device, regenerable, dump_dir=Non
     before = {n: digest(x) for n, x in slots}
     sync()
     record["phases"] = {"inputs": time.perf_counter() - t}
-    threads = threads_now()
     forward_seed(seed)
-    t0 = time.perf_counter()
-    output = model_new(*inputs)
-    sync()
-    record["seconds"] = time.perf_counter() - t0
-    record["late"] = late_threads(threads)
-    record["patched"] = patched_timers()
-    record["harness"] = patched_harness()
+    output = _observed_call(record, lambda: model_new(*inputs), sync)
     t = time.perf_counter()
     _inputs_after(record, slots, before, dump_dir)
     _seen(record, output, dump_dir)
