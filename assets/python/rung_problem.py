@@ -516,7 +516,8 @@ def sparse_probe(obj, name, seed, spec, skip=()):
         flat = x.detach().view(-1)
         g = torch.Generator().manual_seed((int(seed) * 1000003 + i) & 0x7FFFFFFFFFFFFFFF)
         pos = torch.randint(0, flat.numel(), (min(spec["k"], flat.numel()),), generator=g).to(flat.device)
-        big = float(flat.abs().max().float())
+        lo, hi = torch.aminmax(flat)  # no copy of the tensor, unlike abs()
+        big = max(abs(float(lo)), abs(float(hi)))
         if not big > 0 or big != big or big == float("inf"):
             big = 1.0
         value = min(big * spec["factor"], float(torch.finfo(x.dtype).max) ** 0.25)
