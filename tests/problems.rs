@@ -228,6 +228,58 @@ fn a_reduction_that_reads_a_sample_of_its_inputs_fails_the_sparse_probe() {
 }
 
 #[test]
+fn the_sparse_probe_is_learnt_only_where_it_can_judge() {
+    let Some(python) = python_with_torch() else { return };
+    // Each reference on the same draw: the probe chosen (k, factor), or None.
+    let script = r#"
+import json, sys, torch
+sys.path.insert(0, sys.argv[1])
+import rung_problem as rp
+def draw():
+    torch.manual_seed(7)
+    return [torch.rand(4096, 64)]
+def refuses(x):
+    if float(x[0].max()) > 1.0:
+        raise ValueError("out of range")
+    return x[0].mean()
+refs = {
+    "mean": lambda x: x[0].mean(),
+    "row sums": lambda x: x[0].sum(dim=1),
+    "elementwise": lambda x: torch.relu(x[0]),
+    "histc": lambda x: torch.histc(x[0], bins=16, min=0.0, max=1.0),
+    "bincount": lambda x: torch.bincount((x[0] * 16).long().reshape(-1)),
+    "refuses": refuses,
+}
+out = {}
+for name, ref in refs.items():
+    spec = rp.learn_probe(draw, ref, "inputs", (), 11, "cpu")
+    out[name] = None if spec is None else [spec["k"], spec["factor"]]
+moved = rp.sparse_probe(draw(), "inputs", rp.probe_seed(11), {"k": 1, "factor": 1e3})
+again = rp.sparse_probe(draw(), "inputs", rp.probe_seed(11), {"k": 1, "factor": 1e3})
+out["moved"] = int((moved[0] != draw()[0]).sum())
+out["same twice"] = bool(torch.equal(moved[0], again[0]))
+print(json.dumps(out))
+"#;
+    let assets = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python");
+    let out = Command::new(&python).args(["-c", script, assets]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // A mean of 262,144 elements: one element at 1e3 times the largest moves it by about 0.004,
+    // not past the margin; at 1e6, far past it.
+    assert_eq!(got["mean"], serde_json::json!([1, 1e6]), "{got}");
+    // 64 elements a row: no reduction by the ratio (256 inputs an output).
+    assert_eq!(got["row sums"], serde_json::Value::Null, "{got}");
+    assert_eq!(got["elementwise"], serde_json::Value::Null, "{got}");
+    // A reference that ignores out-of-range values cannot tell; one whose answer changes shape,
+    // or that refuses the draw, changed the problem: no probe.
+    assert_eq!(got["histc"], serde_json::Value::Null, "{got}");
+    assert_eq!(got["bincount"], serde_json::Value::Null, "{got}");
+    assert_eq!(got["refuses"], serde_json::Value::Null, "{got}");
+    assert_eq!(got["moved"], 1, "{got}");
+    assert_eq!(got["same twice"], true, "{got}");
+}
+
+#[test]
 fn a_forward_that_draws_is_seeded_alike_in_both_processes() {
     let Some(_) = python_with_torch() else { return };
     let tmp = tempfile::tempdir().unwrap();

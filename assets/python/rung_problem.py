@@ -533,21 +533,22 @@ def probe_seed(seed):
 
 
 def _far_apart(a, b):
-    """Whether two answers (lists of (name, tensor)) differ well past any rule: a different
-    structure, or some element beyond atol = rtol = PROBE_MARGIN. None when either is not finite
-    (a probe that breaks the reference says nothing)."""
+    """Whether two answers of the reference (lists of (name, tensor)) differ well past any rule:
+    some element beyond atol = rtol = PROBE_MARGIN. None when they differ in structure or either
+    is not finite: a moved draw that changes what the reference returns, or breaks it, changed
+    the problem, and the probe says nothing."""
     torch = _torch()
     if len(a) != len(b):
-        return True
+        return None
+    far = False
     for (_, x), (_, y) in zip(a, b):
-        if x.numel() != y.numel():
-            return True
+        if tuple(x.shape) != tuple(y.shape) or x.dtype != y.dtype:
+            return None
         xf, yf = x.detach().double().reshape(-1), y.detach().double().reshape(-1)
         if not bool(torch.isfinite(xf).all()) or not bool(torch.isfinite(yf).all()):
             return None
-        if not torch.allclose(xf, yf, atol=PROBE_MARGIN, rtol=PROBE_MARGIN):
-            return True
-    return False
+        far = far or not torch.allclose(xf, yf, atol=PROBE_MARGIN, rtol=PROBE_MARGIN)
+    return far
 
 
 def learn_probe(draw, reference, name, skip, seed, device):
