@@ -30,20 +30,10 @@ def judge(req, state):
     with torch.no_grad():
         if req.get("learn"):
             if gm:
-                a = dict(args)
-                if "seed" in a:
-                    a["seed"] = seed
-
-                def draw():
-                    torch.manual_seed(seed)
-                    with rp.problem_code("generate_input()", device):
-                        return prob.generate_input(**a)
-
+                draw = rp.gpu_mode_draw(prob, args, seed, device)
                 rp.learn_ref_slots(prob, draw(), judged, device, draw)
                 if req.get("probe"):
-                    with rp.problem_code("ref_kernel()", device):
-                        judged["sparse"] = rp.learn_probe(draw, lambda d: prob.ref_kernel(rp.clone(d)), "data",
-                                                          judged["ref_slots"], seed, device)
+                    _learn_gpu_mode_probe(prob, draw, judged, seed, device)
             else:
                 judged["regenerable"] = rp.drawn_alike(rp.kernelbench_inputs(prob, seed, device),
                                                        rp.kernelbench_inputs(prob, seed, device), "inputs")
@@ -88,20 +78,13 @@ def judge(req, state):
     for c in cases:
         for k, v in c.pop("phases").items():
             phases[k] = phases.get(k, 0.0) + v
-    if gm and req.get("probe") and not judged.get("sparse") and judged.pop("reduction", False):
+    if gm and req.get("probe") and not judged.get("sparse") and judged.get("reduction"):
         # A GPU MODE test larger than the first is a reduction: the next tests get the sparse
         # probe (the hints change, so rung makes their calls with it).
         t_learn = time.perf_counter()
-        a = dict(args, **({"seed": cases[0]["seed"]} if "seed" in args else {}))
-
-        def draw():
-            torch.manual_seed(cases[0]["seed"])
-            with rp.problem_code("generate_input()", device):
-                return prob.generate_input(**a)
-
-        with torch.no_grad(), rp.problem_code("ref_kernel()", device):
-            judged["sparse"] = rp.learn_probe(draw, lambda d: prob.ref_kernel(rp.clone(d)), "data",
-                                              judged.get("ref_slots", ()), cases[0]["seed"], device)
+        s = cases[0]["seed"]
+        with torch.no_grad():
+            _learn_gpu_mode_probe(prob, rp.gpu_mode_draw(prob, args, s, device), judged, s, device)
         rp.give_back(device)
         phases["judge_learn"] = phases.get("judge_learn", 0.0) + time.perf_counter() - t_learn
     phases["judge"] = time.perf_counter() - t
@@ -113,6 +96,13 @@ def _hints(judged):
     if judged.get("sparse"):
         hints["sparse"] = judged["sparse"]
     return hints
+
+
+def _learn_gpu_mode_probe(prob, draw, judged, seed, device):
+    """The sparse probe of a GPU MODE test (rung_problem.learn_probe) into `judged`."""
+    with rp.problem_code("ref_kernel()", device):
+        judged["sparse"] = rp.learn_probe(draw, lambda d: prob.ref_kernel(rp.clone(d)), "data",
+                                          judged.get("ref_slots", ()), seed, device)
 
 
 def _kernelbench_model(prob, seed, device):

@@ -427,6 +427,33 @@ class ProblemNeedsGpu(ProblemCode):
     generate_input draws on the GPU): the problem runs only on a GPU."""
 
 
+def _is_oom(exc):
+    """The card (or the host) ran out of memory: rung's own rule for that, never the version's
+    failure or the problem's."""
+    return isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
+
+
+def _exc_line(exc, n):
+    """`Kind: message`, its first line, at most `n` characters."""
+    return ("%s: %s" % (type(exc).__name__, exc)).strip().splitlines()[0][:n]
+
+
+def gpu_mode_draw(prob, args, seed, device):
+    """generate_input(**args) under `seed`, the test's own seed replaced by it where it has one,
+    as a function: each call draws again."""
+    torch = _torch()
+    a = dict(args)
+    if "seed" in a:
+        a["seed"] = seed
+
+    def draw():
+        torch.manual_seed(seed)
+        with problem_code("generate_input()", device):
+            return prob.generate_input(**a)
+
+    return draw
+
+
 class problem_code:
     """Around a call into the problem's own code: its exception becomes ProblemCode (or
     ProblemNeedsGpu, on the CPU, where it asked for CUDA), naming `what` failed. With
@@ -442,9 +469,9 @@ class problem_code:
     def __exit__(self, kind, exc, tb):
         if exc is None or isinstance(exc, ProblemCode) or not isinstance(exc, Exception):
             return False
-        if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+        if _is_oom(exc):
             return False  # the card the two processes share ran out: rung's own rule for that
-        text = ("%s: %s" % (type(exc).__name__, exc)).strip().splitlines()[0][:300]
+        text = _exc_line(exc, 300)
         gpu_words = ("cuda", "nvidia", "accelerator")
         if self.device != "cuda" and any(w in text.lower() for w in gpu_words):
             raise ProblemNeedsGpu("the problem's %s needs a GPU (%s)" % (self.what, text)) from exc
@@ -567,7 +594,7 @@ def learn_probe(draw, reference, name, skip, seed, device):
         try:
             far = _far_apart(flatten(reference(moved), "output", []), answer)
         except Exception as exc:
-            if not _not_oom(exc):
+            if _is_oom(exc):
                 raise
             return None  # the reference refuses such inputs: no probe
         del moved
@@ -589,12 +616,8 @@ def judge_probe(outs, moved, plain, matches_plain):
         return "ignored", ("its answer did not move with them: it matches the answer to the inputs as "
                            "drawn, not the reference's to the moved ones, so it does not read every input "
                            "(a sampled or estimated reduction)")
-    worst = 0.0
-    for (_, o), (_, r) in zip(outs, moved):
-        if o.numel() == r.numel() and o.numel():
-            d = (o.detach().double().reshape(-1) - r.detach().double().reshape(-1)).abs()
-            den = r.detach().double().reshape(-1).abs().clamp(min=1e-12)
-            worst = max(worst, float((d / den).max()))
+    worst = max([compare(o, r, 0.0, 0.0)[0]["max_rel_err"] for (_, o), (_, r) in zip(outs, moved)
+                 if o.numel() == r.numel() and o.numel()] or [0.0])
     return "differs", ("its answer differs from the reference's (max rel err %.3g), though not as one that "
                        "ignored them: it may rely on the inputs' distribution" % worst)
 
@@ -615,13 +638,19 @@ def case_failure(case):
     own = case.get("own")
     if own is not None:
         return None if own["pass"] else ("problem-check", own["message"] or "the problem's own check failed")
+    differs = _returned_differs(*case.get("_tensors", ([], [])))
+    return ("mismatch", differs) if differs else None
+
+
+def _returned_differs(outs, refs):
+    """Where the format has no rule: why what was returned is not the reference's at allclose
+    1e-2, or None."""
     torch = _torch()
-    outs, refs = case.get("_tensors", ([], []))
     if len(outs) != len(refs):
-        return "mismatch", "the version returned %d tensor(s), the reference %d" % (len(outs), len(refs))
+        return "the version returned %d tensor(s), the reference %d" % (len(outs), len(refs))
     for (n, o), (_, r) in zip(outs, refs):
         if o.numel() != r.numel() or not torch.allclose(o.float().reshape(-1), r.float().reshape(-1), atol=1e-2, rtol=1e-2):
-            return "mismatch", "`%s` differs from the reference's (atol = rtol = 1e-2)" % n
+            return "`%s` differs from the reference's (atol = rtol = 1e-2)" % n
     return None
 
 
@@ -1258,29 +1287,19 @@ def _observed_call(record, call, sync):
     return output
 
 
-def _probe_contained(observe):
-    """The sparse probe's call moves inputs out of the problem's range, where a version may
-    rightly refuse them: its exception is recorded (`probe_raised`) for the judge, not raised."""
-
-    def observe_or_record(*args, **kwargs):
-        if kwargs.get("sparse") is None:
-            return observe(*args, **kwargs)
-        try:
-            return observe(*args, **kwargs)
-        except Exception as exc:
-            if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
-                raise
-            seed = kwargs["seed"] if "seed" in kwargs else args[3 if observe.__name__ == "observe_gpu_mode" else 2]
-            text = ("%s: %s" % (type(exc).__name__, exc)).strip().splitlines()[0][:240]
-            return {"seed": seed, "probe_raised": text, "seconds": 0.0, "phases": {}, "slots": [], "kept": {},
-                    "output_slots": [], "unwritten": {}, "tensors": [], "output": None}
-
-    observe_or_record.__name__ = observe.__name__
-    observe_or_record.__doc__ = observe.__doc__
-    return observe_or_record
+def observe_probe(observe, seed, *args, **kwargs):
+    """The sparse probe's call (`observe` with `sparse` among `kwargs`), contained: it moves
+    inputs out of the problem's range, where a version may rightly refuse them, so its exception
+    is recorded (`probe_raised`) for the judge, not raised."""
+    try:
+        return observe(*args, **kwargs)
+    except Exception as exc:
+        if _is_oom(exc):
+            raise
+        return {"seed": seed, "probe_raised": _exc_line(exc, 240), "seconds": 0.0, "phases": {}, "slots": [],
+                "kept": {}, "output_slots": [], "unwritten": {}, "tensors": [], "output": None}
 
 
-@_probe_contained
 def observe_gpu_mode(prob, version, args, seed, byte, hints, late, device, dump_dir=None, into=None, no_tf32=False,
                      sparse=None):
     """The version's side of one GPU MODE case: generate_input under `seed` (copied into `into`, a
@@ -1293,13 +1312,8 @@ def observe_gpu_mode(prob, version, args, seed, byte, hints, late, device, dump_
         if device == "cuda":
             torch.cuda.synchronize()
 
-    a = dict(args)
-    if "seed" in a:
-        a["seed"] = seed
     t = time.perf_counter()
-    torch.manual_seed(seed)
-    with problem_code("generate_input()", device):
-        data = prob.generate_input(**a)
+    data = gpu_mode_draw(prob, args, seed, device)()
     if into is not None:
         data = refill(into, data, "data")
     if sparse is not None:
@@ -1341,7 +1355,6 @@ def observe_gpu_mode(prob, version, args, seed, byte, hints, late, device, dump_
     return record
 
 
-@_probe_contained
 def observe_kernelbench(prob, model_new, seed, device, regenerable, dump_dir=None, into=None, sparse=None):
     """The version's side of one KernelBench case: get_inputs() under `seed` made on the device
     (copied into `into` when given; moved by the sparse probe `sparse` when given), ModelNew
@@ -1446,15 +1459,7 @@ def judge_gpu_mode(prob, args, records, tolerances, dtype_names, probe, device, 
     records, last = _probe_split(records, sparse)
     cases = []
     for k, record in enumerate(records):
-        a = dict(args)
-        if "seed" in a:
-            a["seed"] = record["seed"]
-
-        def draw(seed=record["seed"], a=a):
-            torch.manual_seed(seed)
-            with problem_code("generate_input()", device):
-                return prob.generate_input(**a)
-
+        draw = gpu_mode_draw(prob, args, record["seed"], device)
         t = time.perf_counter()
         pristine, pr, checks = _pristine(record, draw, "data", device)
         sync()
@@ -1521,22 +1526,15 @@ def _probe_split(records, sparse):
     return records[:-1], records[-1]
 
 
-def _rule_passes(outs, refs):
-    """KernelBench's rule on two answers (lists of (name, tensor)): the same shapes and dtypes,
-    allclose at atol = rtol = 1e-2."""
-    torch = _torch()
-    return len(outs) == len(refs) and all(
-        tuple(o.shape) == tuple(r.shape) and o.dtype == r.dtype
-        and torch.allclose(o.detach().double(), r.detach().double(), atol=1e-2, rtol=1e-2)
-        for (_, o), (_, r) in zip(outs, refs))
+def _kernelbench_passes(outs, refs, tolerances, dtype_names):
+    """KernelBench's rule (_kernelbench_rule) on two answers, as a yes or no."""
+    case = {"notes": [], "outputs": []}
+    _kernelbench_rule(outs, refs, tolerances, dtype_names, case)
+    return case["own"]["pass"]
 
 
 def _probe_unjudged(record, spec, why):
     return _probe_case(record, [], {"probe": 0.0}, spec, ("unjudged", why))
-
-
-def _not_oom(exc):
-    return not (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError")
 
 
 def _probe_case(record, checks, phases, spec, found):
@@ -1552,16 +1550,7 @@ def _probe_gpu_mode(prob, args, record, spec, device):
     """The sparse probe's call of a GPU MODE test, judged: its draw moved the same way here, the
     problem's own check (or KernelBench's rule) against the moved reference and, where that
     fails, against the reference to the draw before it moved."""
-    torch = _torch()
-    a = dict(args)
-    if "seed" in a:
-        a["seed"] = record["seed"]
-
-    def plain():
-        torch.manual_seed(record["seed"])
-        with problem_code("generate_input()", device):
-            return prob.generate_input(**a)
-
+    plain = gpu_mode_draw(prob, args, record["seed"], device)
     if record.get("probe_raised"):
         return _probe_unjudged(record, spec, "the version raised on that draw (%s)" % record["probe_raised"])
     skip = spec.get("skip", ())
@@ -1572,9 +1561,9 @@ def _probe_gpu_mode(prob, args, record, spec, device):
     try:
         moved = prob.ref_kernel(ref_in)
     except Exception as exc:
-        if not _not_oom(exc):
+        if _is_oom(exc):
             raise
-        return _probe_unjudged(record, spec, "the reference raised on that draw (%s: %s)" % (type(exc).__name__, exc))
+        return _probe_unjudged(record, spec, "the reference raised on that draw (%s)" % _exc_line(exc, 240))
     outs = set(record["output_slots"]) | _ref_written(pristine, ref_in, moved)
     del ref_in
     output = _returned(record, device)
@@ -1582,7 +1571,7 @@ def _probe_gpu_mode(prob, args, record, spec, device):
 
     def passes(data, expected):
         if check is None:
-            return _rule_passes(flatten(output, "output", []), flatten(expected, "output", []))
+            return _returned_differs(flatten(output, "output", []), flatten(expected, "output", [])) is None
         with problem_code("check_implementation()", device, gpu_only=True):
             return own_verdict(check(clone(data), output))["pass"]
 
@@ -1597,7 +1586,7 @@ def _probe_gpu_mode(prob, args, record, spec, device):
                        spec, found)
 
 
-def _probe_kernelbench(prob, make_model, record, spec, device):
+def _probe_kernelbench(prob, make_model, record, spec, tolerances, dtype_names, device):
     """The sparse probe's call of a KernelBench problem, judged with KernelBench's rule."""
     if record.get("probe_raised"):
         return _probe_unjudged(record, spec, "the version raised on that draw (%s)" % record["probe_raised"])
@@ -1612,18 +1601,18 @@ def _probe_kernelbench(prob, make_model, record, spec, device):
     try:
         moved = flatten(model(*pristine), "output", [])
     except Exception as exc:
-        if not _not_oom(exc):
+        if _is_oom(exc):
             raise
-        return _probe_unjudged(record, spec, "the reference raised on that draw (%s: %s)" % (type(exc).__name__, exc))
+        return _probe_unjudged(record, spec, "the reference raised on that draw (%s)" % _exc_line(exc, 240))
     del pristine, pr
     outs = flatten(_returned(record, device), "output", [])
     found = None
-    if not _rule_passes(outs, moved):
+    if not _kernelbench_passes(outs, moved, tolerances, dtype_names):
         with problem_code("Model", device):
             before = plain()
             forward_seed(record["seed"])
             answer = flatten(model(*before), "output", [])
-        found = judge_probe(outs, moved, answer, _rule_passes(outs, answer))
+        found = judge_probe(outs, moved, answer, _kernelbench_passes(outs, answer, tolerances, dtype_names))
     return _probe_case(record, checks, {"probe": time.perf_counter() - t}, spec, found)
 
 
@@ -1665,5 +1654,5 @@ def judge_kernelbench(prob, make_model, records, tolerances, dtype_names, device
         phases["metrics"] = time.perf_counter() - t
         cases.append(case)
     if last is not None:
-        cases.append(_probe_kernelbench(prob, make_model, last, sparse, device))
+        cases.append(_probe_kernelbench(prob, make_model, last, sparse, tolerances, dtype_names, device))
     return cases

@@ -357,15 +357,7 @@ def _problem(req, state):
             gpu = device == "cuda" and bool(req.get("list_gpu_kernels"))
             listing = device == "cuda" and (req.get("list_kernels") or gpu)
             if gm:
-                a = dict(args)
-                if "seed" in a:
-                    a["seed"] = seeds[-1]
-                def draw():
-                    torch.manual_seed(seeds[-1])
-                    with rp.problem_code("generate_input()", device):
-                        return prob.generate_input(**a)
-
-                data = draw()
+                data = rp.gpu_mode_draw(prob, args, seeds[-1], device)()
                 mark("inputs")
                 version.custom_kernel(rp.clone(data) if listing else data)
                 mark("call")
@@ -409,12 +401,15 @@ def _problem(req, state):
             folder = os.path.join(dump, "case-%d" % k)
             os.makedirs(folder, exist_ok=True)
             if gm:
-                rec = rp.observe_gpu_mode(prob, version, args, seed, rp.POISONS[k % 2], hints,
-                                          state.setdefault("late_slots", set()), device, folder,
-                                          no_tf32=bool(req.get("no_tf32")), sparse=moved)
+                observe = rp.observe_gpu_mode
+                call = (prob, version, args, seed, rp.POISONS[k % 2], hints, state.setdefault("late_slots", set()),
+                        device, folder)
+                more = {"no_tf32": bool(req.get("no_tf32")), "sparse": moved}
             else:
-                rec = rp.observe_kernelbench(prob, model_new, seed, device, set(hints.get("regenerable", ())), folder,
-                                             sparse=moved)
+                observe = rp.observe_kernelbench
+                call = (prob, model_new, seed, device, set(hints.get("regenerable", ())), folder)
+                more = {"sparse": moved}
+            rec = rp.observe_probe(observe, seed, *call, **more) if moved else observe(*call, **more)
             rec.pop("_files", None)
             observed.append(rec)
         rp.give_back(device)
