@@ -43,11 +43,16 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// A copy of `tests/fixtures/<from>` at `tmp/<to>`.
+fn fixture(tmp: &Path, from: &str, to: &str) -> std::path::PathBuf {
+    let ws = tmp.join(to);
+    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(from), &ws);
+    ws
+}
+
 /// A copy of the outslot fixture (pmpp_v2 vector add) at `tmp/name`.
 fn outslot(tmp: &Path, name: &str) -> std::path::PathBuf {
-    let ws = tmp.join(name);
-    copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gpu-mode/outslot")), &ws);
-    ws
+    fixture(tmp, "gpu-mode/outslot", name)
 }
 
 /// A copy of the outslot fixture with its honest v001 alone.
@@ -171,8 +176,7 @@ fn pmpp_v2_outputs_in_data_and_every_cheat_family_its_reason() {
 fn the_format_rule_decides_and_a_wrong_answer_fails_by_it() {
     let Some(_) = python_with_torch() else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("vectorsum");
-    copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gpu-mode/vectorsum")), &ws);
+    let ws = fixture(tmp.path(), "gpu-mode/vectorsum", "vectorsum");
     let got = check(&ws, &["v001", "v003"]);
     assert_eq!(got["v001"].0, "pass", "{:?}", got["v001"]);
     let (v, r, summary) = &got["v003"];
@@ -190,8 +194,7 @@ fn the_format_rule_decides_and_a_wrong_answer_fails_by_it() {
 fn kernelbench_reference_is_out_of_the_versions_reach() {
     let Some(_) = python_with_torch() else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("kb");
-    copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kernelbench")), &ws);
+    let ws = fixture(tmp.path(), "kernelbench", "kb");
     let got = check(&ws, &["v001", "v003", "v004"]);
     assert_eq!(got["v001"].0, "pass", "{:?}", got["v001"]);
     // The reference Model is built after ModelNew's call: zeroing every Model it can find
@@ -206,8 +209,7 @@ fn kernelbench_reference_is_out_of_the_versions_reach() {
 fn a_reduction_that_reads_a_sample_of_its_inputs_fails_the_sparse_probe() {
     let Some(_) = python_with_torch() else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("kb");
-    copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kernelbench-mean")), &ws);
+    let ws = fixture(tmp.path(), "kernelbench-mean", "kb");
     let got = check(&ws, &[]);
     assert_eq!(got["v001"].0, "pass", "{:?}", got["v001"]);
     // KernelBench's rule passes the sampled mean on every draw; the probe's moved element does not
@@ -283,8 +285,7 @@ print(json.dumps(out))
 fn a_forward_that_draws_is_seeded_alike_in_both_processes() {
     let Some(_) = python_with_torch() else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("kb");
-    copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kernelbench-dropout")), &ws);
+    let ws = fixture(tmp.path(), "kernelbench-dropout", "kb");
     let got = check(&ws, &[]);
     assert_eq!(got["v001"].0, "pass", "{:?}", got["v001"]);
     let (v, r, summary) = &got["v002"];
@@ -296,8 +297,7 @@ fn a_bench_re_check_refills_the_timed_buffers_and_names_a_remembered_result() {
     let Some(python) = python_with_torch() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let ws = outslot(tmp.path(), "outslot");
-    let kb = tmp.path().join("kb");
-    copy_dir(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kernelbench")), &kb);
+    let kb = fixture(tmp.path(), "kernelbench", "kb");
     // The worker's bench set-up on the CPU: the timed calls, then the re-check on set 0.
     let script = format!(
         r#"
