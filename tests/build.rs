@@ -197,6 +197,36 @@ fn a_type_error_is_reported_at_its_line_in_the_version() {
     assert!(d[0].3.contains("cannot be used to initialize an entity of type \"int\""));
 }
 
+/// nvcc splits an `-I` folder at commas: a workspace under `kernels,v2/` still finds rung's
+/// tracer header, in its build and in its traced variant; and a header nobody has (the host
+/// preprocessor's error, in GCC's format) is an error at its line with the fix, not "the build
+/// failed".
+#[test]
+fn a_workspace_under_a_folder_with_a_comma_builds_and_a_missing_header_is_named_at_its_line() {
+    let Some(nvcc) = real_nvcc() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("kernels,v2").join("ws");
+    std::fs::create_dir_all(ws.parent().unwrap()).unwrap();
+    assert!(rung(tmp.path(), &["new", ws.to_str().unwrap(), "--template", "vector-add"], &[]).status.success());
+    let src = std::fs::read_to_string(ws.join("versions/v001-naive.cu")).unwrap();
+    let body_at = src.find("int i = ").expect("the naive kernel's index line");
+    let mut traced = format!("#include <rung_trace.cuh>\n{}RUNG_TRACE_BEGIN(index);\n    ", &src[..body_at]);
+    traced.push_str(&src[body_at..].replacen(";\n", ";\n    RUNG_TRACE_END(index);\n", 1));
+    let (stage, d) = build_diagnostics(&ws, "v010-traced.cu", &traced);
+    assert_eq!(stage["verdict"], "pass", "{stage}");
+    assert!(d.is_empty(), "{d:?}");
+    let scratch = ws.join(".rung/tmp/traced");
+    let t = rung::trace::build_traced(&nvcc, &ws.join("versions/v010-traced.cu"), "sm_90", &[], &scratch, &ws).unwrap();
+    assert_eq!(t.ptx.matches("%globaltimer").count(), 2, "one clock read per marker");
+
+    let (stage, d) = build_diagnostics(&ws, "v011-missing-header.cu", &format!("#include \"tiles.cuh\"\n{src}"));
+    assert_eq!(stage["verdict"], "fail");
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!((d[0].0.as_str(), d[0].1, d[0].2), ("versions/v011-missing-header.cu", 1, 10));
+    assert_eq!(d[0].3, "tiles.cuh: No such file or directory");
+    assert!(stage["summary"].as_str().unwrap().contains("tiles.cuh"), "{stage}");
+}
+
 const WGMMA: &str = r#"// rung: grid="cdiv(n, 256)" block=256
 extern "C" __global__ void vector_add(const float* __restrict__ a, const float* __restrict__ b,
                                       float* __restrict__ out, int n) {
@@ -623,8 +653,8 @@ fn the_tracer_header_is_found_and_compiles_to_nothing_until_traced() {
     assert!(!ptx.contains("globaltimer") && !ptx.contains("rung_trace"), "the markers are nothing untraced");
 
     let scratch = tempfile::tempdir().unwrap();
-    let t =
-        rung::trace::build_traced(&nvcc, &ws.join("versions/v004-traced.cu"), "sm_90", &[], scratch.path()).unwrap();
+    let t = rung::trace::build_traced(&nvcc, &ws.join("versions/v004-traced.cu"), "sm_90", &[], scratch.path(), &ws)
+        .unwrap();
     assert_eq!(t.ptx.matches("%globaltimer").count(), 3, "one clock read per marker");
     assert!(t.ptx.contains("%smid") && t.ptx.contains(".global .align 8 .b8 rung_trace[32]"), "{}", t.ptx);
     // One counter per SM's part of the buffer (%smid modulo the parts), not one for the kernel.
@@ -683,8 +713,15 @@ fn the_tracer_header_is_found_and_compiles_to_nothing_until_traced() {
 
     let plain = std::fs::read_to_string(ws.join("versions/v001-naive.cu")).unwrap();
     std::fs::write(scratch.path().join("plain.cu"), plain).unwrap();
-    let e =
-        rung::trace::build_traced(&nvcc, &scratch.path().join("plain.cu"), "sm_90", &[], scratch.path()).unwrap_err();
+    let e = rung::trace::build_traced(
+        &nvcc,
+        &scratch.path().join("plain.cu"),
+        "sm_90",
+        &[],
+        scratch.path(),
+        scratch.path(),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("has no RUNG_TRACE_BEGIN"), "{e}");
 }
 

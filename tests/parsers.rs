@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use rung::diag::Severity;
 use rung::parsers::{
-    HostLinker, NvccFrontend, NvlinkOutput, OutputParser, ParseContext, PtxLineMap, PtxasOutput, PythonTraceback,
-    parse_resources,
+    HostCompiler, HostLinker, NvccFrontend, NvlinkOutput, OutputParser, ParseContext, PtxLineMap, PtxasOutput,
+    PythonTraceback, parse_resources,
 };
 
 /// Where the fixtures were captured: absolute paths in the tools' output start with this,
@@ -40,6 +40,31 @@ fn run(parser: &dyn OutputParser, text: &str, ctx: &ParseContext) -> Vec<String>
 fn nvcc_type_error_with_caret_column() {
     let got = run(&NvccFrontend, &fixture("nvcc-type-error", "stderr.txt"), &ParseContext::for_version("kernel.cu"));
     assert_eq!(got, vec!["kernel.cu:8:22 error a value of type \"float *\" cannot be used to init"]);
+}
+
+#[test]
+fn the_host_preprocessors_errors_land_on_their_lines() {
+    // A missing header and #error come from the preprocessor nvcc runs first, in GCC's format.
+    let ctx = ParseContext::for_version("kernel.cu");
+    let text = fixture("nvcc-missing-include", "stderr.txt");
+    assert_eq!(run(&HostCompiler, &text, &ctx), vec!["kernel.cu:2:10 error tiles.cuh: No such file or directory"]);
+    let d = &HostCompiler.parse(&text, &ctx)[0];
+    assert!(d.help.as_deref().unwrap().contains("-I"), "{:?}", d.help);
+    assert!(d.tool_text.as_deref().unwrap().ends_with("|          ^~~~~~~~~~~"), "{:?}", d.tool_text);
+    // Nothing the EDG front end's parser would take.
+    assert!(NvccFrontend.parse(&text, &ctx).is_empty());
+    let got = run(&HostCompiler, &fixture("nvcc-preprocessor-error", "stderr.txt"), &ctx);
+    assert_eq!(
+        got,
+        vec![
+            "kernel.cu:3:2 warning #warning \"the tile sizes below were tuned on an ",
+            "kernel.cu:6:2 error #error \"this kernel is written for CUDA 12's cp."
+        ]
+    );
+    // The other tools' output is not GCC's.
+    for case in ["nvcc-type-error", "nvcc-template-chain", "ptxas-error-ptx", "host-ld-error", "nvlink-error"] {
+        assert!(HostCompiler.parse(&fixture(case, "stderr.txt"), &ctx).is_empty(), "{case}");
+    }
 }
 
 #[test]

@@ -58,12 +58,45 @@ pub fn write_include(dir: &Path) -> std::io::Result<std::path::PathBuf> {
     Ok(include)
 }
 
+/// The `-I` flag that gives nvcc the folder `include` for a build run in `cwd`. nvcc splits an
+/// option's value at commas (`-I/a,b` is `/a` and `b`), so a workspace under a folder with a
+/// comma in its name gets the folder relative to `cwd`; when no spelling avoids the comma, the
+/// error says what to rename.
+pub fn nvcc_include_flag(include: &Path, cwd: &Path) -> Result<String, CommaInPath> {
+    let rel = include.strip_prefix(cwd).ok().filter(|r| !r.as_os_str().is_empty());
+    let path = match rel {
+        Some(r) if !r.to_string_lossy().contains(',') => r,
+        _ => include,
+    };
+    if path.to_string_lossy().contains(',') {
+        return Err(CommaInPath(include.to_path_buf()));
+    }
+    Ok(format!("-I{}", path.display()))
+}
+
+/// A folder nvcc cannot be given with `-I`: its path has a comma however it is spelt.
+#[derive(Debug, thiserror::Error)]
+#[error("nvcc splits an -I folder at commas, and {} has one: rename the folder that holds the comma", .0.display())]
+pub struct CommaInPath(pub std::path::PathBuf);
+
 /// rung's copy and L2 flush kernels (assets/kernels/copy.cu), as PTX.
 pub const COPY_PTX: &str = include_str!("../../assets/kernels/copy.ptx");
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nvcc_gets_rungs_include_folder_without_a_comma_where_one_can_be_avoided() {
+        let ws = Path::new("/tmp/kernels,v2/ws");
+        let inc = ws.join(".rung/tmp/v002-1/include");
+        assert_eq!(nvcc_include_flag(&inc, ws).unwrap(), "-I.rung/tmp/v002-1/include");
+        assert_eq!(nvcc_include_flag(Path::new("/tmp/x/include"), ws).unwrap(), "-I/tmp/x/include");
+        // Under the workspace, but the comma is inside it: nothing avoids it.
+        let err = nvcc_include_flag(&ws.join("a,b/include"), ws).unwrap_err().to_string();
+        assert!(err.contains("/tmp/kernels,v2/ws/a,b/include has one"), "{err}");
+        assert!(nvcc_include_flag(&inc, Path::new("/elsewhere")).is_err());
+    }
 
     #[test]
     fn every_python_module_an_embedded_script_imports_is_embedded() {

@@ -125,13 +125,15 @@ pub enum TraceError {
 
 /// Builds the traced variant of the `.cu` version at `source` with `nvcc` for `arch`
 /// (`sm_90`) and the build's own flags, in `scratch`: the same source with `-DRUNG_TRACE`, rung's
-/// headers on the include path.
+/// headers on the include path. nvcc runs in `cwd` (the workspace's root, as for its build, so
+/// relative flags mean the same).
 pub fn build_traced(
     nvcc: &Path,
     source: &Path,
     arch: &str,
     flags: &[String],
     scratch: &Path,
+    cwd: &Path,
 ) -> Result<Traced, TraceError> {
     let text = std::fs::read_to_string(source).map_err(|e| TraceError::Build(format!("{}: {e}", source.display())))?;
     let names = names_in(&text);
@@ -139,6 +141,7 @@ pub fn build_traced(
         return Err(TraceError::NoMarkers(source.display().to_string()));
     }
     let include = crate::assets::write_include(scratch).map_err(|e| TraceError::Build(e.to_string()))?;
+    let include_flag = crate::assets::nvcc_include_flag(&include, cwd).map_err(|e| TraceError::Build(e.to_string()))?;
     let mut out = Vec::new();
     for (what, file) in [("-ptx", "traced.ptx"), ("-cubin", "traced.cubin")] {
         let path = scratch.join(file);
@@ -147,10 +150,11 @@ pub fn build_traced(
             .arg(format!("-arch={arch}"))
             .args(["-lineinfo", "-O3", "-std=c++17", "-DRUNG_TRACE"])
             .args(flags)
-            .arg(format!("-I{}", include.display()))
+            .arg(&include_flag)
             .arg("-o")
             .arg(&path)
             .arg(source)
+            .current_dir(cwd)
             .output()
             .map_err(|e| TraceError::Build(format!("{}: {e}", nvcc.display())))?;
         if !run.status.success() {

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub use cuobjdump::{combine, parse_resource_usage};
-pub use nvcc::{HostLinker, NvccFrontend, NvlinkOutput};
+pub use nvcc::{HostCompiler, HostLinker, NvccFrontend, NvlinkOutput};
 pub use ptxas::{KernelResources, PtxasOutput, parse_resources};
 pub use python::PythonTraceback;
 

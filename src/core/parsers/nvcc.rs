@@ -1,4 +1,5 @@
-//! nvcc's (and NVRTC's) EDG front end, `nvcc fatal`, and nvlink.
+//! nvcc's (and NVRTC's) EDG front end, `nvcc fatal`, the host preprocessor nvcc runs first
+//! (GCC's format: a missing header, `#error`), nvlink and the host linker.
 //!
 //! ```text
 //! kernel.cu(9): error: no operator "*" matches these operands
@@ -172,5 +173,57 @@ impl OutputParser for HostLinker {
                 Some(d)
             })
             .collect()
+    }
+}
+
+static HOST_CC: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?P<file>[^:\s][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<sev>fatal error|error|warning|note): (?P<msg>.*)$")
+        .expect("static regex")
+});
+
+/// The host compiler's preprocessor, which nvcc runs before its own front end: a header it
+/// cannot find, `#error` and `#warning` come in GCC's format.
+///
+/// ```text
+/// kernel.cu:2:10: fatal error: tiles.cuh: No such file or directory
+///     2 | #include "tiles.cuh"
+///       |          ^~~~~~~~~~~
+/// compilation terminated.
+/// ```
+pub struct HostCompiler;
+
+impl OutputParser for HostCompiler {
+    fn tool(&self) -> &'static str {
+        "gcc"
+    }
+
+    fn parse(&self, text: &str, ctx: &ParseContext) -> Vec<Diagnostic> {
+        let lines: Vec<&str> = text.lines().collect();
+        let mut out = Vec::new();
+        for (i, l) in lines.iter().enumerate() {
+            let Some(c) = HOST_CC.captures(l) else { continue };
+            let severity = match &c["sev"] {
+                "fatal error" | "error" => Severity::Error,
+                "warning" => Severity::Warning,
+                _ => Severity::Note,
+            };
+            let line: u32 = c["line"].parse().unwrap_or(0);
+            let column: u32 = c.name("col").and_then(|m| m.as_str().parse().ok()).unwrap_or(0);
+            let message = c["msg"].trim().trim_end_matches(" [-Wcpp]").to_string();
+            let mut d = Diagnostic::new(severity, ctx.user_path(&c["file"]), Pos::new(line, column), message);
+            if c["msg"].ends_with(": No such file or directory") {
+                d.help = Some(
+                    "nvcc looks beside the file and in -I folders: add the folder with `flags = [\"-I...\"]` under [build] in rung.toml (relative to the workspace root)"
+                        .into(),
+                );
+            }
+            // The echoed source and its caret: GCC prefixes both with `|`.
+            let echo = lines[i + 1..].iter().take_while(|e| {
+                e.trim_start().split_once('|').is_some_and(|(n, _)| n.trim().chars().all(|ch| ch.is_ascii_digit()))
+            });
+            d.tool_text = Some(std::iter::once(*l).chain(echo.copied()).collect::<Vec<_>>().join("\n"));
+            out.push(d);
+        }
+        out
     }
 }

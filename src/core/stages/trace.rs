@@ -77,13 +77,12 @@ pub fn build(
     let nvcc = tc.nvcc.as_ref().ok_or(TraceRunError::NoNvcc)?;
     let source = ws.read_source(v).map_err(|source| TraceRunError::Read { path: v.path.clone(), source })?;
     let (arch, _) = crate::stages::build::choose_arch(gpu_arch, spec.build.arch.as_deref(), &source);
-    let traced = trace::build_traced(&nvcc.path, &ws.root.join(&v.path), &arch, &spec.build.flags, scratch).map_err(
-        |e| match e {
-            // Named as the user knows the file.
-            trace::TraceError::NoMarkers(_) => trace::TraceError::NoMarkers(v.path.display().to_string()),
-            e => e,
-        },
-    )?;
+    let traced = trace::build_traced(&nvcc.path, &ws.root.join(&v.path), &arch, &spec.build.flags, scratch, &ws.root)
+        .map_err(|e| match e {
+        // Named as the user knows the file.
+        trace::TraceError::NoMarkers(_) => trace::TraceError::NoMarkers(v.path.display().to_string()),
+        e => e,
+    })?;
     Ok((traced, arch))
 }
 

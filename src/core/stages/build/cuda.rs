@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::Command;
 
 pub use crate::model::build::{BuildDetail, KernelBuild};
-use crate::parsers::{HostLinker, NvccFrontend, NvlinkOutput, PtxasOutput, parse_resources};
+use crate::parsers::{HostCompiler, HostLinker, NvccFrontend, NvlinkOutput, PtxasOutput, parse_resources};
 use crate::workspace::VersionKind;
 
 use super::*;
@@ -26,7 +26,13 @@ pub(super) fn build_cuda(
     // rung's own headers (the tracer) after the version's folder, so a file of the user's with
     // the same name wins.
     let include = crate::assets::write_include(&s.tmp).map_err(|_| ())?;
-    let include_flag = format!("-I{}", include.display());
+    let include_flag = match crate::assets::nvcc_include_flag(&include, &s.env.ws.root) {
+        Ok(f) => f,
+        Err(why) => {
+            s.diagnostics.push(Diagnostic::error(&s.v.path, Pos::WHOLE_FILE, why.to_string()));
+            return Err(());
+        }
+    };
 
     if s.v.kind == VersionKind::Ptx {
         // The version is the PTX: ptxas cites it by its own path and line.
@@ -54,7 +60,7 @@ pub(super) fn build_cuda(
                 .arg("-o")
                 .arg(s.rel(&ptx_path))
                 .arg(&s.v.path);
-            s.step_reading_ptx(cmd, &[&NvccFrontend, &PtxasOutput, &NvlinkOutput], Some(&ptx_path))?;
+            s.step_reading_ptx(cmd, &[&NvccFrontend, &HostCompiler, &PtxasOutput, &NvlinkOutput], Some(&ptx_path))?;
         }
         let ptx = std::fs::read(&ptx_path).map_err(|_| ())?;
         let mut cmd = Command::new(&tc.ptxas.as_ref().expect("checked").path);
@@ -94,7 +100,7 @@ pub(super) fn build_cuda(
                 .arg("-o")
                 .arg(s.rel(&so))
                 .arg(s.rel(&shim));
-            s.step(cmd, &[&NvccFrontend, &PtxasOutput, &NvlinkOutput, &HostLinker])?;
+            s.step(cmd, &[&NvccFrontend, &HostCompiler, &PtxasOutput, &NvlinkOutput, &HostLinker])?;
             files.push((format!("lib{id}.so"), "so".into(), std::fs::read(&so).map_err(|_| ())?));
         }
     }

@@ -254,12 +254,18 @@ impl Session<'_> {
         let text = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
         let mut found = parse_all(&text, &self.ctx, parsers);
         if !out.status.success() && !found.iter().any(Diagnostic::is_error) {
-            // Never swallow a failure the parsers did not recognise.
-            let mut d = Diagnostic::error(
-                &self.v.path,
-                Pos::WHOLE_FILE,
-                format!("the build failed (exit {:?})", out.status.code()),
-            );
+            // Never swallow a failure the parsers did not recognise: its first line is in the
+            // message, the whole output beside it.
+            let how = out.status.code().map_or_else(|| "killed by a signal".to_string(), |c| format!("exit {c}"));
+            let first = text.lines().map(str::trim).find(|l| !l.is_empty());
+            let message = match first {
+                Some(l) if l.chars().count() > 200 => {
+                    format!("the build failed ({how}): {}…", l.chars().take(200).collect::<String>())
+                }
+                Some(l) => format!("the build failed ({how}): {l}"),
+                None => format!("the build failed ({how}) and printed nothing"),
+            };
+            let mut d = Diagnostic::error(&self.v.path, Pos::WHOLE_FILE, message);
             d.tool_text = Some(text.trim_end().to_string());
             found.push(d);
         }
