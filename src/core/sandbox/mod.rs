@@ -343,8 +343,11 @@ impl Sandbox {
         reads.extend(STATE_READABLE.iter().map(|d| state.join(d)));
         reads.extend(read.iter().cloned());
         let mut writes: Vec<PathBuf> = STATE_WRITABLE.iter().map(|d| state.join(d)).collect();
-        for w in &writes {
-            let _ = std::fs::create_dir_all(w);
+        // Made now if rung has not written them yet: a rule names a folder that exists, and a
+        // worker started before the first build (the dumps and objects a native version's
+        // worker loads) would otherwise never read them.
+        for d in writes.iter().cloned().chain(STATE_READABLE.iter().map(|d| state.join(d))) {
+            let _ = std::fs::create_dir_all(d);
         }
         writes.push(PathBuf::from("/dev"));
         writes.extend(scratch.iter().cloned());
@@ -603,6 +606,13 @@ mod mode_tests {
         assert!(!sh("cat .rung/cache/reference/out.bin"), "nor the cached reference");
         assert!(!sh("cat linked/secret"), "a link out of the workspace leads nowhere");
         assert!(!sh("echo x > versions/v999.py"), "the sources are read-only");
+        // What rung builds after the process started (the native worker starts before the first
+        // build) is readable: the dumps and objects folders were made with the ruleset.
+        for f in [state.join("dumps/v001/v001.cubin"), state.join("objects/ab/cd")] {
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(&f, "x").unwrap();
+            assert!(sh(&format!("cat {}", f.display())), "{} is readable", f.display());
+        }
     }
 
     /// A sandbox for `root` in which `python3` runs rung's worker modules: (it, the Python, the
