@@ -226,8 +226,10 @@ if __name__ == "__main__":
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         s = r["summary"].replace("|", "/").replace("\n", " ")
-        if r["warnings"]:
-            s += " WARNING: " + r["warnings"][0].replace("|", "/")
+        # A warning the summary does not already carry (a passing check's summary names its first).
+        extra = [w for w in r["warnings"] if w.replace("\n", " ") not in r["summary"].replace("\n", " ")]
+        if extra:
+            s += " WARNING: " + extra[0].replace("|", "/")
         print("| %s | %s | %s | %s | %s | %.1f | %s | %s |" % (
             r["problem"], r["version"], r["expected"], r["got"], r["reason"], r["seconds"],
             "yes" if r["ok"] else "**NO**", s[:400]))

@@ -227,6 +227,15 @@ fn a_reduction_that_reads_a_sample_of_its_inputs_fails_the_sparse_probe() {
     let (v, _, summary) = &got["v004"];
     assert_eq!(v, "pass", "{summary}");
     assert!(summary.contains("the version raised on that draw (ValueError: inputs out of range)"), "{summary}");
+    // One that crashes its process on that draw passes too: the probe came after every test.
+    let (v, _, summary) = &got["v005"];
+    assert_eq!(v, "pass", "{summary}");
+    assert!(summary.contains("the sparse probe at the test was not judged: the version's process"), "{summary}");
+    // The rule's message names the shapes; the summary does not say it twice.
+    let (v, r, summary) = &got["v006"];
+    assert_eq!((v.as_str(), r.as_str()), ("fail", "shape-mismatch"), "{summary}");
+    assert_eq!(summary.matches("shape").count(), 1, "{summary}");
+    assert!(summary.contains("output shape (1,) is not Model's ()"), "{summary}");
 }
 
 #[test]

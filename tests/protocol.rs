@@ -128,6 +128,32 @@ fn samples() -> Vec<Message> {
                     sparse: None,
                 },
                 no_tf32: false,
+                sparse_call: false,
+            }),
+        }),
+        // A check's last call: the sparse probe, alone, on a moved draw.
+        Message::Request(Request {
+            id: 13,
+            op: Op::Problem(Problem {
+                format: ProblemFormat::KernelBench,
+                problem: "99_Mean.py".into(),
+                version: "versions/v001.py".into(),
+                args: BTreeMap::new(),
+                seed: 7,
+                seeds: vec![7],
+                tolerances: BTreeMap::new(),
+                warmup: false,
+                benchmark: false,
+                list_kernels: false,
+                list_gpu_kernels: false,
+                dump: Some("/dev/shm/rung-1-2/judged-probe".into()),
+                hints: JudgeHints {
+                    output_slots: vec![],
+                    regenerable: vec!["inputs[0]".into()],
+                    sparse: Some(SparseProbe { k: 64, factor: 1e3, skip: vec![] }),
+                },
+                no_tf32: false,
+                sparse_call: true,
             }),
         }),
         // The judge's side of that test, in a process that never ran the version.
@@ -144,6 +170,7 @@ fn samples() -> Vec<Message> {
                 tolerances: BTreeMap::new(),
                 probe: true,
                 recheck: false,
+                sparse_call: false,
             }),
         }),
         Message::Response(Response {

@@ -51,8 +51,10 @@ def judge(req, state):
         records = req.get("observed") or []
         _within(records, req.get("dump"))
         tolerances = req.get("tolerances") or {}
-        # The sparse probe's call, the version's last, is judged where the judge learnt one.
-        sparse = judged.get("sparse") if req.get("probe") and not req.get("recheck") else None
+        # The sparse probe's call, alone in a check's last request.
+        sparse = judged.get("sparse") if req.get("sparse_call") else None
+        if req.get("sparse_call") and not sparse:
+            raise ValueError("rung asked to judge a sparse probe this process never learnt")
         try:
             if gm:
                 cases = rp.judge_gpu_mode(prob, args, records, tolerances, RUNG_DTYPES, bool(req.get("probe")),

@@ -497,6 +497,9 @@ def _kernelbench_rule(outs, refs, tolerances, dtype_names, case):
         elif e.get("rule", {}).get("mismatches", 0):
             fails.append("torch.allclose(atol=1e-2, rtol=1e-2) is false: %d of %d elements differ"
                          % (e["rule"]["mismatches"], e["comparison"]["elements"]))
+    if fails:
+        # The rule's message says the count and the shapes: the notes need not say them again.
+        case["notes"] = [n for n in case["notes"] if not n.startswith("the version returned ") and " has shape " not in n]
     case["own"] = {"pass": not fails, "message": "; ".join(fails)}
     if not fails:
         for e in case["outputs"]:
@@ -1448,7 +1451,7 @@ def judge_gpu_mode(prob, args, records, tolerances, dtype_names, probe, device, 
     """The judge's side of GPU MODE cases (observe_gpu_mode's records, in order): each drawn
     again, the reference on its own copy, rung's metrics, the problem's check_implementation on
     a pristine copy; with `probe`, that check tried on vacuous answers too. `state` keeps the
-    slots ref_kernel writes, for the hints the version's next cases get. With `sparse`, the last
+    slots ref_kernel writes, for the hints the version's next cases get. With `sparse`, the one
     record is the sparse probe's call."""
     torch = _torch()
 
@@ -1518,12 +1521,13 @@ def judge_gpu_mode(prob, args, records, tolerances, dtype_names, probe, device, 
 
 
 def _probe_split(records, sparse):
-    """(the judged records, the sparse probe's record or None)."""
+    """(the judged records, the sparse probe's record or None): with `sparse`, the one record is
+    the probe's."""
     if not sparse:
         return records, None
-    if len(records) < 2:
-        raise ValueError("the version's process made no sparse probe call, which rung asked for")
-    return records[:-1], records[-1]
+    if len(records) != 1:
+        raise ValueError("a sparse probe's request holds one call, not %d" % len(records))
+    return [], records[0]
 
 
 def _kernelbench_passes(outs, refs, tolerances, dtype_names):
@@ -1619,7 +1623,7 @@ def _probe_kernelbench(prob, make_model, record, spec, tolerances, dtype_names, 
 def judge_kernelbench(prob, make_model, records, tolerances, dtype_names, device, sparse=None):
     """The judge's side of KernelBench cases: get_inputs() drawn again under each case's seed,
     Model (built by `make_model`, with ModelNew's weights) on them, KernelBench's own rule. With
-    `sparse`, the last record is the sparse probe's call."""
+    `sparse`, the one record is the sparse probe's call."""
     torch = _torch()
 
     def sync():

@@ -395,9 +395,11 @@ def _problem(req, state):
         if not dump:
             raise ValueError("a judged test needs its `dump` folder")
         observed = []
-        # A test's last call is the sparse probe's, when the judge asked for one: the first draw moved.
-        sparse = None if req.get("benchmark") else hints.get("sparse")
-        for k, (seed, moved) in enumerate([(s, None) for s in seeds] + ([(seeds[0], sparse)] if sparse else [])):
+        # The sparse probe's request (a check's last) is one call on the first draw, moved.
+        sparse = hints.get("sparse") if req.get("sparse_call") else None
+        if req.get("sparse_call") and not sparse:
+            raise ValueError("a sparse probe's call needs the judge's `sparse` hint")
+        for k, (seed, moved) in enumerate([(seeds[0], sparse)] if sparse else [(s, None) for s in seeds]):
             folder = os.path.join(dump, "case-%d" % k)
             os.makedirs(folder, exist_ok=True)
             if gm:
@@ -412,7 +414,8 @@ def _problem(req, state):
             rec = rp.observe_probe(observe, seed, *call, **more) if moved else observe(*call, **more)
             rec.pop("_files", None)
             observed.append(rec)
-        rp.give_back(device)
+        if sparse is None or not observed[0].get("probe_raised"):
+            rp.give_back(device)  # after a raise on the probe's draw the context may be broken
     for c in observed:
         for k, v in c.pop("phases").items():
             phases[k] = phases.get(k, 0.0) + v

@@ -322,6 +322,12 @@ pub struct Problem {
     /// suspicion ([`ProblemCase::tf32_suspect`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_tf32: bool,
+    /// The sparse probe's call ([`JudgeHints::sparse`]), alone in its request: one call on the
+    /// first seed's draw with a few inputs moved. rung makes it last in a check, after every test
+    /// is judged, so a version that breaks on such a draw (a crash, a sticky CUDA error) loses no
+    /// verdict but the probe's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sparse_call: bool,
 }
 
 /// What a judge's process learnt of a problem that the version's process needs before the call.
@@ -335,8 +341,8 @@ pub struct JudgeHints {
     /// again; of every other input the version's process writes a copy before the call.
     #[serde(default)]
     pub regenerable: Vec<String>,
-    /// The sparse probe of a reduction: each test gets one more call on its first case's draw
-    /// with a few elements of every floating input moved far out.
+    /// The sparse probe of a reduction: after its tests, a check makes one more call on a draw
+    /// with a few elements of every floating input moved far out ([`Problem::sparse_call`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sparse: Option<SparseProbe>,
 }
@@ -385,6 +391,9 @@ pub struct Judge {
     /// buffers; the answer is [`Response::recheck`] and its reason, or nothing when both pass.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub recheck: bool,
+    /// `observed` is the sparse probe's call alone ([`Problem::sparse_call`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sparse_call: bool,
 }
 
 /// Timing requests. The first of a series carries `launch` or `call` and the input sets: the

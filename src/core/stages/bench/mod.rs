@@ -385,6 +385,7 @@ pub fn bench_problem(ws: &Workspace, runners: &mut Runners, gpu: &GpuInfo, v: &V
             tolerances: BTreeMap::new(),
             probe: false,
             recheck: false,
+            sparse_call: false,
         };
         (size.recheck_failure, size.recheck_reason) = problem_recheck(runners, &target, judge, limit, &mut size.phases);
         results.push(size);

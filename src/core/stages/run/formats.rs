@@ -17,6 +17,8 @@ use crate::toolchain::Toolchain;
 use crate::workspace::{Format, VersionFile, Workspace};
 
 use super::judge::*;
+use super::judging::*;
+use super::probe::{ProbeLost, sparse_probe};
 use super::*;
 
 // ---------------------------------------------------------------------------------------------
@@ -153,6 +155,7 @@ pub fn run_problem(
                 dump: (!warmup).then(|| dump.to_path_buf()),
                 hints: hints.clone(),
                 no_tf32,
+                sparse_call: false,
             }
         };
     let judge_req = |p: &Planned, learn: bool, observed: Vec<serde_json::Value>, dump: &Path| protocol::Judge {
@@ -166,6 +169,7 @@ pub fn run_problem(
         tolerances: tolerances.clone(),
         probe: !p.is_bench,
         recheck: false,
+        sparse_call: false,
     };
     // The version's judged call of a test, made while the judge's process judges the test
     // before it ([`Prefetched`]).
@@ -437,6 +441,62 @@ pub fn run_problem(
     if let Some(pf) = prefetched {
         let _ = std::fs::remove_dir_all(&pf.dump);
     }
+    // The sparse probe, last: every test is judged before it, so a version that breaks on a
+    // draw moved out of the problem's range (a crash, a sticky CUDA error, a hang) loses only
+    // the probe's verdict. On the last test planned, the largest (a benchmark on a GPU, where a
+    // version that samples only at the timed sizes does it). Of a version already failing it
+    // would add nothing.
+    if run_fail.is_none()
+        && check_fail.is_none()
+        && let Some(hint) = hints.clone().filter(|h| h.sparse.is_some())
+        && let Some(p) = plan.last()
+    {
+        let t = Instant::now();
+        let dump = runners.scratch("judged-probe");
+        let call = protocol::Problem { sparse_call: true, ..req_for(p, false, &hint, vec![p.test_seed], false, &dump) };
+        let judge = protocol::Judge { sparse_call: true, probe: false, ..judge_req(p, false, vec![], &dump) };
+        match sparse_probe(runners, interpret, mode, call, judge, request_limit) {
+            Ok(cases) => {
+                let judged = judge_cases(&cases, &p.label);
+                match judged.run_fail {
+                    Some((r @ (Reason::HarnessPatched | Reason::TimerPatched), why)) => {
+                        run_fail = Some((Verdict::Fail, Some(r), why, None));
+                    }
+                    // Out of the problem's range a version may do what it likes with its
+                    // inputs and outputs: said, not held against it.
+                    Some((_, why)) => {
+                        warn_groups.push(("probe".into(), format!("on the sparse probe's draw, {why}"), 1))
+                    }
+                    None => {}
+                }
+                check_fail = judged.check_fail.filter(|(r, _)| *r == Reason::InputIgnored);
+                for (key, w) in judged.warnings.into_iter().filter(|(k, _)| k == "probe") {
+                    if !warn_groups.iter().any(|g| g.0 == key) {
+                        warn_groups.push((key, w, 1));
+                    }
+                }
+            }
+            Err(ProbeLost::Forged(why)) => {
+                run_fail = Some((
+                    Verdict::Fail,
+                    Some(Reason::ForgedReply),
+                    format!("{why} (at {}, the sparse probe)", p.label),
+                    None,
+                ));
+            }
+            Err(ProbeLost::Unjudged(why)) => {
+                if !warn_groups.iter().any(|g| g.0 == "probe") {
+                    warn_groups.push((
+                        "probe".into(),
+                        format!("the sparse probe at {} was not judged: {why}", p.label),
+                        1,
+                    ));
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dump);
+        phases.insert("probe".into(), t.elapsed().as_secs_f64());
+    }
     let warnings: Vec<String> = warn_groups
         .into_iter()
         .map(|(_, w, n)| if n > 1 { format!("{w} (and at {} more)", n - 1) } else { w })
@@ -564,98 +624,6 @@ const TF32_NOTE: &str = "it passes with TF32 off: TF32 (torch.backends.cudnn.all
                          torch.backends.cuda.matmul.allow_tf32, cuDNN's on by default) is the likely cause; \
                          set both to False in the version, as the reference does";
 
-/// Why the judge's process gave no verdict: its error (the problem's own code raised on the
-/// version's answer, say) or its failure (it died, ran out of time).
-pub struct JudgeFailed(pub Verdict, pub Option<Reason>, pub String, pub Option<Box<Diagnostic>>);
-
-impl JudgeFailed {
-    fn at(self, label: &str) -> (Verdict, Option<Reason>, String, Option<Diagnostic>) {
-        (self.0, self.1, format!("{} (the judge, at {label})", self.2), self.3.map(|d| *d))
-    }
-}
-
-/// A worker's error as a message and a diagnostic at its line (in `file` when it names none).
-fn error_at(e: &WorkerError, file: &std::path::Path) -> (String, Diagnostic) {
-    let msg = format!("{}: {}", e.kind, e.message);
-    let file = e.file.clone().unwrap_or_else(|| file.to_path_buf());
-    let mut d = Diagnostic::error(&file, Pos::new(e.lineno.unwrap_or(0), 0), msg.clone());
-    d.tool_text = e.traceback.clone();
-    (msg, d)
-}
-
-/// One request to the judge's process ([`Runners::judge`]).
-pub fn judge_call(
-    runners: &mut Runners,
-    mode: CallMode,
-    req: protocol::Judge,
-    limit: Duration,
-) -> Result<protocol::Response, JudgeFailed> {
-    judge_send(runners, mode, req, limit)?;
-    judge_receive(runners, mode, limit)
-}
-
-/// Sends a request to the judge's process (forked first if it is not running) and returns at
-/// once; [`judge_receive`] reads the answer.
-pub fn judge_send(
-    runners: &mut Runners,
-    mode: CallMode,
-    req: protocol::Judge,
-    limit: Duration,
-) -> Result<(), JudgeFailed> {
-    runners
-        .judge(mode, limit + Duration::from_secs(30))
-        .and_then(|z| z.send(protocol::Op::Judge(req)))
-        .map_err(judge_gone)
-}
-
-/// The answer to the request [`judge_send`] sent, within `limit`.
-pub fn judge_receive(
-    runners: &mut Runners,
-    mode: CallMode,
-    limit: Duration,
-) -> Result<protocol::Response, JudgeFailed> {
-    judge_failed(runners.judge(mode, limit + Duration::from_secs(30)).and_then(|z| z.receive(limit)))
-}
-
-fn judge_failed(r: Result<protocol::Response, Failure>) -> Result<protocol::Response, JudgeFailed> {
-    match r {
-        Ok(r) if r.ok => Ok(r),
-        Ok(r) => {
-            let e = r.error.unwrap_or_else(|| WorkerError::new("error", ""));
-            if let Some((verdict, why)) = problem_code_failed(&e) {
-                return Err(JudgeFailed(verdict, None, why, None));
-            }
-            let d = e.file.as_ref().map(|file| Box::new(error_at(&e, file).1));
-            let reason = reason_for(&e);
-            if reason == Reason::OutOfMemory {
-                // The two processes share the card: which one's memory left the judge none is
-                // not known, so there is no verdict rather than the version's failure.
-                let why = format!(
-                    "the judge's process ran out of device memory, which it shares with the version's: no verdict ({}: {})",
-                    e.kind,
-                    shorten(&one_line(&e.message), 240)
-                );
-                return Err(JudgeFailed(Verdict::Error, None, why, d));
-            }
-            Err(JudgeFailed(Verdict::Fail, Some(reason), format!("{}: {}", e.kind, e.message), d))
-        }
-        Err(f) => Err(judge_gone(f)),
-    }
-}
-
-/// The problem's own code failed where none of the version's ran (rung_problem.py's
-/// `ProblemCode`: its module's import, its inputs' draw, its reference): no verdict on the
-/// version, an error; or, on a machine without a GPU, a problem that asked for CUDA
-/// (`ProblemNeedsGpu`): skipped, as a CUDA reference is there.
-fn problem_code_failed(e: &WorkerError) -> Option<(Verdict, String)> {
-    let why = shorten(&one_line(&e.message), 320);
-    match e.kind.as_str() {
-        "ProblemNeedsGpu" => Some((Verdict::Skipped, format!("no GPU: {why}"))),
-        "ProblemCode" => Some((Verdict::Error, format!("{why}: no verdict on the version"))),
-        _ => None,
-    }
-}
-
 /// The longest of the version's own calls in a judged test's records, when it is past `limit`.
 fn slow_call(observed: &[serde_json::Value], limit: Duration) -> Option<f64> {
     let longest = observed.iter().filter_map(|o| o["seconds"].as_f64()).fold(0.0, f64::max);
@@ -666,13 +634,6 @@ fn slow_call(observed: &[serde_json::Value], limit: Duration) -> Option<f64> {
 fn asks_for_a_gpu(e: &WorkerError) -> bool {
     let text = format!("{} {}", e.kind, e.message).to_ascii_lowercase();
     ["cuda", "nvidia", "acceleratorerror"].iter().any(|w| text.contains(w))
-}
-
-/// The judge's process gave no answer (it died, ran out of time): rung's error, not the
-/// version's failure.
-fn judge_gone(f: Failure) -> JudgeFailed {
-    let (verdict, _) = failure_reason(&f);
-    JudgeFailed(if verdict == Verdict::Fail { Verdict::Error } else { verdict }, None, f.to_string(), None)
 }
 
 #[cfg(test)]

@@ -16,10 +16,13 @@
 mod checker;
 mod formats;
 mod judge;
+mod judging;
+mod probe;
 
 use checker::Checker;
-pub use formats::{JudgeFailed, judge_call, run_problem};
+pub use formats::run_problem;
 pub use judge::{JudgedTest, compile_phase_verdict, declared_cuda_kernels, declared_kernels, judge_cases};
+pub use judging::{JudgeFailed, judge_call};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

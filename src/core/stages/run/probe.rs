@@ -1,0 +1,52 @@
+//! The sparse probe's call and its verdict: a check's last request to each process, so that a
+//! version that breaks on the moved draw loses nothing but the probe's verdict.
+
+use std::time::Duration;
+
+use crate::model::protocol::{self, CallMode, WorkerError};
+use crate::runners::{Failure, Runners};
+
+use super::judge::{one_line, shorten};
+use super::judging::{JudgeFailed, judge_call};
+
+/// Why the sparse probe gave no judged case.
+pub(super) enum ProbeLost {
+    /// Something wrote on the protocol's stream in the version's name: a forged reply.
+    Forged(String),
+    /// The version's process raised, died or hung on the moved draw, or the judge could not
+    /// judge it: a warning, since the draw is out of the problem's range.
+    Unjudged(String),
+}
+
+/// The sparse probe's call (`call`, the version's process) and its verdict (`judge`, the
+/// judge's process): the judged case, or why there is none.
+pub(super) fn sparse_probe(
+    runners: &mut Runners,
+    interpret: bool,
+    mode: CallMode,
+    call: protocol::Problem,
+    judge: protocol::Judge,
+    limit: Duration,
+) -> Result<Vec<protocol::ProblemCase>, ProbeLost> {
+    let answer = runners.zygote(interpret).and_then(|z| z.call(protocol::Op::Problem(call), limit));
+    let observed = match answer {
+        Ok(r) if r.ok => r.problem.map(|p| p.observed).unwrap_or_default(),
+        Ok(r) => {
+            let e = r.error.unwrap_or_else(|| WorkerError::new("error", ""));
+            let why = shorten(&one_line(&format!("{}: {}", e.kind, e.message)), 240);
+            return Err(ProbeLost::Unjudged(format!("the version's process failed on that draw ({why})")));
+        }
+        Err(Failure::Forged(why)) => return Err(ProbeLost::Forged(why)),
+        Err(f) => return Err(ProbeLost::Unjudged(format!("the version's process on that draw: {f}"))),
+    };
+    if observed.is_empty() {
+        return Err(ProbeLost::Unjudged("the version's process returned no record".into()));
+    }
+    match judge_call(runners, mode, protocol::Judge { observed, ..judge }, limit) {
+        Ok(r) => match r.problem {
+            Some(p) if !p.cases.is_empty() => Ok(p.cases),
+            _ => Err(ProbeLost::Unjudged("the judge returned no verdict".into())),
+        },
+        Err(JudgeFailed(_, _, why, _)) => Err(ProbeLost::Unjudged(format!("the judge: {why}"))),
+    }
+}
