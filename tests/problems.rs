@@ -191,6 +191,20 @@ fn the_format_rule_decides_and_a_wrong_answer_fails_by_it() {
 }
 
 #[test]
+fn the_sparse_probe_is_learnt_again_at_the_largest_test() {
+    let Some(_) = python_with_torch() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = fixture(tmp.path(), "gpu-mode/mean", "mean");
+    let got = check(&ws, &[]);
+    assert_eq!(got["v001"].0, "pass", "{:?}", got["v001"]);
+    // The probe learnt at size 1024 (one element at 1e3 moves that mean) barely moves the mean of
+    // a million: learnt again there, it moves one element to 1e6, and the formula's answer stays.
+    let (v, r, summary) = &got["v002"];
+    assert_eq!((v.as_str(), r.as_str()), ("fail", "input-ignored"), "{summary}");
+    assert!(summary.contains("at size=1048576") && summary.contains("moved to 1000000x"), "{summary}");
+}
+
+#[test]
 fn kernelbench_reference_is_out_of_the_versions_reach() {
     let Some(_) = python_with_torch() else { return };
     let tmp = tempfile::tempdir().unwrap();

@@ -444,8 +444,8 @@ pub fn run_problem(
     // The sparse probe, last: every test is judged before it, so a version that breaks on a
     // draw moved out of the problem's range (a crash, a sticky CUDA error, a hang) loses only
     // the probe's verdict. On the last test planned, the largest (a benchmark on a GPU, where a
-    // version that samples only at the timed sizes does it). Of a version already failing it
-    // would add nothing.
+    // version that samples only at the timed sizes does it), learnt again there when the judge
+    // learnt it at another test. Of a version already failing it would add nothing.
     if run_fail.is_none()
         && check_fail.is_none()
         && let Some(hint) = hints.clone().filter(|h| h.sparse.is_some())
@@ -455,8 +455,11 @@ pub fn run_problem(
         let dump = runners.scratch("judged-probe");
         let call = protocol::Problem { sparse_call: true, ..req_for(p, false, &hint, vec![p.test_seed], false, &dump) };
         let judge = protocol::Judge { sparse_call: true, probe: false, ..judge_req(p, false, vec![], &dump) };
-        match sparse_probe(runners, interpret, mode, call, judge, request_limit) {
-            Ok(cases) => {
+        let learn = (plan.len() > 1)
+            .then(|| (protocol::Judge { probe: true, ..judge_req(p, true, vec![], &dump) }, limits.build));
+        match sparse_probe(runners, interpret, mode, learn, call, judge, request_limit) {
+            Ok(None) => {}
+            Ok(Some(cases)) => {
                 let judged = judge_cases(&cases, &p.label);
                 match judged.run_fail {
                     Some((r @ (Reason::HarnessPatched | Reason::TimerPatched), why)) => {

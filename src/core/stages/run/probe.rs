@@ -19,15 +19,30 @@ pub(super) enum ProbeLost {
 }
 
 /// The sparse probe's call (`call`, the version's process) and its verdict (`judge`, the
-/// judge's process): the judged case, or why there is none.
+/// judge's process): the judged case, `None` when there is no probe to make, or why there is no
+/// verdict. With `learn`, the judge first learns the probe at the call's own test (a GPU MODE
+/// probe is learnt at the first test that is a reduction, and a larger test may need elements
+/// moved further to move its reference), and the call takes what it learnt.
 pub(super) fn sparse_probe(
     runners: &mut Runners,
     interpret: bool,
     mode: CallMode,
-    call: protocol::Problem,
+    learn: Option<(protocol::Judge, Duration)>,
+    mut call: protocol::Problem,
     judge: protocol::Judge,
     limit: Duration,
-) -> Result<Vec<protocol::ProblemCase>, ProbeLost> {
+) -> Result<Option<Vec<protocol::ProblemCase>>, ProbeLost> {
+    if let Some((req, learn_limit)) = learn {
+        match judge_call(runners, mode, req, learn_limit) {
+            Ok(r) => call.hints = r.hints.unwrap_or_default(),
+            Err(JudgeFailed(_, _, why, _)) => {
+                return Err(ProbeLost::Unjudged(format!("the judge could not choose it there: {why}")));
+            }
+        }
+        if call.hints.sparse.is_none() {
+            return Ok(None);
+        }
+    }
     let answer = runners.zygote(interpret).and_then(|z| z.call(protocol::Op::Problem(call), limit));
     let observed = match answer {
         Ok(r) if r.ok => r.problem.map(|p| p.observed).unwrap_or_default(),
@@ -44,7 +59,7 @@ pub(super) fn sparse_probe(
     }
     match judge_call(runners, mode, protocol::Judge { observed, ..judge }, limit) {
         Ok(r) => match r.problem {
-            Some(p) if !p.cases.is_empty() => Ok(p.cases),
+            Some(p) if !p.cases.is_empty() => Ok(Some(p.cases)),
             _ => Err(ProbeLost::Unjudged("the judge returned no verdict".into())),
         },
         Err(JudgeFailed(_, _, why, _)) => Err(ProbeLost::Unjudged(format!("the judge: {why}"))),
