@@ -237,6 +237,7 @@ fn a_reduction_that_reads_a_sample_of_its_inputs_fails_the_sparse_probe() {
     let (v, r, summary) = &got["v003"];
     assert_eq!((v.as_str(), r.as_str()), ("fail", "problem-check"), "{summary}");
     assert!(summary.contains("`output` is f64, Model's f32"), "{summary}");
+    assert_eq!(summary.matches("is f64").count(), 1, "said once: {summary}");
     // A version that refuses the moved draw passes, and the check says the probe could not judge it.
     let (v, _, summary) = &got["v004"];
     assert_eq!(v, "pass", "{summary}");

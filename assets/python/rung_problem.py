@@ -498,8 +498,10 @@ def _kernelbench_rule(outs, refs, tolerances, dtype_names, case):
             fails.append("torch.allclose(atol=1e-2, rtol=1e-2) is false: %d of %d elements differ"
                          % (e["rule"]["mismatches"], e["comparison"]["elements"]))
     if fails:
-        # The rule's message says the count and the shapes: the notes need not say them again.
-        case["notes"] = [n for n in case["notes"] if not n.startswith("the version returned ") and " has shape " not in n]
+        # The rule's message says the count, the shapes and the dtypes: the notes need not say them
+        # again.
+        case["notes"] = [n for n in case["notes"] if not n.startswith("the version returned ")
+                         and " has shape " not in n and "both compared as" not in n]
     case["own"] = {"pass": not fails, "message": "; ".join(fails)}
     if not fails:
         for e in case["outputs"]:
