@@ -224,7 +224,7 @@ fn a_reduction_that_reads_a_sample_of_its_inputs_fails_the_sparse_probe() {
     let Some(_) = python_with_torch() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let ws = fixture(tmp.path(), "kernelbench-mean", "kb");
-    let got = check(&ws, &[]);
+    let got = check(&ws, &["v001", "v002", "v003", "v004", "v005", "v006", "v008"]);
     assert_eq!(got["v001"].0, "pass", "{:?}", got["v001"]);
     // KernelBench's rule passes the sampled mean on every draw; the probe's moved element does not
     // move its answer.
@@ -251,6 +251,17 @@ fn a_reduction_that_reads_a_sample_of_its_inputs_fails_the_sparse_probe() {
     assert_eq!((v.as_str(), r.as_str()), ("fail", "shape-mismatch"), "{summary}");
     assert_eq!(summary.matches("shape").count(), 1, "{summary}");
     assert!(summary.contains("output shape (1,) is not Model's ()"), "{summary}");
+    // Read through f16, every draw's mean is the same value: right for both draws, so the same
+    // bits are no remembered answer; the probe's element overflows f16, and its answer differs.
+    let (v, _, summary) = &got["v008"];
+    assert_eq!(v, "pass", "{summary}");
+    assert!(summary.contains("the rule passes it for both"), "{summary}");
+    // A version that reads every other element: under this seed the first moved element is one it
+    // reads (its answer differs from both references), and the probe's second draw catches it.
+    let got = check(&ws, &["--seed", "3", "v007"]);
+    let (v, r, summary) = &got["v007"];
+    assert_eq!((v.as_str(), r.as_str()), ("fail", "input-ignored"), "{summary}");
+    assert!(summary.contains("(on its moved draw 2 of 4: the ones before moved an element it read)"), "{summary}");
 }
 
 #[test]
