@@ -205,6 +205,21 @@ fn the_sparse_probe_is_learnt_again_at_the_largest_test() {
 }
 
 #[test]
+fn an_output_the_reference_reads_and_writes_in_part_keeps_what_the_draw_put_in_it() {
+    let Some(_) = python_with_torch() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = fixture(tmp.path(), "gpu-mode/inout", "inout");
+    let got = check(&ws, &[]);
+    // Poisoned, `acc` would hold rung's bytes where the honest update reads it and where it
+    // leaves it as it was: unwritten, and wrong.
+    assert_eq!(got["v001"].0, "pass", "{:?}", got["v001"]);
+    for id in ["v002", "v003"] {
+        let (v, r, summary) = &got[id];
+        assert_eq!((v.as_str(), r.as_str()), ("fail", "problem-check"), "{id}: {summary}");
+    }
+}
+
+#[test]
 fn kernelbench_reference_is_out_of_the_versions_reach() {
     let Some(_) = python_with_torch() else { return };
     let tmp = tempfile::tempdir().unwrap();

@@ -125,6 +125,7 @@ fn samples() -> Vec<Message> {
                 hints: JudgeHints {
                     output_slots: vec!["data[2]".into()],
                     regenerable: vec!["data[0]".into()],
+                    inout_slots: vec![],
                     sparse: None,
                 },
                 no_tf32: false,
@@ -150,6 +151,7 @@ fn samples() -> Vec<Message> {
                 hints: JudgeHints {
                     output_slots: vec![],
                     regenerable: vec!["inputs[0]".into()],
+                    inout_slots: vec![],
                     sparse: Some(SparseProbe { k: 64, factor: 1e3, skip: vec![] }),
                 },
                 no_tf32: false,
@@ -176,7 +178,12 @@ fn samples() -> Vec<Message> {
         Message::Response(Response {
             id: Some(14),
             ok: true,
-            hints: Some(JudgeHints { output_slots: vec!["data[2]".into()], regenerable: vec![], sparse: None }),
+            hints: Some(JudgeHints {
+                output_slots: vec!["data[2]".into(), "data[3]".into()],
+                regenerable: vec![],
+                inout_slots: vec!["data[3]".into()],
+                sparse: None,
+            }),
             redo: vec!["data[1]".into()],
             ..Default::default()
         }),

@@ -988,8 +988,10 @@ def _ref_written(pristine, ref_in, expected):
 
 def learn_ref_slots(prob, data, state, device, draw=None):
     """The compile phase's look at the reference: which tensors of `data` ref_kernel writes,
-    and, given `draw` (generate_input again under the same seed), which tensors it draws the
-    same way twice: those need no copy kept while the version runs."""
+    which of those it also reads or writes only in part (`inout`: run again with the tensor
+    poisoned, it ends or answers otherwise), and, given `draw` (generate_input again under the
+    same seed), which tensors it draws the same way twice: those need no copy kept while the
+    version runs."""
     torch = _torch()
     pristine = clone(data)
     ref_in = clone(data)
@@ -998,7 +1000,22 @@ def learn_ref_slots(prob, data, state, device, draw=None):
     if device == "cuda":
         torch.cuda.synchronize()
     state["ref_slots"] = _ref_written(pristine, ref_in, expected)
-    del ref_in, expected
+    after, answer = flatten(ref_in, "data", []), flatten(expected, "output", [])
+    state["inout"] = set()
+    for n in sorted(state["ref_slots"]):
+        trial = clone(pristine)
+        target = dict(flatten(trial, "data", [])).get(n)
+        if target is None or not poison(target, POISONS[0]):
+            continue
+        with problem_code("ref_kernel()", device):
+            got = prob.ref_kernel(trial)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        # A tensor the reference fully overwrites and never reads ends the same whatever it held.
+        if not (_same(flatten(trial, "data", []), after) and _same(flatten(got, "output", []), answer)):
+            state["inout"].add(n)
+        del trial, got
+    del ref_in, expected, after, answer
     if draw is not None:
         state["regenerable"] = drawn_alike(pristine, draw(), "data")
 
@@ -1325,14 +1342,16 @@ def observe_gpu_mode(prob, version, args, seed, byte, hints, late, device, dump_
         sparse_probe(data, "data", probe_seed(seed), sparse, sparse.get("skip", ()))
     slots = flatten(data, "data", [])
     outs_known = set(hints.get("output_slots", ())) | late
+    # Outputs the reference also reads or writes in part keep what the draw put in them.
+    inout = set(hints.get("inout_slots", ()))
     again = set(hints.get("regenerable", ()))
     record = {"seed": seed, "slots": [], "kept": {}, "tf32": device == "cuda" and _tf32_on()}
     # Copies of the inputs a second draw cannot stand for, taken before the version runs.
     for n, x in slots:
-        if n not in again and n not in outs_known:
+        if n not in again and (n not in outs_known or n in inout):
             record["kept"][n] = _put(x, dump_dir, "kept", record)
     before = {n: digest(x) for n, x in slots if n not in outs_known}
-    poisoned = {n: poison(x, byte) for n, x in slots if n in outs_known}
+    poisoned = {n: poison(x, byte) for n, x in slots if n in outs_known and n not in inout}
     sync()
     record["phases"] = {"inputs": time.perf_counter() - t}
     if no_tf32:
