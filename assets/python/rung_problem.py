@@ -986,6 +986,24 @@ def _ref_written(pristine, ref_in, expected):
     return {n for n, x in slots if _storage(x) in back or changed(x, pr[n])}
 
 
+def _alike(xs, ys):
+    """Two runs of the reference as one: integers bit for bit, floats within 1e-3 (a reference
+    whose float sums land in another order each run is still one that never read the poison,
+    which turns what reads it into NaN or 3e38)."""
+    torch = _torch()
+    if len(xs) != len(ys):
+        return False
+    for (_, a), (_, b) in zip(xs, ys):
+        if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
+            return False
+        if a.is_floating_point():
+            if not torch.allclose(a.double(), b.double(), rtol=1e-3, atol=1e-6, equal_nan=True):
+                return False
+        elif changed(a, b):
+            return False
+    return True
+
+
 def learn_ref_slots(prob, data, state, device, draw=None):
     """The compile phase's look at the reference: which tensors of `data` ref_kernel writes,
     which of those it also reads or writes only in part (`inout`: run again with the tensor
@@ -1012,7 +1030,8 @@ def learn_ref_slots(prob, data, state, device, draw=None):
         if device == "cuda":
             torch.cuda.synchronize()
         # A tensor the reference fully overwrites and never reads ends the same whatever it held.
-        if not (_same(flatten(trial, "data", []), after) and _same(flatten(got, "output", []), answer)):
+        if unwritten(target, POISONS[0]) or not _alike(flatten(trial, "data", []) + flatten(got, "output", []),
+                                                      after + answer):
             state["inout"].add(n)
         del trial, got
     del ref_in, expected, after, answer
