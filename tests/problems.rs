@@ -220,6 +220,17 @@ fn an_output_the_reference_reads_and_writes_in_part_keeps_what_the_draw_put_in_i
 }
 
 #[test]
+fn a_kernelbench_version_may_change_an_input_its_model_changes() {
+    let Some(_) = python_with_torch() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = fixture(tmp.path(), "kernelbench-inplace", "kb");
+    let got = check(&ws, &[]);
+    assert_eq!(got["v001"].0, "pass", "{:?}", got["v001"]);
+    let (v, r, summary) = &got["v002"];
+    assert_eq!((v.as_str(), r.as_str()), ("fail", "problem-check"), "{summary}");
+}
+
+#[test]
 fn kernelbench_reference_is_out_of_the_versions_reach() {
     let Some(_) = python_with_torch() else { return };
     let tmp = tempfile::tempdir().unwrap();

@@ -109,7 +109,7 @@ def _problem_bench_setup(req):
 
             def observe(into, hints, folder):
                 return rp.observe_kernelbench(prob, model, _fresh_seed(), device, set(hints.get("regenerable", ())),
-                                              folder, into)
+                                              folder, into, inout=set(hints.get("inout_slots", ())))
 
     if device == "cuda":
         torch.cuda.synchronize()

@@ -37,13 +37,14 @@ def judge(req, state):
             else:
                 judged["regenerable"] = rp.drawn_alike(rp.kernelbench_inputs(prob, seed, device),
                                                        rp.kernelbench_inputs(prob, seed, device), "inputs")
-                if req.get("probe"):
-                    model = _kernelbench_model(prob, seed, device)
-                    with rp.problem_code("Model", device):
-                        judged["sparse"] = rp.learn_probe(lambda: rp.kernelbench_inputs(prob, seed, device),
-                                                          lambda x: (rp.forward_seed(seed), model(*x))[1], "inputs", (), seed,
-                                                          device)
-                    del model
+                model = _kernelbench_model(prob, seed, device)
+                draw = lambda: rp.kernelbench_inputs(prob, seed, device)  # noqa: E731
+                with rp.problem_code("Model", device):
+                    rp.learn_model_inout(model, draw, seed, judged)
+                    if req.get("probe"):
+                        judged["sparse"] = rp.learn_probe(draw, lambda x: (rp.forward_seed(seed), model(*x))[1],
+                                                          "inputs", (), seed, device)
+                del model
             phases["judge_learn"] = time.perf_counter() - t
             # What the draws left cached goes back to the card, for the version's process.
             rp.give_back(device)

@@ -1004,6 +1004,17 @@ def _alike(xs, ys):
     return True
 
 
+def learn_model_inout(model, draw, seed, state):
+    """The inputs a KernelBench `Model` changes in place (`torch.relu_(x)`): KernelBench hands
+    both models the same tensors, so a version that does as its reference does is right."""
+    inputs = draw()
+    before = clone(inputs)
+    forward_seed(seed)
+    model(*inputs)
+    pr = dict(flatten(before, "inputs", []))
+    state["inout"] = {n for n, x in flatten(inputs, "inputs", []) if n in pr and changed(x, pr[n])}
+
+
 def learn_ref_slots(prob, data, state, device, draw=None):
     """The compile phase's look at the reference: which tensors of `data` ref_kernel writes,
     which of those it also reads or writes only in part (`inout`: run again with the tensor
@@ -1398,10 +1409,11 @@ def observe_gpu_mode(prob, version, args, seed, byte, hints, late, device, dump_
     return record
 
 
-def observe_kernelbench(prob, model_new, seed, device, regenerable, dump_dir=None, into=None, sparse=None):
+def observe_kernelbench(prob, model_new, seed, device, regenerable, dump_dir=None, into=None, sparse=None, inout=()):
     """The version's side of one KernelBench case: get_inputs() under `seed` made on the device
     (copied into `into` when given; moved by the sparse probe `sparse` when given), ModelNew
-    once; the record for judge_kernelbench."""
+    once; the record for judge_kernelbench. The inputs `Model` itself changes (`inout`, an
+    in-place op on its argument) are not held against the version when it changes them too."""
     torch = _torch()
 
     def sync():
@@ -1420,7 +1432,7 @@ def observe_kernelbench(prob, model_new, seed, device, regenerable, dump_dir=Non
     for n, x in slots:
         if n not in regenerable:
             record["kept"][n] = _put(x, dump_dir, "kept", record)
-    before = {n: digest(x) for n, x in slots}
+    before = {n: digest(x) for n, x in slots if n not in inout}
     sync()
     record["phases"] = {"inputs": time.perf_counter() - t}
     forward_seed(seed)

@@ -410,7 +410,7 @@ def _problem(req, state):
             else:
                 observe = rp.observe_kernelbench
                 call = (prob, model_new, seed, device, set(hints.get("regenerable", ())), folder)
-                more = {"sparse": moved}
+                more = {"sparse": moved, "inout": set(hints.get("inout_slots", ()))}
             rec = rp.observe_probe(observe, seed, *call, **more) if moved else observe(*call, **more)
             rec.pop("_files", None)
             observed.append(rec)

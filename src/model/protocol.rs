@@ -341,9 +341,10 @@ pub struct JudgeHints {
     /// again; of every other input the version's process writes a copy before the call.
     #[serde(default)]
     pub regenerable: Vec<String>,
-    /// Of `output_slots`, those the reference also reads, or writes only in part (a cache
-    /// updated in place): not poisoned, since what the draw put in them is part of the answer;
-    /// compared whole, with no count of unwritten elements.
+    /// GPU MODE: of `output_slots`, those the reference also reads, or writes only in part (a
+    /// cache updated in place): not poisoned, since what the draw put in them is part of the
+    /// answer; compared whole, with no count of unwritten elements. KernelBench: the inputs
+    /// `Model` changes in place, which the version may change too.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inout_slots: Vec<String>,
     /// The sparse probe of a reduction: after its tests, a check makes one more call on a draw
