@@ -220,6 +220,20 @@ fn an_output_the_reference_reads_and_writes_in_part_keeps_what_the_draw_put_in_i
 }
 
 #[test]
+fn a_version_that_fills_and_returns_an_input_changed_its_input() {
+    let Some(_) = python_with_torch() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = fixture(tmp.path(), "gpu-mode/lastinput", "lastinput");
+    let got = check(&ws, &[]);
+    assert_eq!(got["v001"].0, "pass", "{:?}", got["v001"]);
+    // Taken for pmpp_v2's output buffer, `b` was poisoned from the second call on, and the
+    // version failed the check on rung's bytes: the wrong reason.
+    let (v, r, summary) = &got["v002"];
+    assert_eq!((v.as_str(), r.as_str()), ("fail", "input-mutated"), "{summary}");
+    assert!(summary.contains("`data[1]`"), "{summary}");
+}
+
+#[test]
 fn a_kernelbench_version_may_change_an_input_its_model_changes() {
     let Some(_) = python_with_torch() else { return };
     let tmp = tempfile::tempdir().unwrap();

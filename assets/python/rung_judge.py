@@ -98,6 +98,8 @@ def _hints(judged):
     hints = {"output_slots": sorted(judged.get("ref_slots", ())), "regenerable": sorted(judged.get("regenerable", ()))}
     if judged.get("inout"):
         hints["inout_slots"] = sorted(judged["inout"])
+    if judged.get("reads_last"):
+        hints["reads_last"] = True
     if judged.get("sparse"):
         hints["sparse"] = judged["sparse"]
     return hints

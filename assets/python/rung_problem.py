@@ -1045,6 +1045,21 @@ def learn_ref_slots(prob, data, state, device, draw=None):
                                                       after + answer):
             state["inout"].add(n)
         del trial, got
+    # The last tensor when the reference neither writes nor reads it: the pmpp_v2 buffer a
+    # version may fill and return (the `late` slot). One whose content the answer depends on is
+    # an input, and a version that writes it changed its input.
+    names = [n for n, _ in flatten(pristine, "data", [])]
+    state["reads_last"] = False
+    if len(names) >= 2 and names[-1] not in state["ref_slots"]:
+        trial = clone(pristine)
+        if poison(dict(flatten(trial, "data", []))[names[-1]], POISONS[0]):
+            with problem_code("ref_kernel()", device):
+                got = prob.ref_kernel(trial)
+            if device == "cuda":
+                torch.cuda.synchronize()
+            state["reads_last"] = not _alike(flatten(got, "output", []), answer)
+            del got
+        del trial
     del ref_in, expected, after, answer
     if draw is not None:
         state["regenerable"] = drawn_alike(pristine, draw(), "data")
@@ -1397,7 +1412,7 @@ def observe_gpu_mode(prob, version, args, seed, byte, hints, late, device, dump_
     for _, o in flatten(output, "output", []):
         aliased.update(by_storage.get(_storage(o), []))
     last = slots[-1][0] if len(slots) >= 2 else None
-    if last in aliased and last not in outs_known:
+    if last in aliased and last not in outs_known and not hints.get("reads_last"):
         late.add(last)
     out_slots = outs_known | late
     record["output_slots"] = [n for n, _ in slots if n in out_slots]

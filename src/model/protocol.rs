@@ -347,6 +347,11 @@ pub struct JudgeHints {
     /// `Model` changes in place, which the version may change too.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inout_slots: Vec<String>,
+    /// GPU MODE: the reference's answer depends on `data`'s last tensor, so it is an input
+    /// even when a version fills and returns it (otherwise that tensor is the buffer pmpp_v2
+    /// hands in for the output, and a version may write it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reads_last: bool,
     /// The sparse probe of a reduction: after its tests, a check makes one more call on a draw
     /// with a few elements of every floating input moved far out ([`Problem::sparse_call`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
