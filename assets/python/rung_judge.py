@@ -52,17 +52,22 @@ def judge(req, state):
         records = req.get("observed") or []
         _within(records, req.get("dump"))
         tolerances = req.get("tolerances") or {}
-        # The sparse probe's call, alone in a check's last request.
-        sparse = judged.get("sparse") if req.get("sparse_call") else None
-        if req.get("sparse_call") and not sparse:
-            raise ValueError("rung asked to judge a sparse probe this process never learnt")
         try:
-            if gm:
+            if req.get("sparse_call"):
+                # The sparse probe's call, alone in a check's last request.
+                if not judged.get("sparse") or len(records) != 1:
+                    raise ValueError("a sparse probe's request holds one call of a probe this process learnt")
+                if gm:
+                    cases = [rp.probe_gpu_mode(prob, args, records[0], judged["sparse"], device)]
+                else:
+                    cases = [rp.probe_kernelbench(prob, lambda: _kernelbench_model(prob, seed, device), records[0],
+                                                  judged["sparse"], tolerances, RUNG_DTYPES, device)]
+            elif gm:
                 cases = rp.judge_gpu_mode(prob, args, records, tolerances, RUNG_DTYPES, bool(req.get("probe")),
-                                          device, judged, sparse)
+                                          device, judged)
             else:
                 cases = rp.judge_kernelbench(prob, lambda: _kernelbench_model(prob, seed, device), records,
-                                             tolerances, RUNG_DTYPES, device, sparse)
+                                             tolerances, RUNG_DTYPES, device)
         except rp.Redo as r:
             return {"phases": phases, "redo": r.names}
         finally:

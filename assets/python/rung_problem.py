@@ -344,10 +344,11 @@ class _NoTF32:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = self.saved
 
 
-def _judge_outputs(outs, refs, tolerances, dtype_names, rule, case):
+def _judge_outputs(outs, refs, tolerances, dtype_names, rule, case, notes=True):
     """Compares each returned tensor with the reference's, the same position in each; fills
-    `case["outputs"]` and notes on promotions and shapes."""
-    if len(outs) != len(refs):
+    `case["outputs"]` and, with `notes`, notes on counts, promotions and shapes (a rule that
+    fails on each of those says them itself)."""
+    if len(outs) != len(refs) and notes:
         case["notes"].append("the version returned %d tensor(s), the reference %d" % (len(outs), len(refs)))
     for (name, o), (_, r) in zip(outs, refs):
         om, rm = _meta(o, dtype_names), _meta(r, dtype_names)
@@ -355,10 +356,10 @@ def _judge_outputs(outs, refs, tolerances, dtype_names, rule, case):
         if o.numel() != r.numel():
             entry["comparison"] = None
         else:
-            if om["shape"] != rm["shape"]:
+            if om["shape"] != rm["shape"] and notes:
                 case["notes"].append("`%s` has shape %s, the reference's %s: compared element by element"
                                      % (name, tuple(om["shape"]), tuple(rm["shape"])))
-            if om["dtype"] != rm["dtype"]:
+            if om["dtype"] != rm["dtype"] and notes:
                 case["notes"].append("`%s` is %s, the reference's %s: both compared as f64"
                                      % (name, om["dtype"], rm["dtype"]))
             # rung's tolerance: the less precise of the two dtypes'.
@@ -483,7 +484,8 @@ class problem_code:
 def _kernelbench_rule(outs, refs, tolerances, dtype_names, case):
     """KernelBench's own rule (same shape, allclose at atol = rtol = 1e-2) beside rung's metrics,
     and whether a vacuous answer would pass it too."""
-    _judge_outputs(outs, refs, tolerances, dtype_names, (1e-2, 1e-2), case)
+    # KernelBench's rule fails a different count, shape or dtype and names it: no notes besides.
+    _judge_outputs(outs, refs, tolerances, dtype_names, (1e-2, 1e-2), case, notes=False)
     fails = []
     if len(outs) != len(refs):
         fails.append("the version returned %d tensor(s), Model %d" % (len(outs), len(refs)))
@@ -497,11 +499,6 @@ def _kernelbench_rule(outs, refs, tolerances, dtype_names, case):
         elif e.get("rule", {}).get("mismatches", 0):
             fails.append("torch.allclose(atol=1e-2, rtol=1e-2) is false: %d of %d elements differ"
                          % (e["rule"]["mismatches"], e["comparison"]["elements"]))
-    if fails:
-        # The rule's message says the count, the shapes and the dtypes: the notes need not say them
-        # again.
-        case["notes"] = [n for n in case["notes"] if not n.startswith("the version returned ")
-                         and " has shape " not in n and "both compared as" not in n]
     case["own"] = {"pass": not fails, "message": "; ".join(fails)}
     if not fails:
         for e in case["outputs"]:
@@ -1030,37 +1027,33 @@ def learn_ref_slots(prob, data, state, device, draw=None):
         torch.cuda.synchronize()
     state["ref_slots"] = _ref_written(pristine, ref_in, expected)
     after, answer = flatten(ref_in, "data", []), flatten(expected, "output", [])
-    state["inout"] = set()
-    for n in sorted(state["ref_slots"]):
+
+    def poisoned_run(n):
+        """ref_kernel on a copy with tensor `n` poisoned: (the copy's tensors after it, what it
+        returned, whether part of `n` still holds the poison), or None where `n` cannot be."""
         trial = clone(pristine)
         target = dict(flatten(trial, "data", [])).get(n)
         if target is None or not poison(target, POISONS[0]):
-            continue
+            return None
         with problem_code("ref_kernel()", device):
             got = prob.ref_kernel(trial)
         if device == "cuda":
             torch.cuda.synchronize()
+        return flatten(trial, "data", []), flatten(got, "output", []), unwritten(target, POISONS[0]) > 0
+
+    state["inout"] = set()
+    for n in sorted(state["ref_slots"]):
+        run = poisoned_run(n)
         # A tensor the reference fully overwrites and never reads ends the same whatever it held.
-        if unwritten(target, POISONS[0]) or not _alike(flatten(trial, "data", []) + flatten(got, "output", []),
-                                                      after + answer):
+        if run and (run[2] or not _alike(run[0] + run[1], after + answer)):
             state["inout"].add(n)
-        del trial, got
     # The last tensor when the reference neither writes nor reads it: the pmpp_v2 buffer a
     # version may fill and return (the `late` slot). One whose content the answer depends on is
     # an input, and a version that writes it changed its input.
     names = [n for n, _ in flatten(pristine, "data", [])]
-    state["reads_last"] = False
-    if len(names) >= 2 and names[-1] not in state["ref_slots"]:
-        trial = clone(pristine)
-        if poison(dict(flatten(trial, "data", []))[names[-1]], POISONS[0]):
-            with problem_code("ref_kernel()", device):
-                got = prob.ref_kernel(trial)
-            if device == "cuda":
-                torch.cuda.synchronize()
-            state["reads_last"] = not _alike(flatten(got, "output", []), answer)
-            del got
-        del trial
-    del ref_in, expected, after, answer
+    run = poisoned_run(names[-1]) if len(names) >= 2 and names[-1] not in state["ref_slots"] else None
+    state["reads_last"] = bool(run) and not _alike(run[1], answer)
+    del ref_in, expected, after, answer, run
     if draw is not None:
         state["regenerable"] = drawn_alike(pristine, draw(), "data")
 
@@ -1514,19 +1507,17 @@ def _returned(record, device):
     return _rebuild(record["output"], tensors)
 
 
-def judge_gpu_mode(prob, args, records, tolerances, dtype_names, probe, device, state, sparse=None):
+def judge_gpu_mode(prob, args, records, tolerances, dtype_names, probe, device, state):
     """The judge's side of GPU MODE cases (observe_gpu_mode's records, in order): each drawn
     again, the reference on its own copy, rung's metrics, the problem's check_implementation on
     a pristine copy; with `probe`, that check tried on vacuous answers too. `state` keeps the
-    slots ref_kernel writes, for the hints the version's next cases get. With `sparse`, the one
-    record is the sparse probe's call."""
+    slots ref_kernel writes, for the hints the version's next cases get."""
     torch = _torch()
 
     def sync():
         if device == "cuda":
             torch.cuda.synchronize()
 
-    records, last = _probe_split(records, sparse)
     cases = []
     for k, record in enumerate(records):
         draw = gpu_mode_draw(prob, args, record["seed"], device)
@@ -1582,19 +1573,7 @@ def judge_gpu_mode(prob, args, records, tolerances, dtype_names, probe, device, 
             case["own"] = own
         phases["metrics"] = time.perf_counter() - t
         cases.append(case)
-    if last is not None:
-        cases.append(_probe_gpu_mode(prob, args, last, sparse, device))
     return cases
-
-
-def _probe_split(records, sparse):
-    """(the judged records, the sparse probe's record or None): with `sparse`, the one record is
-    the probe's."""
-    if not sparse:
-        return records, None
-    if len(records) != 1:
-        raise ValueError("a sparse probe's request holds one call, not %d" % len(records))
-    return [], records[0]
 
 
 def _kernelbench_passes(outs, refs, tolerances, dtype_names):
@@ -1617,7 +1596,7 @@ def _probe_case(record, checks, phases, spec, found):
     return case
 
 
-def _probe_gpu_mode(prob, args, record, spec, device):
+def probe_gpu_mode(prob, args, record, spec, device):
     """The sparse probe's call of a GPU MODE test, judged: its draw moved the same way here, the
     problem's own check (or KernelBench's rule) against the moved reference and, where that
     fails, against the reference to the draw before it moved."""
@@ -1657,7 +1636,7 @@ def _probe_gpu_mode(prob, args, record, spec, device):
                        spec, found)
 
 
-def _probe_kernelbench(prob, make_model, record, spec, tolerances, dtype_names, device):
+def probe_kernelbench(prob, make_model, record, spec, tolerances, dtype_names, device):
     """The sparse probe's call of a KernelBench problem, judged with KernelBench's rule."""
     if record.get("probe_raised"):
         return _probe_unjudged(record, spec, "the version raised on that draw (%s)" % record["probe_raised"])
@@ -1687,17 +1666,15 @@ def _probe_kernelbench(prob, make_model, record, spec, tolerances, dtype_names, 
     return _probe_case(record, checks, {"probe": time.perf_counter() - t}, spec, found)
 
 
-def judge_kernelbench(prob, make_model, records, tolerances, dtype_names, device, sparse=None):
+def judge_kernelbench(prob, make_model, records, tolerances, dtype_names, device):
     """The judge's side of KernelBench cases: get_inputs() drawn again under each case's seed,
-    Model (built by `make_model`, with ModelNew's weights) on them, KernelBench's own rule. With
-    `sparse`, the one record is the sparse probe's call."""
+    Model (built by `make_model`, with ModelNew's weights) on them, KernelBench's own rule."""
     torch = _torch()
 
     def sync():
         if device == "cuda":
             torch.cuda.synchronize()
 
-    records, last = _probe_split(records, sparse)
     cases = []
     for record in records:
         t = time.perf_counter()
@@ -1724,6 +1701,4 @@ def judge_kernelbench(prob, make_model, records, tolerances, dtype_names, device
         _kernelbench_rule(outs, refs, tolerances, dtype_names, case)
         phases["metrics"] = time.perf_counter() - t
         cases.append(case)
-    if last is not None:
-        cases.append(_probe_kernelbench(prob, make_model, last, sparse, tolerances, dtype_names, device))
     return cases
