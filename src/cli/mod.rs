@@ -33,7 +33,7 @@ pub enum Command {
     /// Write a new workspace from a template.
     New {
         dir: PathBuf,
-        /// vector-add (default), rmsnorm (the demo) or cute-dsl (the vector add with a CuTe DSL version).
+        /// vector-add (default), rmsnorm (the demo), cute-dsl or tilelang (the vector add with a CuTe DSL or TileLang version).
         #[arg(long, short)]
         template: Option<String>,
     },

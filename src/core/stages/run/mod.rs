@@ -195,9 +195,15 @@ pub fn run_and_check(
     // against a CUDA reference needs none of it.
     let python = native.is_none() || ref_plan.is_none() || ws.checks.is_some();
     let needs = if native.is_some() || (gpu && has("torch")) { "numpy" } else { "triton" };
-    if python && (!has(needs) || !has("numpy")) {
+    let mut missing: Vec<&str> = [needs, "numpy"].into_iter().filter(|m| !has(m)).collect();
+    missing.dedup();
+    if python && !missing.is_empty() {
         let what = if ref_plan.is_none() { "the Python reference" } else { "this version and checks.py" };
-        return skipped(format!("{needs} and numpy are needed to run {what}: run `rung setup`"));
+        let verb = if missing.len() > 1 { "are" } else { "is" };
+        return skipped(format!(
+            "{} {verb} needed to run {what} and not installed: run `rung setup`",
+            missing.join(" and ")
+        ));
     }
     let mode = if native.is_some() {
         CallMode::Reference
