@@ -183,19 +183,23 @@ class Guarded(object):
     """A tensor on the GPU inside a larger allocation whose head and tail are filled with
     GUARD_BYTE: a kernel writing a little past either end changes them instead of faulting."""
 
-    def __init__(self, path, dtype, shape, guard):
+    def __init__(self, path, dtype, shape, guard, fill=None):
         import numpy as np
         import torch
         self.path = path
         self.guard = guard
-        host = np.fromfile(path, dtype=np.uint8)
-        self.nbytes = host.size
+        # `fill` ({"bytes", "value"}): the file is not written, the buffer is that byte throughout.
+        host = None if fill else np.fromfile(path, dtype=np.uint8)
+        self.nbytes = int(fill["bytes"]) if fill else host.size
         self.raw = torch.empty(self.nbytes + 2 * guard, dtype=torch.uint8, device="cuda")
         if guard:
             self.raw[:guard].fill_(GUARD_BYTE)
             self.raw[guard + self.nbytes:].fill_(GUARD_BYTE)
         body = self.raw[guard:guard + self.nbytes]
-        body.copy_(torch.from_numpy(host))
+        if fill:
+            body.fill_(int(fill["value"]))
+        else:
+            body.copy_(torch.from_numpy(host))
         self.tensor = body.view(getattr(torch, TORCH_NAMES[dtype])).view(tuple(shape))
 
     def write_back(self):

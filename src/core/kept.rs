@@ -35,8 +35,13 @@ impl Kept {
     /// forgotten. An empty list is never intact.
     pub fn intact(&mut self, paths: &[PathBuf]) -> bool {
         let mut all = !paths.is_empty();
-        for p in paths {
-            let same = self.files.get(p).is_some_and(|kept| stamp(p).is_ok_and(|now| now == *kept));
+        // Each file's CRC on a thread of its own: the input sets of one size are read at once.
+        let now: Vec<Option<Stamp>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = paths.iter().map(|p| scope.spawn(move || stamp(p).ok())).collect();
+            handles.into_iter().map(|h| h.join().ok().flatten()).collect()
+        });
+        for (p, now) in paths.iter().zip(now) {
+            let same = self.files.get(p).is_some_and(|kept| now.is_some_and(|now| now == *kept));
             if !same {
                 self.files.remove(p);
                 all = false;

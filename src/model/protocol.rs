@@ -410,7 +410,7 @@ pub struct Judge {
 /// Timing requests. The first of a series carries `launch` or `call` and the input sets: the
 /// worker uploads every set once, warms up for `warmup_seconds`, and keeps them; later requests
 /// with neither only ask for more samples; `write_back` copies set 0's buffers back to their
-/// files (so the timed runs' outputs can be checked). Before each timed call a buffer of
+/// files (so the timed runs' outputs can be checked), all but the `read_only` ones. Before each timed call a buffer of
 /// `flush_bytes` is read on the GPU and its lines discarded (flushing L2); calls rotate through the input sets.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -440,6 +440,15 @@ pub struct Bench {
     pub flush_ptx: Option<String>,
     #[serde(default)]
     pub write_back: bool,
+    /// Files the worker only reads (the bench's kept input sets), named by a series' first
+    /// request: the series' write-backs leave them as they are, and the native worker keeps their bytes in memory between requests, read again
+    /// when a file's length, modification time or inode changed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_only: Vec<PathBuf>,
+    /// Buffers whose files are not written (the poisoned outputs): each path stands for `bytes`
+    /// bytes of `value`, which the native worker fills on the device; a write-back writes the file.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub filled: BTreeMap<PathBuf, Fill>,
     /// Graph replay, for small kernels: `graph_calls` calls on set 0 captured into one CUDA graph
     /// (no flush between them), the graph replayed `graph_replays` times, each timed by events;
     /// the per-call times come back in `Response::graph_ms`. Done after the samples.
@@ -462,6 +471,14 @@ pub struct Bench {
     pub dump: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hints: Option<JudgeHints>,
+}
+
+/// A buffer of `bytes` bytes, each `value`: what a poisoned output's file would hold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Fill {
+    pub bytes: u64,
+    pub value: u8,
 }
 
 /// What a GPU MODE or KernelBench bench times, in the Python worker: `custom_kernel(data)` (or

@@ -43,6 +43,8 @@ pub struct State {
     timer_note: Option<String>,
     /// The largest persisting-L2 carve-out found set before a timed call (and undone), bytes.
     l2_persisting: u64,
+    /// The files the series' first request named read-only: a write-back leaves them.
+    read_only: Vec<std::path::PathBuf>,
 }
 
 impl Drop for State {
@@ -84,12 +86,37 @@ fn io(what: &std::path::Path, e: std::io::Error) -> WorkerError {
     WorkerError::new("IoError", format!("{}: {e}", what.display()))
 }
 
-fn setup(
-    launch: &Launch,
-    extra: &[BTreeMap<String, std::path::PathBuf>],
-    flush_bytes: u64,
-    sms: u32,
-) -> Result<State, WorkerError> {
+/// A buffer's bytes on the device: filled when the request says so, else from its file (held
+/// in memory between requests when it is read-only). Its pointer and length.
+///
+/// # Safety
+/// A context is current; the allocation is the caller's to free.
+unsafe fn upload(file: &std::path::Path, req: &Bench) -> Result<(sys::CUdeviceptr, usize), WorkerError> {
+    // SAFETY: the caller's context; `d` holds `len` bytes.
+    unsafe {
+        if let Some(f) = req.filled.get(file) {
+            let len = f.bytes as usize;
+            let d = result::malloc_sync(len.max(1)).map_err(cuda_error)?;
+            if len > 0 {
+                result::memset_d8_sync(d, f.value, len).map_err(cuda_error)?;
+            }
+            return Ok((d, len));
+        }
+        let bytes = if req.read_only.iter().any(|p| p == file) {
+            super::resident::bytes(file).map_err(|e| io(file, e))?
+        } else {
+            std::sync::Arc::new(std::fs::read(file).map_err(|e| io(file, e))?)
+        };
+        let d = result::malloc_sync(bytes.len().max(1)).map_err(cuda_error)?;
+        if !bytes.is_empty() {
+            result::memcpy_htod_sync(d, &bytes[..]).map_err(cuda_error)?;
+        }
+        Ok((d, bytes.len()))
+    }
+}
+
+fn setup(req: &Bench, launch: &Launch, sms: u32) -> Result<State, WorkerError> {
+    let (extra, flush_bytes) = (&req.sets, req.flush_bytes);
     let callee = Callee::load(launch)?;
     // SAFETY: driver calls on this thread's context; every allocation is owned by State.
     unsafe {
@@ -108,6 +135,7 @@ fn setup(
             tracer: None,
             timer_note: None,
             l2_persisting: 0,
+            read_only: req.read_only.clone(),
         };
         if flush_bytes > 0 {
             let d = result::malloc_sync(flush_bytes as usize).map_err(cuda_error)?;
@@ -136,12 +164,8 @@ fn setup(
                             state.sets[0].1.iter().find(|b| &b.0 == name).map(|b| b.2).unwrap_or(0)
                         } else {
                             let file = own.unwrap_or(path);
-                            let bytes = std::fs::read(file).map_err(|e| io(file, e))?;
-                            let d = result::malloc_sync(bytes.len().max(1)).map_err(cuda_error)?;
-                            if !bytes.is_empty() {
-                                result::memcpy_htod_sync(d, &bytes).map_err(cuda_error)?;
-                            }
-                            bufs.push((name.clone(), file.clone(), d, bytes.len()));
+                            let (d, len) = upload(file, req)?;
+                            bufs.push((name.clone(), file.clone(), d, len));
                             d
                         };
                         args.push(d.to_le_bytes().to_vec());
@@ -336,7 +360,7 @@ fn serve_inner(series: &mut BTreeMap<u32, State>, req: &Bench, sms: u32) -> Resu
     let mut lap = |name: &str| clock.lap(name);
     if let Some(l) = &req.launch {
         series.remove(&req.series);
-        let mut state = setup(l, &req.sets, req.flush_bytes, sms)?;
+        let mut state = setup(req, l, sms)?;
         lap("upload");
         if !req.profile {
             start_tracer(&mut state);
@@ -371,6 +395,9 @@ fn serve_inner(series: &mut BTreeMap<u32, State>, req: &Bench, sms: u32) -> Resu
         state.next = 0;
         timed(state)?;
         for (_, path, d, len) in &state.sets[0].1 {
+            if state.read_only.contains(path) {
+                continue;
+            }
             let mut bytes = vec![0u8; *len];
             // SAFETY: a live allocation of `len` bytes.
             unsafe {

@@ -538,3 +538,4 @@ mod trace_tests {
 
 /// Timing and ceilings in the native worker.
 mod bench;
+mod resident;

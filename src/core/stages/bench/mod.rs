@@ -161,7 +161,7 @@ pub fn bench(cx: &mut BenchCtx, gpu: &GpuInfo, v: &VersionFile, target: &Target,
                 break;
             }
         };
-        clock.lap("inputs");
+        clock.lap(if sets.drawn { PHASE_DRAWN } else { "inputs" });
         let timed = bench_size(cx, target, reference, size, &sets, &dir);
         clock.lap("series");
         match timed {
@@ -456,6 +456,27 @@ pub struct Sets {
     pub files: Files,
     pub extra: Vec<BTreeMap<String, PathBuf>>,
     pub kept: Option<PathBuf>,
+    /// The kept input files, which the workers only read (and the native worker holds).
+    pub read_only: Vec<PathBuf>,
+    /// Set 0's poisoned outputs, filled by the worker rather than written here.
+    pub filled: BTreeMap<PathBuf, protocol::Fill>,
+    /// Whether the input sets were drawn for this bench (not kept from an earlier one).
+    pub drawn: bool,
+}
+
+/// The bench phase that drew the input sets (`inputs` when they were kept from an earlier bench).
+pub const PHASE_DRAWN: &str = "inputs_drawn";
+
+/// `first` with where its buffers come from: the kept files it only reads, and the outputs it
+/// fills.
+fn sourced(
+    mut first: protocol::Bench,
+    read_only: &[PathBuf],
+    filled: &BTreeMap<PathBuf, protocol::Fill>,
+) -> protocol::Bench {
+    first.read_only = read_only.to_vec();
+    first.filled = filled.clone();
+    first
 }
 
 /// The input sets of one size, drawn once per (problem, seed, size) while the runners live and
@@ -465,19 +486,34 @@ fn kept_sets(cx: &mut BenchCtx, sizes: &SizeSet, dir: &std::path::Path) -> Resul
     let folder = cx.runners.env.data.join("kept").join(&key[..16]);
     let io =
         |d: &std::path::Path, e: std::io::Error| Box::new(fail(Verdict::Error, None, format!("{}: {e}", d.display())));
-    keep_inputs(cx, sizes, &folder)?;
-    let (kept, extra) = input_files(cx.spec, sizes, &folder);
-    // Set 0 is a copy of the bench's own: the write-back step writes every buffer of set 0 back
-    // to its file, and the kept set must stay as drawn for the reference and the next version.
-    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let drawn = keep_inputs(cx, sizes, &folder)?;
+    let (mut files, extra) = input_files(cx.spec, sizes, &folder);
+    // Every set's inputs are the kept files, which the workers only read (a write-back leaves
+    // them): they stay as drawn for the reference and the next version.
+    let read_only = input_paths(cx.spec, &folder);
+    let (outputs, filled) = filled_outputs(cx.spec, sizes, dir).map_err(|e| io(dir, e))?;
+    files.extend(outputs);
+    Ok(Sets { files, extra, kept: Some(folder), read_only, filled, drawn })
+}
+
+/// Poisoned outputs in `dir` that the worker fills: their files are written only by a write-back.
+fn filled_outputs(
+    spec: &Spec,
+    sizes: &SizeSet,
+    dir: &std::path::Path,
+) -> std::io::Result<(Files, BTreeMap<PathBuf, protocol::Fill>)> {
+    std::fs::create_dir_all(dir)?;
     let mut files = Files::new();
-    for (name, (path, shape)) in kept {
-        let copy = dir.join(path.file_name().expect("a file"));
-        std::fs::copy(&path, &copy).map_err(|e| io(&copy, e))?;
-        files.insert(name, (copy, shape));
+    let mut filled = BTreeMap::new();
+    for t in &spec.outputs {
+        let shape = spec.shape_at(t, sizes).unwrap_or_default();
+        let bytes = shape.iter().product::<i64>() as u64 * t.dtype.size_bytes() as u64;
+        let path = dir.join(format!("{}.bin", t.name));
+        let _ = std::fs::remove_file(&path);
+        filled.insert(path.clone(), protocol::Fill { bytes, value: inputs::POISON[0] });
+        files.insert(t.name.clone(), (path, shape));
     }
-    files.extend(poisoned_outputs(cx.spec, sizes, dir).map_err(|e| io(dir, e))?);
-    Ok(Sets { files, extra, kept: Some(folder) })
+    Ok((files, filled))
 }
 
 /// Set 0's inputs as drawn, for the reference: the kept files when they are intact (drawn again
@@ -493,17 +529,18 @@ fn pristine_inputs(cx: &mut BenchCtx, sizes: &SizeSet, sets: &Sets) -> Result<Fi
 }
 
 /// Every input set of one size in `folder`, as drawn: the kept files while intact, drawn again
-/// (over whatever changed them) and kept otherwise.
-fn keep_inputs(cx: &mut BenchCtx, sizes: &SizeSet, folder: &std::path::Path) -> Result<(), Box<StageOutcome>> {
+/// (over whatever changed them) and kept otherwise. Whether they were drawn.
+fn keep_inputs(cx: &mut BenchCtx, sizes: &SizeSet, folder: &std::path::Path) -> Result<bool, Box<StageOutcome>> {
     let paths = input_paths(cx.spec, folder);
-    if !cx.runners.kept.intact(&paths) {
-        write_inputs(cx.spec, sizes, cx.seed, folder)?;
-        cx.runners
-            .kept
-            .keep(folder, &paths)
-            .map_err(|e| Box::new(fail(Verdict::Error, None, format!("{}: {e}", folder.display()))))?;
+    if cx.runners.kept.intact(&paths) {
+        return Ok(false);
     }
-    Ok(())
+    write_inputs(cx.spec, sizes, cx.seed, folder)?;
+    cx.runners
+        .kept
+        .keep(folder, &paths)
+        .map_err(|e| Box::new(fail(Verdict::Error, None, format!("{}: {e}", folder.display()))))?;
+    Ok(true)
 }
 
 /// Set `k`'s file for input `name` in `dir`.
@@ -557,7 +594,7 @@ fn draw_sets(spec: &Spec, sizes: &SizeSet, seed: u64, dir: &std::path::Path) -> 
     let outputs = poisoned_outputs(spec, sizes, dir)
         .map_err(|e| Box::new(fail(Verdict::Error, None, format!("{}: {e}", dir.display()))))?;
     files.extend(outputs);
-    Ok(Sets { files, extra, kept: None })
+    Ok(Sets { files, extra, kept: None, read_only: vec![], filled: BTreeMap::new(), drawn: true })
 }
 
 /// The real input set of one size (set 0, as the bench draws it) and poisoned outputs, in `dir`:

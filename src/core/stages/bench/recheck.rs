@@ -24,8 +24,10 @@ pub(super) fn recheck_timed(
     sizes: &SizeSet,
     sets: &Sets,
     dir: &std::path::Path,
+    phases: &mut BTreeMap<String, f64>,
 ) -> Option<String> {
     let spec = cx.spec;
+    let t = std::time::Instant::now();
     let ref_dir = sets.kept.as_ref().map(|k| k.join("reference")).unwrap_or_else(|| dir.to_path_buf());
     let paths: Vec<PathBuf> = spec.outputs.iter().map(|t| reference_file(&ref_dir, &t.name)).collect();
     if !cx.runners.kept.intact(&paths) {
@@ -48,7 +50,11 @@ pub(super) fn recheck_timed(
             let _ = cx.runners.kept.keep(folder, &paths);
         }
     }
-    outputs_differ(spec, &sets.files, |name| reference_file(&ref_dir, name))
+    *phases.entry("recheck_reference".into()).or_default() += t.elapsed().as_secs_f64();
+    let t = std::time::Instant::now();
+    let differ = outputs_differ(spec, &sets.files, |name| reference_file(&ref_dir, name));
+    *phases.entry("recheck_compare".into()).or_default() += t.elapsed().as_secs_f64();
+    differ
 }
 
 /// Why the reference did not run at the benchmark size (the bench's re-check reason).

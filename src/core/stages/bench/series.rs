@@ -5,7 +5,6 @@ use std::time::Duration;
 
 pub use crate::model::bench::{SizeBench, Speedup};
 use crate::model::protocol::{self};
-use crate::model::report::Verdict;
 use crate::runners::Runners;
 use crate::spec::SizeSet;
 use crate::stages::StageOutcome;
@@ -27,7 +26,8 @@ pub(super) fn bench_size(
     let limit = spec.limits.bench + spec.limits.run * 2;
     let rule = StopRule { budget_seconds: spec.limits.bench.as_secs_f64(), ..StopRule::default() };
     fork_for(runners, &[target])?;
-    let first = first_request(spec, target, sizes, &sets.files, &sets.extra, 0)?;
+    let first =
+        sourced(first_request(spec, target, sizes, &sets.files, &sets.extra, 0)?, &sets.read_only, &sets.filled);
     let series = sample_series(runners, target, first, limit, &rule)?;
     let mut out = size_bench(sizes, &series);
     // One more call on the real input set, its outputs written back and checked; then a small
@@ -45,9 +45,7 @@ pub(super) fn bench_size(
             Err(f) => out.graph_error = Some(f.summary),
         }
     }
-    let t = std::time::Instant::now();
-    out.recheck_failure = recheck_timed(cx, reference, sizes, sets, dir);
-    *out.phases.entry("recheck".into()).or_default() += t.elapsed().as_secs_f64();
+    out.recheck_failure = recheck_timed(cx, reference, sizes, sets, dir, &mut out.phases);
     Ok(out)
 }
 
@@ -139,19 +137,21 @@ pub(super) fn interleave(
 ) -> Result<Speedup, Box<StageOutcome>> {
     let spec = cx.spec;
     let runners = &mut *cx.runners;
-    let io = |e: std::io::Error| Box::new(fail(Verdict::Error, None, format!("{}: {e}", dir.display())));
     let limit = spec.limits.bench + spec.limits.run * 2;
     let rule = StopRule { budget_seconds: spec.limits.bench.as_secs_f64(), ..StopRule::default() };
-    // Each series writes outputs of its own; the inputs are shared.
-    let mut files = [sets.files.clone(), sets.files.clone()];
-    for (k, f) in files.iter_mut().enumerate() {
-        f.extend(poisoned_outputs(spec, sizes, &dir.join(format!("s{k}"))).map_err(io)?);
-    }
+    // Each series fills outputs of its own; the inputs are shared.
     let targets = [target, &other.target];
-    let firsts = [
-        first_request(spec, targets[0], sizes, &files[0], &sets.extra, 0)?,
-        first_request(spec, targets[1], sizes, &files[1], &sets.extra, 1)?,
-    ];
+    let mut firsts = Vec::new();
+    for (k, t) in targets.iter().enumerate() {
+        let mut files = sets.files.clone();
+        let at = dir.join(format!("s{k}"));
+        let (outputs, filled) = filled_outputs(spec, sizes, &at)
+            .map_err(|e| Box::new(fail(Verdict::Error, None, format!("{}: {e}", at.display()))))?;
+        files.extend(outputs);
+        let first = first_request(spec, t, sizes, &files, &sets.extra, k as u32)?;
+        firsts.push(sourced(first, &sets.read_only, &filled));
+    }
+    let firsts: [protocol::Bench; 2] = firsts.try_into().expect("two series");
     alternate(runners, targets, firsts, other, sizes, limit, &rule)
 }
 
