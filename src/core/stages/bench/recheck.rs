@@ -134,17 +134,27 @@ fn run_python_reference(
 fn outputs_differ(spec: &Spec, files: &Files, reference: impl Fn(&str) -> PathBuf) -> Option<String> {
     for t in &spec.outputs {
         let shape: Vec<usize> = files[&t.name].1.iter().map(|d| *d as usize).collect();
-        let o = std::fs::read(&files[&t.name].0).unwrap_or_default();
-        let r = std::fs::read(reference(&t.name)).unwrap_or_default();
+        let (o, r) = (mapped(&files[&t.name].0), mapped(&reference(&t.name)));
+        let (o, r) = (o.as_deref().unwrap_or_default(), r.as_deref().unwrap_or_default());
         if o.len() != r.len() {
             return Some(format!("`{}`: {} bytes written back, the reference's {}", t.name, o.len(), r.len()));
         }
-        let c = metrics::compare_bytes(t.dtype, &o, &r, &shape, &t.tolerance);
+        let c = metrics::compare_bytes(t.dtype, o, r, &shape, &t.tolerance);
         if let Some(why) = metrics::judge(&c, &t.tolerance) {
             return Some(format!("`{}`: {why}", t.name));
         }
     }
     None
+}
+
+/// A file's bytes mapped rather than read: the outputs and the reference's at a benchmark size
+/// are hundreds of megabytes, and copying them took most of the re-check. `None` for a missing
+/// or empty file (mapped empty files are an error).
+fn mapped(path: &std::path::Path) -> Option<memmap2::Mmap> {
+    let f = std::fs::File::open(path).ok()?;
+    // SAFETY: rung's own files in its scratch and kept folders, written before this and not
+    // written while mapped: the worker's write-back has answered and the reference has run.
+    unsafe { memmap2::Mmap::map(&f) }.ok()
 }
 
 /// A CUDA reference, launched in the native worker on set 0, its outputs into `dir`.
@@ -236,4 +246,30 @@ pub(super) fn problem_recheck(
     }
     let _ = std::fs::remove_dir_all(&dump);
     out
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_timed_outputs_are_compared_with_the_references_and_a_missing_one_is_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let toml = include_str!("../../../../assets/templates/vector-add/rung.toml");
+        let spec = crate::spec::Spec::parse(toml, std::path::Path::new("rung.toml")).unwrap();
+        let out = &spec.outputs[0];
+        let bytes = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let (o, r) = (tmp.path().join("o.bin"), tmp.path().join(format!("{}-ref.bin", out.name)));
+        std::fs::write(&r, bytes(&[1.0, 2.0, 3.0, 4.0])).unwrap();
+        let mut files = Files::new();
+        files.insert(out.name.clone(), (o.clone(), vec![4]));
+        let differ = |files: &Files| outputs_differ(&spec, files, |name| reference_file(tmp.path(), name));
+        std::fs::write(&o, bytes(&[1.0, 2.0, 3.0, 4.0])).unwrap();
+        assert_eq!(differ(&files), None);
+        std::fs::write(&o, bytes(&[1.0, 2.0, 3.5, 4.0])).unwrap();
+        let why = differ(&files).expect("one element off");
+        assert!(why.contains(&format!("`{}`", out.name)), "{why}");
+        std::fs::remove_file(&o).unwrap();
+        let why = differ(&files).expect("nothing written back");
+        assert!(why.contains("0 bytes written back, the reference's 16"), "{why}");
+    }
 }
