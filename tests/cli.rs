@@ -488,3 +488,20 @@ fn a_module_planted_in_the_workspace_does_not_run_when_rung_probes_python() {
     assert!(doctor["toolchain"]["python"]["path"].is_string(), "python3 was probed: {doctor}");
     assert!(!marker.exists(), "the planted json.py ran");
 }
+
+#[test]
+fn a_reader_that_stops_early_ends_rung_quietly() {
+    // `rung schema --worker | head -1`: the reader closes the pipe before rung has written it
+    // all (the schema, about 70 KB, is more than a pipe holds, so the write cannot succeed).
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rung"))
+        .args(["schema", "--worker"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+}

@@ -238,6 +238,7 @@ pub struct CheckArgs {
 }
 
 pub fn main() -> std::process::ExitCode {
+    quiet_on_closed_stdout();
     let cli = Cli::parse();
     let code = match commands::run(cli) {
         Ok(code) => code,
@@ -247,6 +248,25 @@ pub fn main() -> std::process::ExitCode {
         }
     };
     std::process::ExitCode::from(code as u8)
+}
+
+/// `rung history | head` closes rung's standard output early. Rust ignores SIGPIPE (rung writes
+/// to its workers' pipes and must outlive one that died), so `println!` panics instead: the
+/// panic is turned into the quiet exit a Unix tool gives there, 141 (128 + SIGPIPE).
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
 }
 
 #[derive(Debug, clap::Args)]
