@@ -416,6 +416,24 @@ fn a_rung_run_host_entry_builds_as_a_shared_object() {
     assert!(rung::hostentry::HostEntry::open(&ws.join(".rung/dumps/v030/libv030.so")).is_ok());
 }
 
+#[test]
+fn a_host_entry_links_against_a_toolchain_whose_folder_has_a_comma() {
+    // nvcc splits -L values at commas: the CUDA runtime beside a toolchain under `cuda,13/`
+    // reaches the host linker another way.
+    let Some(nvcc) = real_nvcc() else { return };
+    let (tmp, ws) = workspace("vector-add");
+    let root = nvcc.parent().and_then(Path::parent).unwrap();
+    let comma = tmp.path().join("cuda,13");
+    std::os::unix::fs::symlink(root, &comma).unwrap();
+    std::fs::write(ws.join("versions/v030-host.cu"), HOST_ENTRY).unwrap();
+    let out = rung(&ws, &["check", "--json", "v030"], &[("CUDA_HOME", comma.to_str().unwrap())]);
+    let v = json(&out);
+    let build = &v["versions"][0]["stages"][1];
+    assert_eq!(build["verdict"], "pass", "{build}");
+    let commands = build["detail"]["commands"].as_array().unwrap();
+    assert!(commands.iter().filter_map(|c| c.as_str()).any(|c| c.contains("cuda,13")), "{commands:?}");
+}
+
 /// A host entry that touches no GPU, so the packed call the worker makes can be checked here:
 /// every parameter type the worker passes (pointers, int, float, a 64-bit integer, `__half`)
 /// must arrive as the bytes rung bound, in order.

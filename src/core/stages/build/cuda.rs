@@ -79,12 +79,25 @@ pub(super) fn build_cuda(
             // The CUDA runtime beside nvcc: a pip-installed toolchain keeps it in lib/, where
             // nvcc's own link line does not look.
             if let Some(root) = nvcc.parent().and_then(Path::parent) {
+                // nvcc splits -L (and -Xlinker) values at commas; the host linker also searches
+                // LIBRARY_PATH, which is split at colons only.
+                let mut searched: Vec<PathBuf> = Vec::new();
                 for lib in ["lib", "lib64"]
                     .map(|l| root.join(l))
                     .into_iter()
                     .filter(|l| l.join("libcudart_static.a").is_file())
                 {
-                    cmd.arg(format!("-L{}", lib.display()));
+                    if lib.to_string_lossy().contains(',') {
+                        searched.push(lib);
+                    } else {
+                        cmd.arg(format!("-L{}", lib.display()));
+                    }
+                }
+                if !searched.is_empty() {
+                    searched.extend(std::env::var_os("LIBRARY_PATH").iter().flat_map(std::env::split_paths));
+                    if let Ok(joined) = std::env::join_paths(searched) {
+                        cmd.env("LIBRARY_PATH", joined);
+                    }
                 }
             }
             // The version's own translation unit plus the packed entry the worker calls
