@@ -84,6 +84,11 @@ fn check(ws: &Path, versions: &[&str]) -> BTreeMap<String, (String, String, Stri
         .unwrap();
     let report: serde_json::Value =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    verdicts(&report)
+}
+
+/// Each version's verdict, and the reason and summary of its first failing rung (else its last).
+fn verdicts(report: &serde_json::Value) -> BTreeMap<String, (String, String, String)> {
     let mut got = BTreeMap::new();
     for v in report["versions"].as_array().unwrap() {
         let stages = v["stages"].as_array().unwrap();
@@ -238,10 +243,21 @@ fn a_kernelbench_version_may_change_an_input_its_model_changes() {
     let Some(_) = python_with_torch() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let ws = fixture(tmp.path(), "kernelbench-inplace", "kb");
-    let got = check(&ws, &[]);
+    let out = Command::new(env!("CARGO_BIN_EXE_rung"))
+        .args(["check", "--json", "--no-bench", "-C"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let got = verdicts(&report);
     assert_eq!(got["v001"].0, "pass", "{:?}", got["v001"]);
     let (v, r, summary) = &got["v002"];
     assert_eq!((v.as_str(), r.as_str()), ("fail", "problem-check"), "{summary}");
+    // Its run does not claim the inputs unchanged: it names the one Model changes too.
+    let v001 = report["versions"].as_array().unwrap().iter().find(|v| v["id"] == "v001").unwrap();
+    let run = v001["stages"].as_array().unwrap().iter().find(|s| s["stage"] == "run").unwrap();
+    let summary = run["summary"].as_str().unwrap();
+    assert!(summary.contains("inputs unchanged but inputs[0], which Model changes in place too"), "{summary}");
 }
 
 #[test]

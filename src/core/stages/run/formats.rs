@@ -534,9 +534,16 @@ pub fn run_problem(
     } else {
         "KernelBench input set(s)".to_string()
     };
+    // KernelBench: the inputs Model changes in place, which the version may change too.
+    let inputs = match hints.as_ref().map(|h| &h.inout_slots) {
+        Some(changed) if format == protocol::ProblemFormat::KernelBench && !changed.is_empty() => {
+            format!("inputs unchanged but {}, which Model changes in place too", changed.join(", "))
+        }
+        _ => "inputs unchanged".to_string(),
+    };
     let run = StageOutcome {
         verdict: Verdict::Pass,
-        summary: format!("{place}, {what}, two fresh input sets each: inputs unchanged, every output written"),
+        summary: format!("{place}, {what}, two fresh input sets each: {inputs}, every output written"),
         diagnostics: vec![],
         detail: run_detail,
         reason: None,
