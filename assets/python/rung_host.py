@@ -196,11 +196,17 @@ class Guarded(object):
             self.raw[:guard].fill_(GUARD_BYTE)
             self.raw[guard + self.nbytes:].fill_(GUARD_BYTE)
         body = self.raw[guard:guard + self.nbytes]
+        self.fill = fill
         if fill:
-            body.fill_(int(fill["value"]))
+            self.refill()
         else:
             body.copy_(torch.from_numpy(host))
         self.tensor = body.view(getattr(torch, TORCH_NAMES[dtype])).view(tuple(shape))
+
+    def refill(self):
+        """Fills a `fill` buffer with its byte again (a poisoned output before a checked call)."""
+        if self.fill:
+            self.raw[self.guard:self.guard + self.nbytes].fill_(int(self.fill["value"]))
 
     def write_back(self):
         """Copies the tensor's bytes back to rung's file; returns the guard breach, if any."""

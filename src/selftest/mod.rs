@@ -238,7 +238,7 @@ pub fn run_faults(
         let report = check_with(
             &ws,
             &mut store,
-            &CheckOptions { versions: vec![id], seed: None, no_bench: true },
+            &CheckOptions { versions: vec![id], seed: None, no_bench: case.stage != Stage::Bench },
             &machine,
             &mut runners,
         )?;

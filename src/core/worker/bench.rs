@@ -45,6 +45,8 @@ pub struct State {
     l2_persisting: u64,
     /// The files the series' first request named read-only: a write-back leaves them.
     read_only: Vec<std::path::PathBuf>,
+    /// The outputs it filled with the poison, poisoned again before a write-back's call.
+    filled: BTreeMap<std::path::PathBuf, crate::model::protocol::Fill>,
 }
 
 impl Drop for State {
@@ -136,6 +138,7 @@ fn setup(req: &Bench, launch: &Launch, sms: u32) -> Result<State, WorkerError> {
             timer_note: None,
             l2_persisting: 0,
             read_only: req.read_only.clone(),
+            filled: req.filled.clone(),
         };
         if flush_bytes > 0 {
             let d = result::malloc_sync(flush_bytes as usize).map_err(cuda_error)?;
@@ -391,7 +394,15 @@ fn serve_inner(series: &mut BTreeMap<u32, State>, req: &Bench, sms: u32) -> Resu
     let graph_ms = if req.graph_calls > 0 { graph_replay(state, req.graph_calls, req.graph_replays)? } else { vec![] };
     lap("graph_replay");
     if req.write_back {
-        // The outputs are shared by the input sets: one more call on set 0 (the real one).
+        // The outputs are shared by the input sets: one more call on set 0 (the real one), on
+        // outputs poisoned again, so what is written back is this call's work: a kernel that
+        // stops working after some calls, or skips when its output looks done, fails here.
+        for (_, path, d, len) in &state.sets[0].1 {
+            if let Some(f) = state.filled.get(path).filter(|_| *len > 0) {
+                // SAFETY: a live allocation of `len` bytes.
+                unsafe { result::memset_d8_sync(*d, f.value, *len).map_err(cuda_error)? };
+            }
+        }
         state.next = 0;
         timed(state)?;
         for (_, path, d, len) in &state.sets[0].1 {
