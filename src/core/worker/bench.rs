@@ -409,14 +409,13 @@ fn serve_inner(series: &mut BTreeMap<u32, State>, req: &Bench, sms: u32) -> Resu
             if state.read_only.contains(path) {
                 continue;
             }
-            let mut bytes = vec![0u8; *len];
-            // SAFETY: a live allocation of `len` bytes.
-            unsafe {
-                if *len > 0 {
-                    result::memcpy_dtoh_sync(&mut bytes, *d).map_err(cuda_error)?;
+            let copy = |bytes: &mut [u8]| {
+                // SAFETY: a live allocation of `len` bytes into a slice of as many.
+                unsafe {
+                    if bytes.is_empty() { Ok(()) } else { result::memcpy_dtoh_sync(bytes, *d).map_err(cuda_error) }
                 }
-            }
-            std::fs::write(path, &bytes).map_err(|e| io(path, e))?;
+            };
+            super::resident::write_through(path, *len, copy, |e| io(path, e))?;
         }
     }
     lap("write_back");

@@ -1,4 +1,8 @@
-//! The bench's kept input files held in the native worker's memory between requests: every
+//! The bench's files in the native worker. Its kept input files are held in memory between
+//! requests ([`bytes`]), and outputs are written back through a mapping of the file
+//! ([`write_through`]).
+//!
+//! The kept input files: every
 //! version of a problem at one seed and size is timed on the same input sets, and reading them
 //! from disk again took most of a series' set-up.
 //!
@@ -68,6 +72,36 @@ pub fn bytes(path: &Path) -> std::io::Result<Arc<Vec<u8>>> {
     r.bytes(path)
 }
 
+/// Writes `len` bytes to `path`, which `fill` copies into the slice it is given: the file itself,
+/// mapped (no buffer of the output's size to allocate and copy again), or memory then written
+/// out where the file cannot be mapped.
+pub fn write_through<E>(
+    path: &Path,
+    len: usize,
+    fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
+    io: impl Fn(std::io::Error) -> E,
+) -> Result<(), E> {
+    let mapped = (len > 0)
+        .then(|| {
+            let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path).ok()?;
+            f.set_len(len as u64).ok()?;
+            // SAFETY: a file this process just created at its full length; nothing else writes it
+            // while it is mapped (the version's work has finished, rung reads it after the answer).
+            unsafe { memmap2::MmapMut::map_mut(&f) }.ok()
+        })
+        .flatten();
+    match mapped {
+        // Shared and unmapped when dropped: rung reads the pages as written (no msync: that
+        // would wait for a disk-backed data folder's write-back, which nothing needs).
+        Some(mut m) => fill(&mut m[..]),
+        None => {
+            let mut bytes = vec![0u8; len];
+            fill(&mut bytes)?;
+            std::fs::write(path, &bytes).map_err(io)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,5 +132,31 @@ mod tests {
         // A file that went away is an error, not stale bytes.
         std::fs::remove_file(&b).unwrap();
         assert!(r.bytes(&b).is_err());
+    }
+
+    #[test]
+    fn an_output_is_written_through_its_mapping_over_a_longer_file_and_empty_ones_too() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("y.bin");
+        std::fs::write(&out, vec![9u8; 100]).unwrap();
+        let io = |e: std::io::Error| e.to_string();
+        let ten = |b: &mut [u8]| {
+            b.copy_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+            Ok::<(), String>(())
+        };
+        write_through(&out, 10, ten, io).unwrap();
+        assert_eq!(std::fs::read(&out).unwrap(), vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+        let nothing = |b: &mut [u8]| {
+            assert!(b.is_empty());
+            Ok::<(), String>(())
+        };
+        write_through(&out, 0, nothing, io).unwrap();
+        assert_eq!(std::fs::read(&out).unwrap(), Vec::<u8>::new());
+        // The copy's failure is the caller's error, and nothing half-written is claimed.
+        let err = write_through(&out, 4, |_| Err::<(), String>("copy failed".into()), io).unwrap_err();
+        assert_eq!(err, "copy failed");
+        // A folder that is not there: the error names it.
+        let missing = tmp.path().join("gone/y.bin");
+        assert!(write_through(&missing, 4, |_| Ok::<(), String>(()), io).is_err());
     }
 }
