@@ -5,7 +5,8 @@
 //! Each file is remembered with its length, inode, change time and CRC-32 as written. The data
 //! folder is reachable from the processes that run versions, so nothing is trusted because it
 //! was kept: a file that changed since (a version or a reference that wrote into its inputs) no
-//! longer matches and is drawn again.
+//! longer matches and is drawn again. For the same reason rung writes every file it puts in the
+//! data folder with [`write_fresh`], which replaces a link left there instead of following it.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -71,9 +72,37 @@ impl Kept {
     }
 }
 
+/// Writes `bytes` to a new file at `path`, removing whatever was there first: a link a version's
+/// process left in the data folder is replaced, not followed (rung would otherwise write its
+/// draw into the file the link names).
+pub fn write_fresh(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    fresh(path)?.write_all(bytes)
+}
+
+/// [`write_fresh`] of `from`'s bytes, streamed.
+pub fn copy_fresh(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::io::copy(&mut std::fs::File::open(from)?, &mut fresh(to)?).map(|_| ())
+}
+
+/// A new file at `path`, whatever stood there removed first.
+fn fresh(path: &Path) -> std::io::Result<std::fs::File> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    // create_new: O_EXCL, which fails on a link planted since rather than following it.
+    std::fs::OpenOptions::new().write(true).create_new(true).open(path)
+}
+
 fn stamp(path: &Path) -> std::io::Result<Stamp> {
-    let mut f = std::fs::File::open(path)?;
+    // A link or anything but a plain file is not what rung wrote (and /dev/zero never ends).
+    if !std::fs::symlink_metadata(path)?.file_type().is_file() {
+        return Err(std::io::Error::other("not a plain file"));
+    }
+    let f = std::fs::File::open(path)?;
     let m = f.metadata()?;
+    let mut f = f.take(m.len());
     let mut hasher = crc32fast::Hasher::new();
     let mut buf = vec![0u8; 8 << 20];
     loop {
@@ -123,6 +152,38 @@ mod tests {
         kept.keep(&dir, std::slice::from_ref(&a)).unwrap();
         std::fs::remove_file(&a).unwrap();
         assert!(!kept.intact(std::slice::from_ref(&a)));
+        // Nor a link in its place, even to a file with the same bytes.
+        let same = dir.join("same.bin");
+        std::fs::write(&same, vec![7u8; 1 << 20]).unwrap();
+        std::fs::write(&a, vec![7u8; 1 << 20]).unwrap();
+        kept.keep(&dir, std::slice::from_ref(&a)).unwrap();
+        std::fs::remove_file(&a).unwrap();
+        std::os::unix::fs::symlink(&same, &a).unwrap();
+        assert!(!kept.intact(std::slice::from_ref(&a)));
+    }
+
+    #[test]
+    fn a_fresh_write_replaces_a_planted_link_instead_of_writing_through_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let victim = tmp.path().join("victim.txt");
+        std::fs::write(&victim, "the user's file").unwrap();
+        let kept = tmp.path().join("x-0.bin");
+        std::os::unix::fs::symlink(&victim, &kept).unwrap();
+        write_fresh(&kept, &[1, 2, 3]).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "the user's file");
+        assert!(std::fs::symlink_metadata(&kept).unwrap().file_type().is_file());
+        assert_eq!(std::fs::read(&kept).unwrap(), [1, 2, 3]);
+        // Over a plain file, and a copy, the same way.
+        write_fresh(&kept, &[4]).unwrap();
+        let to = tmp.path().join("copy.bin");
+        std::os::unix::fs::symlink(&victim, &to).unwrap();
+        copy_fresh(&kept, &to).unwrap();
+        assert_eq!(std::fs::read(&to).unwrap(), [4]);
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "the user's file");
+        // A link to a device that never ends is not read at all.
+        let zero = tmp.path().join("zero.bin");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        assert!(stamp(&zero).is_err());
     }
 
     #[test]

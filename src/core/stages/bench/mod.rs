@@ -582,7 +582,7 @@ fn write_inputs(spec: &Spec, sizes: &SizeSet, seed: u64, dir: &std::path::Path) 
         for k in 0..INPUT_SETS {
             let s = if k == 0 { seed } else { seed.wrapping_add(0xB5E7_0000 + k as u64) };
             let data = inputs::generate(t.dtype, &t.init, s, idx as u64, numel);
-            std::fs::write(input_path(dir, &t.name, k), data).map_err(io)?;
+            crate::kept::write_fresh(&input_path(dir, &t.name, k), &data).map_err(io)?;
         }
     }
     Ok(())
@@ -611,7 +611,7 @@ fn poisoned_outputs(spec: &Spec, sizes: &SizeSet, dir: &std::path::Path) -> std:
         let shape = spec.shape_at(t, sizes).unwrap_or_default();
         let len = shape.iter().product::<i64>() as usize * t.dtype.size_bytes();
         let path = dir.join(format!("{}.bin", t.name));
-        std::fs::write(&path, vec![inputs::POISON[0]; len])?;
+        crate::kept::write_fresh(&path, &vec![inputs::POISON[0]; len])?;
         files.insert(t.name.clone(), (path, shape));
     }
     Ok(files)

@@ -38,6 +38,10 @@ pub(super) fn recheck_timed(
         if let Err(e) = std::fs::create_dir_all(&ref_dir) {
             return Some(format!("{}: {e}", ref_dir.display()));
         }
+        // The reference writes these: whatever stands there (a link a version left) goes first.
+        for p in &paths {
+            let _ = std::fs::remove_file(p);
+        }
         let ran = match native {
             Some(launch_at) => run_native(spec, cx.runners, launch_at, sizes, &pristine, &ref_dir),
             None => run_python(cx.ws, spec, cx.runners, sizes, &pristine, &ref_dir)?,
@@ -171,14 +175,15 @@ fn run_native(
     let mut rfiles = Files::new();
     for (name, (path, shape)) in files {
         let copy = dir.join(format!("{name}-in.bin"));
-        std::fs::copy(path, &copy).map_err(|e| ReferenceFailed(format!("{}: {e}", copy.display())))?;
+        crate::kept::copy_fresh(path, &copy).map_err(|e| ReferenceFailed(format!("{}: {e}", copy.display())))?;
         rfiles.insert(name.clone(), (copy, shape.clone()));
     }
     for t in &spec.outputs {
         let shape = spec.shape_at(t, sizes).unwrap_or_default();
         let path = reference_file(dir, &t.name);
         let len = shape.iter().product::<i64>() as usize * t.dtype.size_bytes();
-        std::fs::write(&path, vec![0xffu8; len]).map_err(|e| ReferenceFailed(format!("{}: {e}", path.display())))?;
+        crate::kept::write_fresh(&path, &vec![0xffu8; len])
+            .map_err(|e| ReferenceFailed(format!("{}: {e}", path.display())))?;
         rfiles.insert(t.name.clone(), (path, shape));
     }
     let launch =

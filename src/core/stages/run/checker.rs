@@ -114,7 +114,7 @@ impl<'a> Checker<'a> {
         for t in &self.spec.outputs {
             let r = &returns[&t.name];
             let len = r.shape.iter().product::<i64>() as usize * t.dtype.size_bytes();
-            if let Err(e) = std::fs::write(&r.path, vec![0xffu8; len]) {
+            if let Err(e) = crate::kept::write_fresh(&r.path, &vec![0xffu8; len]) {
                 return Some(format!("{}: {e}", r.path.display()));
             }
             rfiles.insert(t.name.clone(), (r.path.clone(), r.shape.clone()));
@@ -219,7 +219,7 @@ impl<'a> Checker<'a> {
                 // Zeros: the values do not matter to what Triton compiles, only the shapes.
                 let bytes = vec![0u8; numel * t.dtype.size_bytes()];
                 let path = dir.join(format!("{}.bin", t.name));
-                if std::fs::write(&path, &bytes).is_err() {
+                if crate::kept::write_fresh(&path, &bytes).is_err() {
                     return vec![];
                 }
                 files.insert(t.name.clone(), (path, shape));
@@ -342,7 +342,7 @@ impl<'a> Checker<'a> {
                         .remove(&(si, pass, idx))
                         .unwrap_or_else(|| inputs::generate(t.dtype, &t.init, seed, idx as u64, numel as usize));
                     let path = size_dir.join(format!("{}.bin", t.name));
-                    if let Err(e) = std::fs::write(&path, &bytes) {
+                    if let Err(e) = crate::kept::write_fresh(&path, &bytes) {
                         return failed(Verdict::Error, None, format!("{}: {e}", path.display()));
                     }
                     input_hashes[pass].insert(t.name.clone(), sha256_hex(&bytes));
@@ -352,7 +352,7 @@ impl<'a> Checker<'a> {
                     let shape = self.spec.shape_at(t, sizes).unwrap_or_default();
                     let len = shape.iter().product::<i64>() as usize * t.dtype.size_bytes();
                     let path = size_dir.join(format!("{}.bin", t.name));
-                    let _ = std::fs::write(&path, vec![poison; len]);
+                    let _ = crate::kept::write_fresh(&path, &vec![poison; len]);
                     files.insert(t.name.clone(), (path, shape));
                 }
                 self.add_phase("inputs", t_inputs.elapsed().as_secs_f64());
@@ -526,7 +526,7 @@ impl<'a> Checker<'a> {
                 let copied = std::fs::create_dir_all(&fresh).and_then(|()| {
                     self.spec.outputs.iter().try_for_each(|t| {
                         let name = format!("{}.bin", t.name);
-                        std::fs::copy(written.join(&name), fresh.join(&name)).map(|_| ())
+                        crate::kept::copy_fresh(&written.join(&name), &fresh.join(&name))
                     })
                 });
                 if let Err(e) = copied {
