@@ -261,6 +261,20 @@ fn a_kernelbench_version_may_change_an_input_its_model_changes() {
 }
 
 #[test]
+fn an_output_that_does_its_work_when_read_is_lazy_output() {
+    let Some(_) = python_with_torch() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = fixture(tmp.path(), "kernelbench", "kb");
+    let got = check(&ws, &["v001", "v005", "v006"]);
+    assert_eq!(got["v001"].0, "pass", "{:?}", got["v001"]);
+    for (id, what) in [("v005", "Lazy, a torch.Tensor subclass"), ("v006", "Deferred, not a torch.Tensor")] {
+        let (v, r, summary) = &got[id];
+        assert_eq!((v.as_str(), r.as_str()), ("fail", "lazy-output"), "{id}: {summary}");
+        assert!(summary.contains(what), "{id}: {summary}");
+    }
+}
+
+#[test]
 fn kernelbench_reference_is_out_of_the_versions_reach() {
     let Some(_) = python_with_torch() else { return };
     let tmp = tempfile::tempdir().unwrap();

@@ -394,13 +394,23 @@ def _bench_one(b, fn, kw):
     # Queued behind the flush, so the host's launch overhead is hidden as in real use.
     b["start"].record()
     t0 = time.perf_counter()
-    fn(**kw)
+    out = fn(**kw)
     t1 = time.perf_counter()
     b["end"].record()
     import torch
     torch.cuda.synchronize()
     t2 = time.perf_counter()
+    _plain(out)
     return {"gpu_ms": b["start"].elapsed_time(b["end"]), "host_ms": (t1 - t0) * 1e3, "wall_ms": (t2 - t0) * 1e3}
+
+
+def _plain(out):
+    """Raises LazyOutput when a timed call returned a tensor subclass (rung_problem.lazy_outputs):
+    its work could run after the timed window, when the output is read."""
+    lazy = rp.lazy_outputs(out)
+    if lazy:
+        raise rp.LazyOutput("the version returned %s: its work can run after its call is timed; return a plain "
+                            "torch.Tensor" % ", ".join(lazy))
 
 
 def _traced_one(b, fn, kw, tracer):
@@ -412,10 +422,11 @@ def _traced_one(b, fn, kw, tracer):
     try:
         if b["flush"] is not None:
             b["flush"]()
-        fn(**kw)
+        out = fn(**kw)
         torch.cuda.synchronize()
     finally:
         tracer.off()
+    _plain(out)
     return _Tracer.call_ms(tracer.take())
 
 

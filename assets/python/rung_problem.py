@@ -631,6 +631,8 @@ def case_failure(case):
         return "harness-patched", "the version replaced or changed %s" % ", ".join(case["harness"])
     if case.get("patched"):
         return "timer-patched", "the version replaced %s" % ", ".join(case["patched"])
+    if case.get("lazy"):
+        return "lazy-output", "the version returned %s" % ", ".join(case["lazy"])
     for i in case["inputs"]:
         if i["changed"]:
             return "input-mutated", "the version changed its input `%s` (%d element(s))" % (i["name"], i["changed"])
@@ -1344,7 +1346,25 @@ def _observed_call(record, call, sync):
     record["late"] = late_threads(threads)
     record["patched"] = patched_timers()
     record["harness"] = patched_harness()
+    record["lazy"] = lazy_outputs(output)
     return output
+
+
+def lazy_outputs(output):
+    """The outputs that are not plain tensors (`output[0]: Lazy, a torch.Tensor subclass`): a
+    subclass's operations are the version's own, so its work can run when the output is read,
+    after the timed call. Only types are looked at: nothing of the subclass's runs here."""
+    torch = _torch()
+    plain = (torch.Tensor, torch.nn.Parameter)
+    # flatten takes anything with `detach` and `dtype` for a tensor: an object that only looks
+    # like one is as lazy as a subclass.
+    return ["%s: %s, %s" % (n, type(x).__name__,
+                            "a torch.Tensor subclass" if isinstance(x, torch.Tensor) else "not a torch.Tensor")
+            for n, x in flatten(output, "output", []) if type(x) not in plain]
+
+
+class LazyOutput(Exception):
+    """A timed call returned an output that is not a plain tensor (lazy_outputs)."""
 
 
 def observe_probe(observe, seed, *args, **kwargs):
@@ -1487,7 +1507,7 @@ def _case_from(record, phases):
     case = {"seed": record["seed"], "seconds": record["seconds"], "phases": phases, "outputs": [],
             "inputs": [], "output_slots": list(record["output_slots"]), "unwritten": dict(record["unwritten"]),
             "notes": []}
-    for k in ("patched", "harness", "late"):
+    for k in ("patched", "harness", "late", "lazy"):
         if record.get(k):
             case[k] = record[k]
     return case

@@ -83,6 +83,10 @@ pub struct ProblemCase {
     /// synchronised (`Thread-1 (later) at v008.py:10 in later()`): work its time leaves out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub late: Vec<String>,
+    /// Outputs the version returned as something other than a plain tensor
+    /// (`output[0]: Lazy, a torch.Tensor subclass`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lazy: Vec<String>,
     /// Set on the sparse probe's call ([`crate::model::protocol::SparseProbe`]), whose outputs
     /// are not listed: what it showed.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -188,6 +188,10 @@ pub enum Reason {
     /// The version's call returned while a thread it started was still running: work its time
     /// leaves out, which could change its outputs after rung read them.
     LateWork,
+    /// The version returned an output that is not a plain tensor (a `torch.Tensor` subclass):
+    /// its operations are the version's own, so its work can run when the output is read, after
+    /// the timed call, and what a judge reads from it is what the subclass says.
+    LazyOutput,
 }
 
 impl Reason {

@@ -45,6 +45,7 @@ pub fn reason_for(e: &WorkerError) -> Reason {
         "TimerPatched" => Reason::TimerPatched,
         "HarnessPatched" => Reason::HarnessPatched,
         "LateWork" => Reason::LateWork,
+        "LazyOutput" => Reason::LazyOutput,
         k if k.starts_with("CUDA_ERROR") => Reason::CudaError,
         _ if m.contains("illegal memory access") || m.contains("illegal address") => Reason::IllegalAddress,
         _ if m.contains("out of memory") => Reason::OutOfMemory,

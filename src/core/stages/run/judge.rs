@@ -118,6 +118,13 @@ fn launched_as(launched: &str, declared: &str) -> bool {
 }
 
 /// The summary of a late-work verdict: the threads (the first three), where each was.
+fn lazy_output(outputs: &[String], label: &str) -> String {
+    format!(
+        "the version returned {} (at {label}): an output that is not a plain tensor runs the version's own code when it is read, so its work can happen after its call is timed and what is read from it is what it says; return a plain torch.Tensor",
+        outputs.join(", ")
+    )
+}
+
 fn late_work(threads: &[String], label: &str) -> String {
     let more = if threads.len() > 3 { format!(" and {} more", threads.len() - 3) } else { String::new() };
     format!(
@@ -217,6 +224,8 @@ pub fn judge_cases(cases: &[protocol::ProblemCase], label: &str) -> JudgedTest {
             Reason::TimerPatched,
             format!("the version replaced {} (at {label}): timing it cannot be trusted", c.patched.join(", ")),
         ));
+    } else if let Some(c) = cases.iter().find(|c| !c.lazy.is_empty()) {
+        j.run_fail = Some((Reason::LazyOutput, lazy_output(&c.lazy, label)));
     } else if let Some(c) = cases.iter().find(|c| !c.late.is_empty()) {
         j.run_fail = Some((Reason::LateWork, late_work(&c.late, label)));
     }
@@ -404,6 +413,7 @@ mod problem_tests {
             patched: vec![],
             harness: vec![],
             late: vec![],
+            lazy: vec![],
             probe: None,
         }
     }
@@ -476,6 +486,17 @@ mod problem_tests {
         assert_eq!(reason, Reason::LateWork);
         assert!(why.contains("Thread-1 (later) at v.py:12 in later()") && why.contains("and 2 more"), "{why}");
         assert!(!why.contains("Thread-4"), "{why}");
+    }
+
+    /// An output that does its work when read fails before the right answer it reads as.
+    #[test]
+    fn an_output_that_is_not_a_plain_tensor_is_lazy_output_though_its_values_are_right() {
+        let mut c = case(1, 0.0, Some(true));
+        c.lazy = vec!["output: Lazy, a torch.Tensor subclass".into()];
+        let (reason, why) = judge_cases(&[c], "size=8").run_fail.unwrap();
+        assert_eq!(reason, Reason::LazyOutput);
+        assert!(why.contains("output: Lazy, a torch.Tensor subclass (at size=8)"), "{why}");
+        assert!(judge_cases(&[case(1, 0.0, Some(true))], "size=8").run_fail.is_none());
     }
 
     #[test]
