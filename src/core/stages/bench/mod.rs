@@ -603,16 +603,11 @@ pub fn draw_inputs(spec: &Spec, sizes: &SizeSet, seed: u64, dir: &std::path::Pat
     draw_sets(spec, sizes, seed, dir).map(|s| s.files)
 }
 
-/// Poisoned output files in `dir`: a series of its own gets outputs of its own.
+/// Poisoned output files in `dir`, written: [`filled_outputs`] for a call that reads them.
 fn poisoned_outputs(spec: &Spec, sizes: &SizeSet, dir: &std::path::Path) -> std::io::Result<Files> {
-    std::fs::create_dir_all(dir)?;
-    let mut files = Files::new();
-    for t in &spec.outputs {
-        let shape = spec.shape_at(t, sizes).unwrap_or_default();
-        let len = shape.iter().product::<i64>() as usize * t.dtype.size_bytes();
-        let path = dir.join(format!("{}.bin", t.name));
-        crate::kept::write_fresh(&path, &vec![inputs::POISON[0]; len])?;
-        files.insert(t.name.clone(), (path, shape));
+    let (files, filled) = filled_outputs(spec, sizes, dir)?;
+    for (path, f) in &filled {
+        crate::kept::write_fresh(path, &vec![f.value; f.bytes as usize])?;
     }
     Ok(files)
 }
@@ -736,6 +731,30 @@ pub const GRAPH_REPLAYS: u32 = 20;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The worker fills a bench's outputs (nothing written, a planted link removed); a traced
+    /// or profiled call reads them from files of the poison byte.
+    #[test]
+    fn outputs_are_filled_by_the_worker_or_written_poisoned_for_a_single_call() {
+        let tmp = tempfile::tempdir().unwrap();
+        let toml = include_str!("../../../../assets/templates/vector-add/rung.toml");
+        let spec = Spec::parse(toml, std::path::Path::new("rung.toml")).unwrap();
+        let sizes = spec.test_sizes[0].clone();
+        let out = &spec.outputs[0];
+        let bytes = spec.shape_at(out, &sizes).unwrap().iter().product::<i64>() as u64 * out.dtype.size_bytes() as u64;
+        let filled_dir = tmp.path().join("filled");
+        std::fs::create_dir_all(&filled_dir).unwrap();
+        let planted = filled_dir.join(format!("{}.bin", out.name));
+        std::os::unix::fs::symlink(tmp.path().join("victim"), &planted).unwrap();
+        let (files, filled) = filled_outputs(&spec, &sizes, &filled_dir).unwrap();
+        assert_eq!(files[&out.name].0, planted);
+        assert_eq!(filled[&planted], protocol::Fill { bytes, value: inputs::POISON[0] });
+        assert!(std::fs::symlink_metadata(&planted).is_err(), "nothing stands there for the write-back");
+        let written = poisoned_outputs(&spec, &sizes, &tmp.path().join("written")).unwrap();
+        let data = std::fs::read(&written[&out.name].0).unwrap();
+        assert_eq!(data.len() as u64, bytes);
+        assert!(data.iter().all(|b| *b == inputs::POISON[0]));
+    }
 
     fn refused(kind: &str, message: &str) -> Box<StageOutcome> {
         let e = protocol::WorkerError::new(kind, message);

@@ -27,7 +27,7 @@ pub(super) fn recheck_timed(
     phases: &mut BTreeMap<String, f64>,
 ) -> Option<String> {
     let spec = cx.spec;
-    let t = std::time::Instant::now();
+    let mut clock = stats::Clock::new();
     let ref_dir = sets.kept.as_ref().map(|k| k.join("reference")).unwrap_or_else(|| dir.to_path_buf());
     let paths: Vec<PathBuf> = spec.outputs.iter().map(|t| reference_file(&ref_dir, &t.name)).collect();
     if !cx.runners.kept.intact(&paths) {
@@ -54,10 +54,10 @@ pub(super) fn recheck_timed(
             let _ = cx.runners.kept.keep(folder, &paths);
         }
     }
-    *phases.entry("recheck_reference".into()).or_default() += t.elapsed().as_secs_f64();
-    let t = std::time::Instant::now();
+    clock.lap("recheck_reference");
     let differ = outputs_differ(spec, &sets.files, |name| reference_file(&ref_dir, name));
-    *phases.entry("recheck_compare".into()).or_default() += t.elapsed().as_secs_f64();
+    clock.lap("recheck_compare");
+    stats::add_phases(phases, &clock.phases);
     differ
 }
 

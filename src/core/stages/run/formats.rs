@@ -465,7 +465,9 @@ pub fn run_problem(
             Ok(Some(cases)) => {
                 let judged = judge_cases(&cases, &p.label);
                 match judged.run_fail {
-                    Some((r @ (Reason::HarnessPatched | Reason::TimerPatched), why)) => {
+                    // What a version does to rung's harness, its timers or its outputs' type
+                    // holds whatever the draw.
+                    Some((r @ (Reason::HarnessPatched | Reason::TimerPatched | Reason::LazyOutput), why)) => {
                         run_fail = Some((Verdict::Fail, Some(r), why, None));
                     }
                     // Out of the problem's range a version may do what it likes with its

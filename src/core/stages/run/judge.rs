@@ -117,7 +117,7 @@ fn launched_as(launched: &str, declared: &str) -> bool {
     name == declared
 }
 
-/// The summary of a late-work verdict: the threads (the first three), where each was.
+/// The summary of a lazy-output verdict: the outputs that are not plain tensors, and why that fails.
 fn lazy_output(outputs: &[String], label: &str) -> String {
     format!(
         "the version returned {} (at {label}): an output that is not a plain tensor runs the version's own code when it is read, so its work can happen after its call is timed and what is read from it is what it says; return a plain torch.Tensor",
@@ -125,6 +125,7 @@ fn lazy_output(outputs: &[String], label: &str) -> String {
     )
 }
 
+/// The summary of a late-work verdict: the threads (the first three), where each was.
 fn late_work(threads: &[String], label: &str) -> String {
     let more = if threads.len() > 3 { format!(" and {} more", threads.len() - 3) } else { String::new() };
     format!(
