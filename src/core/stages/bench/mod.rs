@@ -16,11 +16,13 @@ mod compare;
 mod recheck;
 mod roofline;
 mod series;
+mod sets;
 
 pub use compare::*;
 use recheck::*;
 pub use roofline::*;
 pub use series::*;
+pub use sets::*;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -28,7 +30,6 @@ use std::time::Duration;
 
 use crate::devstate::DeviceState;
 use crate::gpu::GpuInfo;
-use crate::inputs;
 pub use crate::model::bench::{BenchDetail, Ceilings, Comparison, RooflineDetail, SizeBench, Speedup};
 use crate::model::protocol::{self, CallMode, Op, Response, TensorFile};
 use crate::model::report::{Reason, StageDetail, Verdict};
@@ -250,10 +251,17 @@ fn finish(
         };
     }
     if let Some(bad) = results.iter().find(|r| r.recheck_failure.is_some()) {
+        // Right outputs, timed doing less than a first call on new data does (series::remembered).
+        let remembered = bad.recheck_ms.is_some() && bad.recheck_reason == Some(Reason::Memoised);
         return StageOutcome {
             verdict: Verdict::Fail,
             summary: format!(
-                "the timed runs' outputs are wrong at {}: {}",
+                "{} at {}: {}",
+                if remembered {
+                    "the timed runs are right but not timed doing the work"
+                } else {
+                    "the timed runs' outputs are wrong"
+                },
                 crate::spec::size_label(&bad.sizes),
                 bad.recheck_failure.as_deref().unwrap_or("")
             ),
@@ -449,169 +457,6 @@ fn answer(resp: Result<Response, Failure>) -> Result<Response, Box<StageOutcome>
     }
 }
 
-/// The input sets of one benchmark size: set 0 (the real one, whose outputs are re-checked) in
-/// `files` with the outputs' poisoned files, the others as parameter name → file; `kept` is the
-/// folder they are kept in across the check's versions (the reference's outputs go there too).
-pub struct Sets {
-    pub files: Files,
-    pub extra: Vec<BTreeMap<String, PathBuf>>,
-    pub kept: Option<PathBuf>,
-    /// The kept input files, which the workers only read (and the native worker holds).
-    pub read_only: Vec<PathBuf>,
-    /// Set 0's poisoned outputs, filled by the worker rather than written here.
-    pub filled: BTreeMap<PathBuf, protocol::Fill>,
-    /// Whether the input sets were drawn for this bench (not kept from an earlier one).
-    pub drawn: bool,
-}
-
-/// The bench phase that drew the input sets (`inputs` when they were kept from an earlier bench).
-pub const PHASE_DRAWN: &str = "inputs_drawn";
-
-/// `first` with where its buffers come from: the kept files it only reads, and the outputs it
-/// fills.
-fn sourced(
-    mut first: protocol::Bench,
-    read_only: &[PathBuf],
-    filled: &BTreeMap<PathBuf, protocol::Fill>,
-) -> protocol::Bench {
-    first.read_only = read_only.to_vec();
-    first.filled = filled.clone();
-    first
-}
-
-/// The input sets of one size, drawn once per (problem, seed, size) while the runners live and
-/// drawn again when a kept file changed; the outputs are poisoned afresh in `dir` for each bench.
-fn kept_sets(cx: &mut BenchCtx, sizes: &SizeSet, dir: &std::path::Path) -> Result<Sets, Box<StageOutcome>> {
-    let key = crate::store::sha256_hex(format!("{}\n{}\n{sizes:?}", cx.ws.problem_hash(), cx.seed).as_bytes());
-    let folder = cx.runners.env.data.join("kept").join(&key[..16]);
-    let io =
-        |d: &std::path::Path, e: std::io::Error| Box::new(fail(Verdict::Error, None, format!("{}: {e}", d.display())));
-    let drawn = keep_inputs(cx, sizes, &folder)?;
-    let (mut files, extra) = input_files(cx.spec, sizes, &folder);
-    // Every set's inputs are the kept files, which the workers only read (a write-back leaves
-    // them): they stay as drawn for the reference and the next version.
-    let read_only = input_paths(cx.spec, &folder);
-    let (outputs, filled) = filled_outputs(cx.spec, sizes, dir).map_err(|e| io(dir, e))?;
-    files.extend(outputs);
-    Ok(Sets { files, extra, kept: Some(folder), read_only, filled, drawn })
-}
-
-/// Poisoned outputs in `dir` that the worker fills: their files are written only by a write-back.
-fn filled_outputs(
-    spec: &Spec,
-    sizes: &SizeSet,
-    dir: &std::path::Path,
-) -> std::io::Result<(Files, BTreeMap<PathBuf, protocol::Fill>)> {
-    std::fs::create_dir_all(dir)?;
-    let mut files = Files::new();
-    let mut filled = BTreeMap::new();
-    for t in &spec.outputs {
-        let shape = spec.shape_at(t, sizes).unwrap_or_default();
-        let bytes = shape.iter().product::<i64>() as u64 * t.dtype.size_bytes() as u64;
-        let path = dir.join(format!("{}.bin", t.name));
-        let _ = std::fs::remove_file(&path);
-        filled.insert(path.clone(), protocol::Fill { bytes, value: inputs::POISON[0] });
-        files.insert(t.name.clone(), (path, shape));
-    }
-    Ok((files, filled))
-}
-
-/// Set 0's inputs as drawn, for the reference: the kept files when they are intact (drawn again
-/// when anything changed them), or the bench's own when nothing is kept.
-fn pristine_inputs(cx: &mut BenchCtx, sizes: &SizeSet, sets: &Sets) -> Result<Files, Box<StageOutcome>> {
-    let Some(folder) = &sets.kept else {
-        let mut files = sets.files.clone();
-        files.retain(|name, _| cx.spec.inputs.iter().any(|t| &t.name == name));
-        return Ok(files);
-    };
-    keep_inputs(cx, sizes, folder)?;
-    Ok(input_files(cx.spec, sizes, folder).0)
-}
-
-/// Every input set of one size in `folder`, as drawn: the kept files while intact, drawn again
-/// (over whatever changed them) and kept otherwise. Whether they were drawn.
-fn keep_inputs(cx: &mut BenchCtx, sizes: &SizeSet, folder: &std::path::Path) -> Result<bool, Box<StageOutcome>> {
-    let paths = input_paths(cx.spec, folder);
-    if cx.runners.kept.intact(&paths) {
-        return Ok(false);
-    }
-    write_inputs(cx.spec, sizes, cx.seed, folder)?;
-    cx.runners
-        .kept
-        .keep(folder, &paths)
-        .map_err(|e| Box::new(fail(Verdict::Error, None, format!("{}: {e}", folder.display()))))?;
-    Ok(true)
-}
-
-/// Set `k`'s file for input `name` in `dir`.
-fn input_path(dir: &std::path::Path, name: &str, k: usize) -> PathBuf {
-    dir.join(format!("{name}-{k}.bin"))
-}
-
-/// Every input set's files in `dir`.
-fn input_paths(spec: &Spec, dir: &std::path::Path) -> Vec<PathBuf> {
-    spec.inputs.iter().flat_map(|t| (0..INPUT_SETS).map(|k| input_path(dir, &t.name, k))).collect()
-}
-
-/// Set 0's inputs with their shapes, and the other sets by name, in `dir`.
-fn input_files(spec: &Spec, sizes: &SizeSet, dir: &std::path::Path) -> (Files, Vec<BTreeMap<String, PathBuf>>) {
-    let mut files: Files = BTreeMap::new();
-    let mut extra: Vec<BTreeMap<String, PathBuf>> = vec![BTreeMap::new(); INPUT_SETS - 1];
-    for t in &spec.inputs {
-        let shape = spec.shape_at(t, sizes).unwrap_or_default();
-        files.insert(t.name.clone(), (input_path(dir, &t.name, 0), shape));
-        for (k, set) in extra.iter_mut().enumerate() {
-            set.insert(t.name.clone(), input_path(dir, &t.name, k + 1));
-        }
-    }
-    (files, extra)
-}
-
-/// Draws every input set of one size into `dir` (set 0 from `seed`, the others from seeds of
-/// their own).
-fn write_inputs(spec: &Spec, sizes: &SizeSet, seed: u64, dir: &std::path::Path) -> Result<(), Box<StageOutcome>> {
-    let io = |e: std::io::Error| Box::new(fail(Verdict::Error, None, format!("{}: {e}", dir.display())));
-    // A benchmark size past this machine's memory is named, not an allocation that aborts.
-    if let Some(why) = spec.too_big(sizes, crate::gpu::available_memory()) {
-        return Err(Box::new(fail(Verdict::Error, None, format!("{why}: lower [sizes] bench in rung.toml"))));
-    }
-    std::fs::create_dir_all(dir).map_err(io)?;
-    for (idx, t) in spec.inputs.iter().enumerate() {
-        let shape = spec.shape_at(t, sizes).unwrap_or_default();
-        let numel = shape.iter().product::<i64>() as usize;
-        for k in 0..INPUT_SETS {
-            let s = if k == 0 { seed } else { seed.wrapping_add(0xB5E7_0000 + k as u64) };
-            let data = inputs::generate(t.dtype, &t.init, s, idx as u64, numel);
-            crate::kept::write_fresh(&input_path(dir, &t.name, k), &data).map_err(io)?;
-        }
-    }
-    Ok(())
-}
-
-fn draw_sets(spec: &Spec, sizes: &SizeSet, seed: u64, dir: &std::path::Path) -> Result<Sets, Box<StageOutcome>> {
-    write_inputs(spec, sizes, seed, dir)?;
-    let (mut files, extra) = input_files(spec, sizes, dir);
-    let outputs = poisoned_outputs(spec, sizes, dir)
-        .map_err(|e| Box::new(fail(Verdict::Error, None, format!("{}: {e}", dir.display()))))?;
-    files.extend(outputs);
-    Ok(Sets { files, extra, kept: None, read_only: vec![], filled: BTreeMap::new(), drawn: true })
-}
-
-/// The real input set of one size (set 0, as the bench draws it) and poisoned outputs, in `dir`:
-/// what a single traced call runs on.
-pub fn draw_inputs(spec: &Spec, sizes: &SizeSet, seed: u64, dir: &std::path::Path) -> Result<Files, Box<StageOutcome>> {
-    draw_sets(spec, sizes, seed, dir).map(|s| s.files)
-}
-
-/// Poisoned output files in `dir`, written: [`filled_outputs`] for a call that reads them.
-fn poisoned_outputs(spec: &Spec, sizes: &SizeSet, dir: &std::path::Path) -> std::io::Result<Files> {
-    let (files, filled) = filled_outputs(spec, sizes, dir)?;
-    for (path, f) in &filled {
-        crate::kept::write_fresh(path, &vec![f.value; f.bytes as usize])?;
-    }
-    Ok(files)
-}
-
 /// The first request of a series: what to call, the other input sets, warm-up and flush.
 fn first_request(
     spec: &Spec,
@@ -731,30 +576,6 @@ pub const GRAPH_REPLAYS: u32 = 20;
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The worker fills a bench's outputs (nothing written, a planted link removed); a traced
-    /// or profiled call reads them from files of the poison byte.
-    #[test]
-    fn outputs_are_filled_by_the_worker_or_written_poisoned_for_a_single_call() {
-        let tmp = tempfile::tempdir().unwrap();
-        let toml = include_str!("../../../../assets/templates/vector-add/rung.toml");
-        let spec = Spec::parse(toml, std::path::Path::new("rung.toml")).unwrap();
-        let sizes = spec.test_sizes[0].clone();
-        let out = &spec.outputs[0];
-        let bytes = spec.shape_at(out, &sizes).unwrap().iter().product::<i64>() as u64 * out.dtype.size_bytes() as u64;
-        let filled_dir = tmp.path().join("filled");
-        std::fs::create_dir_all(&filled_dir).unwrap();
-        let planted = filled_dir.join(format!("{}.bin", out.name));
-        std::os::unix::fs::symlink(tmp.path().join("victim"), &planted).unwrap();
-        let (files, filled) = filled_outputs(&spec, &sizes, &filled_dir).unwrap();
-        assert_eq!(files[&out.name].0, planted);
-        assert_eq!(filled[&planted], protocol::Fill { bytes, value: inputs::POISON[0] });
-        assert!(std::fs::symlink_metadata(&planted).is_err(), "nothing stands there for the write-back");
-        let written = poisoned_outputs(&spec, &sizes, &tmp.path().join("written")).unwrap();
-        let data = std::fs::read(&written[&out.name].0).unwrap();
-        assert_eq!(data.len() as u64, bytes);
-        assert!(data.iter().all(|b| *b == inputs::POISON[0]));
-    }
 
     fn refused(kind: &str, message: &str) -> Box<StageOutcome> {
         let e = protocol::WorkerError::new(kind, message);
