@@ -208,6 +208,15 @@ class Guarded(object):
         if self.fill:
             self.raw[self.guard:self.guard + self.nbytes].fill_(int(self.fill["value"]))
 
+    def load(self, path):
+        """Copies the file at `path`, of this buffer's size, into it (the guards stay)."""
+        import numpy as np
+        import torch
+        host = np.fromfile(path, dtype=np.uint8)
+        if host.size != self.nbytes:
+            raise ValueError("%s holds %d bytes, the buffer %d" % (path, host.size, self.nbytes))
+        self.raw[self.guard:self.guard + self.nbytes].copy_(torch.from_numpy(host))
+
     def write_back(self):
         """Copies the tensor's bytes back to rung's file; returns the guard breach, if any."""
         g = self.guard

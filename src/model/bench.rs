@@ -68,6 +68,14 @@ pub struct SizeBench {
     /// Why graph replay could not time a small kernel (a capture the kernel's code breaks).
     #[serde(default)]
     pub graph_error: Option<String>,
+    /// The input set whose buffers the re-checked call ran in, holding the fresh set's data then
+    /// (drawn at random per bench; 0 is the set the check's seed draws).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recheck_set: Option<u32>,
+    /// The re-checked call's time between events, ms: the first call on the fresh inputs, to set
+    /// beside `gpu` (the timed calls').
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recheck_ms: Option<f64>,
     /// Why the timed outputs disagree with the reference, when they do.
     pub recheck_failure: Option<String>,
     /// The re-check's reason code where it is not `mismatch` (GPU MODE and KernelBench: the

@@ -440,6 +440,14 @@ pub struct Bench {
     pub flush_ptx: Option<String>,
     #[serde(default)]
     pub write_back: bool,
+    /// The input set a write-back's call runs on (rung draws it at random per bench); its
+    /// outputs, shared by every set, are what is written back.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub recheck_set: u32,
+    /// A write-back's fresh inputs, by parameter name: copied into `recheck_set`'s buffers
+    /// before its call, so the call meets data no timed call saw.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub recheck_inputs: BTreeMap<String, PathBuf>,
     /// Files the worker only reads (the bench's kept input sets), named by a series' first
     /// request: the series' write-backs leave them as they are, and the native worker keeps their bytes in memory between requests, read again
     /// when a file's length, modification time or inode changed.
@@ -473,6 +481,10 @@ pub struct Bench {
     pub hints: Option<JudgeHints>,
 }
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 /// A buffer of `bytes` bytes, each `value`: what a poisoned output's file would hold.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -503,7 +515,7 @@ pub struct ProblemBench {
 }
 
 /// One timed call, in milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Sample {
     /// Between events recorded before and after the call on its stream.
@@ -594,6 +606,9 @@ pub struct Response {
     /// Timed calls of a bench request.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub samples: Vec<Sample>,
+    /// A write-back's call, on the fresh inputs, timed as a sample is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recheck_sample: Option<Sample>,
     /// The fixed cost in `wall_ms` of waiting for the device (an empty call, median, ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixed_ms: Option<f64>,

@@ -50,6 +50,7 @@ pub(super) fn with_bench_limit(toml: &str, budget: &str) -> anyhow::Result<Strin
 /// What a bench run of the selftest must show, beyond a pass.
 pub(super) fn bench_expectations(
     label: &str,
+    version: &str,
     b: Option<&crate::stages::bench::BenchDetail>,
     after_another: bool,
 ) -> Vec<String> {
@@ -76,6 +77,17 @@ pub(super) fn bench_expectations(
             }
             None => why.push(format!("no speedup over v003: {}", b.comparison_notes.join("; "))),
         },
+        // c-poison-only.cu against the approved c-good.cu: the same work on every call, so
+        // the same time, unless some timed calls found their outputs written.
+        "poison-only" if version.starts_with("v101") => match speedup {
+            Some(s) if s.against == "v001" && !s.suspicious && (0.8..1.25).contains(&s.speedup) => {}
+            Some(s) => why.push(format!(
+                "a kernel that works only on poisoned outputs was timed at {:.2}x the honest one{}",
+                s.speedup,
+                if s.suspicious { " (suspicious)" } else { "" }
+            )),
+            None => why.push(format!("no speedup over v001: {}", b.comparison_notes.join("; "))),
+        },
         // ~100 ms of spinning on a side stream the call never joins: its real cost.
         "side-stream" if b.sizes.first().is_none_or(|x| x.headline.median < 50.0) => why.push(format!(
             "the side stream's work was not timed: {:.3} ms median",
@@ -91,7 +103,8 @@ pub(super) fn bench_expectations(
 }
 
 /// The bench part: the demo benched and roofline'd, one version benched five times, speedups
-/// over approved versions (one flagged suspicious), the side-stream case, and a small problem
+/// over approved versions (one flagged suspicious), the side-stream case, a kernel that works
+/// only on poisoned outputs against the honest one, and a small problem
 /// timed by graph replay. The demo workspace is left at `dir/demo` for outside tools (ncu,
 /// triton.testing.do_bench) to time the same kernels.
 pub fn run_bench(
@@ -108,6 +121,11 @@ pub fn run_bench(
     fault_workspace(&side, &FaultOptions { gpu: true, order_seed: 0, run_limit: "10s".into() })?;
     let f = FAULTS.get_file("t-side-stream.py").expect("embedded");
     std::fs::write(side.join("versions").join("v101-candidate.py"), f.contents())?;
+    // A kernel that works only while its outputs hold the poison, against the honest one.
+    let poison = dir.join("poison-only");
+    fault_workspace(&poison, &FaultOptions { gpu: true, order_seed: 0, run_limit: "10s".into() })?;
+    let f = FAULTS.get_file("c-poison-only.cu").expect("embedded");
+    std::fs::write(poison.join("versions").join("v101-candidate.cu"), f.contents())?;
     // A small problem, so the graph replay of small kernels runs for a CUDA and a Triton version.
     let small = dir.join("small");
     crate::templates::write("vector-add", &small)?;
@@ -115,7 +133,7 @@ pub fn run_bench(
     let toml = std::fs::read_to_string(&path)?.replace("bench = [{ n = 67108864 }]", "bench = [{ n = 65536 }]");
     std::fs::write(&path, toml)?;
     // A shorter bench budget than the default: this runs many benches.
-    for (ws, budget) in [(&demo, "8s"), (&side, "8s"), (&small, "4s")] {
+    for (ws, budget) in [(&demo, "8s"), (&side, "8s"), (&poison, "8s"), (&small, "4s")] {
         let path = ws.join("rung.toml");
         std::fs::write(&path, with_bench_limit(&std::fs::read_to_string(&path)?, budget)?)?;
     }
@@ -131,6 +149,10 @@ pub fn run_bench(
         // v003 approved too, and faster: the CUDA v005 and the Triton v004 against it.
         ("vs-v003", demo.as_path(), v(&["v004", "v005"]), v(&["v003"])),
         ("side-stream", side.as_path(), v(&["v101"]), vec![]),
+        // The honest one benched first, then approved: an approved version is timed against
+        // only once it has a bench.
+        ("poison-good", poison.as_path(), v(&["v001"]), vec![]),
+        ("poison-only", poison.as_path(), v(&["v101"]), v(&["v001"])),
         ("small", small.as_path(), vec![], vec![]),
     ];
     for (label, path, versions, approve) in
@@ -201,11 +223,47 @@ pub fn run_bench(
                     percent_of_ceiling: pct,
                     graph_us: b.as_ref().and_then(|(x, _)| x.graph.as_ref().map(|g| g.median * 1e3)),
                     speedups,
-                    unexpected: bench_expectations(label, detail, kept),
+                    unexpected: bench_expectations(label, &v.id, detail, kept),
                 });
                 kept |= detail.is_some_and(|d| !d.sizes.is_empty());
             }
         }
     }
     Ok((out, serde_json::Value::Object(reports)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stages::bench::{BenchDetail, Speedup};
+
+    fn against_good(speedup: f64) -> BenchDetail {
+        BenchDetail {
+            speedups: vec![Speedup {
+                role: "best approved".into(),
+                against: "v001".into(),
+                sizes: Default::default(),
+                this: Default::default(),
+                other: Default::default(),
+                speedup,
+                speedup_low: speedup,
+                speedup_high: speedup,
+                rounds: 4,
+                suspicious: speedup > crate::stages::bench::SUSPICIOUS_SPEEDUP,
+            }],
+            ..Default::default()
+        }
+    }
+
+    /// The kernel that works only on poisoned outputs must be timed as the honest one is: a
+    /// bench that let its calls find the last answer shows it many times faster.
+    #[test]
+    fn the_poison_only_kernel_must_time_as_the_honest_one() {
+        let ok = |v: &str, b: &BenchDetail| bench_expectations("poison-only", v, Some(b), false);
+        assert!(ok("v101", &against_good(1.01)).is_empty());
+        let cheat = ok("v101", &against_good(60.0));
+        assert!(cheat[0].contains("60.00x the honest one (suspicious)"), "{cheat:?}");
+        assert_eq!(ok("v101", &BenchDetail::default()).len(), 1, "no comparison is no evidence");
+        assert!(ok("v001", &BenchDetail::default()).is_empty(), "the honest one is benched alone");
+    }
 }

@@ -45,8 +45,9 @@ pub struct State {
     l2_persisting: u64,
     /// The files the series' first request named read-only: a write-back leaves them.
     read_only: Vec<std::path::PathBuf>,
-    /// The outputs it filled with the poison, poisoned again before a write-back's call.
-    filled: BTreeMap<std::path::PathBuf, crate::model::protocol::Fill>,
+    /// The outputs it filled with the poison (device pointer, bytes, byte), poisoned again
+    /// before every timed call.
+    poison: Vec<(sys::CUdeviceptr, usize, u8)>,
 }
 
 impl Drop for State {
@@ -138,7 +139,7 @@ fn setup(req: &Bench, launch: &Launch, sms: u32) -> Result<State, WorkerError> {
             timer_note: None,
             l2_persisting: 0,
             read_only: req.read_only.clone(),
-            filled: req.filled.clone(),
+            poison: Vec::new(),
         };
         if flush_bytes > 0 {
             let d = result::malloc_sync(flush_bytes as usize).map_err(cuda_error)?;
@@ -179,18 +180,38 @@ fn setup(req: &Bench, launch: &Launch, sms: u32) -> Result<State, WorkerError> {
             }
             state.sets.push((args, bufs));
         }
+        // The outputs are set 0's buffers, shared by every set.
+        state.poison = state.sets[0]
+            .1
+            .iter()
+            .filter_map(|(_, path, d, len)| req.filled.get(path).filter(|_| *len > 0).map(|f| (*d, *len, f.value)))
+            .collect();
         Ok(state)
     }
 }
 
-/// One timed launch of the next input set, after clearing the flush buffer.
+/// One timed launch of the next input set, on outputs poisoned again, after clearing the flush
+/// buffer.
+///
+/// Every call finds its outputs poisoned, so none can tell the re-checked call from the timed
+/// ones by what its outputs hold: a kernel that skips its work when the output looks done (or
+/// does it only while it holds rung's poison) leaves the poison, which the re-check finds.
 fn timed(state: &mut State) -> Result<Sample, WorkerError> {
     let i = state.next % state.sets.len();
     state.next += 1;
     let mut args: Vec<*mut c_void> = state.sets[i].0.iter_mut().map(|b| b.as_mut_ptr() as *mut c_void).collect();
-    // SAFETY: the argument bytes live in `state` for the launch, which is synchronised.
+    // SAFETY: the argument bytes live in `state` for the launch, which is synchronised; the
+    // poisoned buffers are live allocations of their length.
     unsafe {
-        // The device is idle here: what CUPTI still holds is older work, not this call's.
+        // Finished before anything is timed or traced; the flush then evicts its lines.
+        for &(d, len, value) in &state.poison {
+            result::memset_d8_async(d, value, len, std::ptr::null_mut()).map_err(cuda_error)?;
+        }
+        if !state.poison.is_empty() {
+            result::ctx::synchronize().map_err(cuda_error)?;
+        }
+        // The device is idle here: what CUPTI still holds is older work (the poison's memsets
+        // among it), not this call's.
         traced(state);
         state.l2_persisting = state.l2_persisting.max(undo_persisting_l2());
         flush(state)?;
@@ -393,18 +414,19 @@ fn serve_inner(series: &mut BTreeMap<u32, State>, req: &Bench, sms: u32) -> Resu
     lap("timed");
     let graph_ms = if req.graph_calls > 0 { graph_replay(state, req.graph_calls, req.graph_replays)? } else { vec![] };
     lap("graph_replay");
+    let mut recheck_sample = None;
     if req.write_back {
-        // The outputs are shared by the input sets: one more call on set 0 (the real one), on
-        // outputs poisoned again, so what is written back is this call's work: a kernel that
-        // stops working after some calls, or skips when its output looks done, fails here.
-        for (_, path, d, len) in &state.sets[0].1 {
-            if let Some(f) = state.filled.get(path).filter(|_| *len > 0) {
-                // SAFETY: a live allocation of `len` bytes.
-                unsafe { result::memset_d8_sync(*d, f.value, *len).map_err(cuda_error)? };
-            }
+        // One more call, made as a timed one is (outputs poisoned, L2 flushed), in the buffers
+        // of the set rung drew at random, which hold the fresh inputs now: data no timed call
+        // saw. The outputs, shared by the sets, are written back: a kernel that stops working
+        // after some calls, or remembers its results, is caught by them or by this call's time.
+        let k = req.recheck_set as usize;
+        if k >= state.sets.len() {
+            return Err(WorkerError::new("BadRequest", format!("bench: no input set {k} to re-check")));
         }
-        state.next = 0;
-        timed(state)?;
+        load_fresh(state, k, &req.recheck_inputs)?;
+        state.next = k;
+        recheck_sample = Some(timed(state)?);
         for (_, path, d, len) in &state.sets[0].1 {
             if state.read_only.contains(path) {
                 continue;
@@ -428,11 +450,39 @@ fn serve_inner(series: &mut BTreeMap<u32, State>, req: &Bench, sms: u32) -> Resu
         samples,
         fixed_ms: fixed,
         graph_ms,
+        recheck_sample,
         timer_note,
         l2_persisting_bytes,
         phases,
         ..Default::default()
     })
+}
+
+/// Copies the fresh inputs (parameter name → file) into set `k`'s buffers (set 0's, for a
+/// parameter set `k` shares), each the size of its file.
+fn load_fresh(state: &State, k: usize, fresh: &BTreeMap<String, std::path::PathBuf>) -> Result<(), WorkerError> {
+    for (name, file) in fresh {
+        let own = |set: usize| state.sets[set].1.iter().find(|b| &b.0 == name).map(|b| (b.2, b.3));
+        let (d, len) = own(k).or_else(|| own(0)).ok_or_else(|| {
+            WorkerError::new("BadRequest", format!("bench: the fresh input `{name}` matches no buffer"))
+        })?;
+        let bytes = if state.read_only.contains(file) {
+            super::resident::bytes(file).map_err(|e| io(file, e))?
+        } else {
+            std::sync::Arc::new(std::fs::read(file).map_err(|e| io(file, e))?)
+        };
+        if bytes.len() != len {
+            return Err(WorkerError::new(
+                "BadRequest",
+                format!("bench: {} holds {} bytes, the buffer of `{name}` {len}", file.display(), bytes.len()),
+            ));
+        }
+        if len > 0 {
+            // SAFETY: a live allocation of `len` bytes, from a slice of as many.
+            unsafe { result::memcpy_htod_sync(d, &bytes[..]).map_err(cuda_error)? };
+        }
+    }
+    Ok(())
 }
 
 /// `calls` launches on set 0 captured into one CUDA graph on a stream of its own, replayed

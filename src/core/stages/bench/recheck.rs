@@ -13,11 +13,11 @@ use crate::workspace::Workspace;
 
 use super::*;
 
-/// Compares the written-back outputs (in `sets.files`) with the reference's at the benchmark
-/// size. Unless its outputs from an earlier version of this check are kept intact in
-/// `sets.kept`, the reference is run on set 0 as drawn ([`pristine_inputs`], read only then): a
-/// CUDA reference through `native`, a Python one in a child of the zygote. `None`: they match,
-/// or there is no reference to run.
+/// Compares the written-back outputs (in `sets.files`, from the re-checked call on the fresh
+/// set) with the reference's on the fresh set at the benchmark size. Unless its outputs from an
+/// earlier bench of this problem are kept intact in `sets.kept`, the reference is run on the
+/// fresh set as drawn ([`pristine_inputs`], read only then): a CUDA reference through `native`,
+/// a Python one in a child of the zygote. `None`: they match, or there is no reference to run.
 pub(super) fn recheck_timed(
     cx: &mut BenchCtx,
     native: Option<LaunchAt>,
@@ -28,7 +28,7 @@ pub(super) fn recheck_timed(
 ) -> Option<String> {
     let spec = cx.spec;
     let mut clock = stats::Clock::new();
-    let ref_dir = sets.kept.as_ref().map(|k| k.join("reference")).unwrap_or_else(|| dir.to_path_buf());
+    let ref_dir = sets.kept.as_deref().unwrap_or(dir).join("reference-fresh");
     let paths: Vec<PathBuf> = spec.outputs.iter().map(|t| reference_file(&ref_dir, &t.name)).collect();
     if !cx.runners.kept.intact(&paths) {
         let pristine = match pristine_inputs(cx, sizes, sets) {

@@ -30,9 +30,13 @@ pub(super) fn bench_size(
         sourced(first_request(spec, target, sizes, &sets.files, &sets.extra, 0)?, &sets.read_only, &sets.filled);
     let series = sample_series(runners, target, first, limit, &rule)?;
     let mut out = size_bench(sizes, &series);
-    // One more call on the real input set, its outputs written back and checked; then a small
-    // kernel is also timed by graph replay (a capture that fails is reported, not fatal).
-    let written = send(runners, target, protocol::Bench { write_back: true, ..more(0, 0) }, limit)?;
+    // One more call, on the fresh set copied into the buffers of a set drawn at random, its
+    // outputs written back and checked; then a small kernel is also timed by graph replay (a
+    // capture that fails is reported, not fatal).
+    let k = recheck_set();
+    let req =
+        protocol::Bench { write_back: true, recheck_set: k as u32, recheck_inputs: sets.fresh.clone(), ..more(0, 0) };
+    let written = send(runners, target, req, limit)?;
     stats::add_phases(&mut out.phases, &written.phases);
     if out.basis != BASIS_DEVICE && out.headline.median < SMALL_KERNEL_MS {
         let req = protocol::Bench { graph_calls: GRAPH_CALLS, graph_replays: GRAPH_REPLAYS, ..more(0, 0) };
@@ -45,8 +49,73 @@ pub(super) fn bench_size(
             Err(f) => out.graph_error = Some(f.summary),
         }
     }
+    out.recheck_set = Some(k as u32);
+    out.recheck_ms = written.recheck_sample.as_ref().map(|s| s.gpu_ms);
     out.recheck_failure = recheck_timed(cx, reference, sizes, sets, dir, &mut out.phases);
+    let timed: Vec<f64> = series.samples.iter().map(|s| s.gpu_ms).collect();
+    if out.recheck_failure.is_none()
+        && let Some(why) = written.recheck_sample.and_then(|f| remembered(&timed, f.gpu_ms))
+    {
+        // One call can meet a pause of the host or the device: a second fresh set, drawn now,
+        // must be as slow before the timed calls are called remembered.
+        let again = second_fresh_call(cx, target, sizes, dir, k, limit)?;
+        if again.is_some_and(|ms| remembered(&timed, ms).is_some()) {
+            out.recheck_failure = Some(why);
+            out.recheck_reason = Some(Reason::Memoised);
+        }
+    }
     Ok(out)
+}
+
+/// The time of one more call like the re-checked one, on a set drawn afresh into `dir` (from
+/// rung's own randomness) and copied into set `k`'s buffers; None when it could not be drawn.
+fn second_fresh_call(
+    cx: &mut BenchCtx,
+    target: &Target,
+    sizes: &SizeSet,
+    dir: &std::path::Path,
+    k: usize,
+    limit: Duration,
+) -> Result<Option<f64>, Box<StageOutcome>> {
+    let Ok(fresh) = write_set(cx.spec, sizes, crate::check::draw_seed(), &dir.join("fresh"), 0) else {
+        return Ok(None);
+    };
+    let req = protocol::Bench { write_back: true, recheck_set: k as u32, recheck_inputs: fresh, ..more(0, 0) };
+    Ok(send(cx.runners, target, req, limit)?.recheck_sample.map(|s| s.gpu_ms))
+}
+
+/// How much slower than the slowest timed call the re-checked call (the first on data none of
+/// them saw) may be, and by at least how many milliseconds, before the timed calls are taken to
+/// have found something a first call does not.
+pub const REMEMBERED_FACTOR: f64 = 1.5;
+pub const REMEMBERED_MARGIN_MS: f64 = 0.05;
+
+/// Why the timed calls look remembered: the call on fresh data took over [`REMEMBERED_FACTOR`]
+/// times (and [`REMEMBERED_MARGIN_MS`] more than) the slowest of them, `timed_ms` and
+/// `fresh_ms` measured alike (between events on the call's stream, or the host's wall time to
+/// an idle device). An honest call costs the same on new data as on data it has seen; one that
+/// keeps a result across calls (by pointer, or by a sample of its inputs) does its work only
+/// for the fresh data.
+pub fn remembered(timed_ms: &[f64], fresh_ms: f64) -> Option<String> {
+    let slowest = timed_ms.iter().copied().fold(f64::NAN, f64::max);
+    let median = stats::summarize(timed_ms).median;
+    (fresh_ms > REMEMBERED_FACTOR * slowest && fresh_ms - slowest > REMEMBERED_MARGIN_MS).then(|| {
+        format!(
+            "the call on inputs no timed call saw took {:.1} µs, {:.1}x the timed calls' median ({:.1} µs; the slowest \
+             {:.1} µs), and a second fresh set as long: the timed calls did less than a first call does, as a result \
+             remembered across calls does",
+            fresh_ms * 1e3,
+            fresh_ms / median,
+            median * 1e3,
+            slowest * 1e3
+        )
+    })
+}
+
+/// The input set a bench re-checks, drawn afresh for each bench from rung's own randomness,
+/// which nothing a version runs can see.
+pub(super) fn recheck_set() -> usize {
+    (crate::check::draw_seed() % INPUT_SETS as u64) as usize
 }
 
 /// The statistics of one size's samples (no graph replay, no re-check yet).
@@ -68,6 +137,8 @@ pub(super) fn size_bench(sizes: &SizeSet, series: &Series) -> SizeBench {
         flush_bytes: FLUSH_BYTES,
         graph: None,
         graph_error: None,
+        recheck_set: None,
+        recheck_ms: None,
         recheck_failure: None,
         recheck_reason: None,
         span: samples.iter().map(|s| s.span_ms).collect::<Option<Vec<f64>>>().map(|v| stats::summarize(&v)),
@@ -257,4 +328,23 @@ pub(super) fn events_headline(samples: &[protocol::Sample], fixed_ms: f64) -> (V
     let device: Vec<f64> = samples.iter().map(|s| (s.wall_ms - fixed_ms).max(0.0)).collect();
     let (g, d) = (stats::summarize(&gpu).median, stats::summarize(&device).median);
     if d > 1.5 * g + 0.05 { (device, BASIS_DEVICE) } else { (gpu, BASIS_EVENTS) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A first call on new data well beyond every timed call is a remembered result; noise, a
+    /// small kernel's few microseconds, or a fresh call as slow as the slowest timed one is not.
+    #[test]
+    fn a_fresh_call_far_slower_than_every_timed_one_is_a_remembered_result() {
+        let timed = [0.375, 0.376, 0.380, 0.374];
+        let why = remembered(&timed, 1.02).expect("2.7x the slowest timed call");
+        assert!(why.contains("took 1020.0 µs, 2.7x the timed calls' median (375.5 µs"), "{why}");
+        assert_eq!(remembered(&timed, 0.39), None, "an honest call costs the same on new data");
+        assert_eq!(remembered(&timed, 0.55), None, "under the factor");
+        assert_eq!(remembered(&[0.002, 0.0021], 0.03), None, "under the margin");
+        assert_eq!(remembered(&[0.375, 0.376, 0.9], 1.02), None, "no slower than the timed calls' own worst");
+        assert_eq!(remembered(&[], 1.0), None, "no timed calls, no comparison");
+    }
 }
