@@ -14,7 +14,8 @@ pub struct BenchDetail {
     pub uuid: String,
     pub device_before: Option<DeviceState>,
     pub device_after: Option<DeviceState>,
-    /// A clock-event reason other than idle was active before or after.
+    /// Before or after, a reason that slows the GPU was active with the SM clock more than 3%
+    /// below its maximum (or the clock unknown): `DeviceState::throttled`.
     pub throttled: bool,
     /// How long this bench waited for another rung process timing on the same GPU.
     pub lock_wait_ms: f64,
@@ -217,5 +218,7 @@ pub struct DeviceState {
     pub throttle_mask: Option<String>,
     /// The reasons in words.
     pub throttle_reasons: Vec<String>,
+    /// A reason that slows the GPU (not idle, not an applications-clocks or display setting) is
+    /// active and the SM clock is more than 3% below its maximum, or either clock is unknown.
     pub throttled: bool,
 }

@@ -215,6 +215,7 @@ fn finish(
     let after = crate::devstate::query(&gpu.uuid).ok();
     clock.lap("device_state");
     let throttled = before.as_ref().is_some_and(|d| d.throttled) || after.as_ref().is_some_and(|d| d.throttled);
+    let throttle_note = throttled.then(|| throttle_words(before.as_ref(), after.as_ref()));
     let detail = StageDetail::Bench(BenchDetail {
         gpu: gpu.name.clone(),
         uuid: gpu.uuid.clone(),
@@ -302,10 +303,28 @@ fn finish(
             ));
         }
     }
-    if throttled {
-        summary.push_str("; THROTTLED (see device state)");
+    if let Some(note) = throttle_note {
+        summary.push_str(&format!("; THROTTLED ({note})"));
     }
     StageOutcome { verdict: Verdict::Pass, summary, diagnostics: vec![], detail, reason: None }
+}
+
+/// What slowed the GPU, before or after the timed calls, in words: `software power cap, SM
+/// clock 1500 of 1980 MHz after`.
+fn throttle_words(before: Option<&DeviceState>, after: Option<&DeviceState>) -> String {
+    let words: Vec<String> = [(before, "before"), (after, "after")]
+        .into_iter()
+        .filter_map(|(d, when)| d.filter(|d| d.throttled).map(|d| (d, when)))
+        .map(|(d, when)| {
+            let reasons = d.throttle_reasons.iter().filter(|r| !r.contains("idle")).cloned().collect::<Vec<_>>();
+            let clock = match (d.sm_clock_mhz, d.max_sm_clock_mhz) {
+                (Some(sm), Some(max)) => format!(", SM clock {sm} of {max} MHz"),
+                _ => String::new(),
+            };
+            format!("{}{clock} {when}", reasons.join(", "))
+        })
+        .collect();
+    if words.is_empty() { "see device state".into() } else { words.join("; ") }
 }
 
 /// Benches a GPU MODE or KernelBench version that passed its check: at each of task.yml's
@@ -576,6 +595,18 @@ pub const GRAPH_REPLAYS: u32 = 20;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A throttled bench says what slowed the GPU and how far, before or after the timed calls.
+    #[test]
+    fn a_throttled_bench_names_the_reason_and_the_clock() {
+        let capped = crate::devstate::parse_line("GPU-x, H100, 580, 1500, 2619, 1980, 80, 690.0, 0x0000000000000024");
+        let idle = crate::devstate::parse_line("GPU-x, H100, 580, 345, 2619, 1980, 40, 70.0, 0x0000000000000001");
+        assert_eq!(
+            throttle_words(idle.as_ref(), capped.as_ref()),
+            "software power cap, software thermal slowdown, SM clock 1500 of 1980 MHz after"
+        );
+        assert_eq!(throttle_words(None, None), "see device state");
+    }
 
     fn refused(kind: &str, message: &str) -> Box<StageOutcome> {
         let e = protocol::WorkerError::new(kind, message);
