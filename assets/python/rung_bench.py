@@ -87,7 +87,7 @@ def _problem_bench_setup(req):
                 if "seed" in a:
                     a["seed"] = int(a["seed"]) + k
                 torch.manual_seed(seed + k)
-                sets.append(({"data": prob.generate_input(**a)}, []))
+                sets.append(({"data": prob.generate_input(**a)}, {}))
 
             def fn(data):
                 return entry(data)
@@ -102,7 +102,7 @@ def _problem_bench_setup(req):
             model = _seeded_model(prob.Model if pb.get("reference") else version.ModelNew, init, seed, device)
             for k in range(n):
                 torch.manual_seed(seed + k)
-                sets.append(({"inputs": [x.to(device) if hasattr(x, "to") else x for x in prob.get_inputs()]}, []))
+                sets.append(({"inputs": [x.to(device) if hasattr(x, "to") else x for x in prob.get_inputs()]}, {}))
 
             def fn(inputs):
                 return model(*inputs)
@@ -148,9 +148,9 @@ def _bench_setup(req):
             base[name] = g.tensor
         else:
             base[name] = arg["value"]
-    sets = [(base, [g for _, g in tensors.values()])]
-    # Each set's own buffers by parameter name (set 0's are every tensor's).
-    named = [{name: g for name, (_, g) in tensors.items()}]
+    # Each set: its arguments, and the buffers it owns by parameter name (set 0's are every
+    # tensor's, the outputs among them).
+    sets = [(base, {name: g for name, (_, g) in tensors.items()})]
     for extra in req.get("sets") or []:
         kw = dict(base)
         owned = {}
@@ -160,8 +160,7 @@ def _bench_setup(req):
                 g = Guarded(path, t["dtype"], t["shape"], 0)
                 kw[name] = g.tensor
                 owned[name] = g
-        sets.append((kw, list(owned.values())))
-        named.append(owned)
+        sets.append((kw, owned))
     flush_bytes = int(req.get("flush_bytes") or 0)
     flush = _Flusher(req.get("flush_ptx"), flush_bytes) if flush_bytes else None
     series = int(req.get("series") or 0)
@@ -169,7 +168,7 @@ def _bench_setup(req):
     # The outputs rung poisons are set 0's buffers, shared by every set: poisoned again before
     # every timed call (_bench_one).
     poison = [g for _, g in tensors.values() if g.fill]
-    _bench[series] = dict(fn=fn, sets=sets, named=named, flush=flush, next=0,
+    _bench[series] = dict(fn=fn, sets=sets, flush=flush, next=0,
                           read_only=set(req.get("read_only") or ()), poison=poison, start=torch.cuda.Event(enable_timing=True),
                           end=torch.cuda.Event(enable_timing=True))
     return _bench[series]
@@ -563,12 +562,12 @@ def _bench_req(req, state):
         if not 0 <= k < len(b["sets"]):
             raise ValueError("bench: no input set %d to re-check" % k)
         for name, path in (req.get("recheck_inputs") or {}).items():
-            g = b["named"][k].get(name) or b["named"][0].get(name)
+            g = b["sets"][k][1].get(name) or b["sets"][0][1].get(name)
             if g is None:
                 raise ValueError("bench: the fresh input `%s` matches no buffer" % name)
             g.load(path)
         resp["recheck_sample"] = _bench_one(b, b["fn"], b["sets"][k][0])
-        for g in b["sets"][0][1]:
+        for g in b["sets"][0][1].values():
             if g.path not in b.get("read_only", ()):
                 g.write_back()
     harness = rp.patched_harness()

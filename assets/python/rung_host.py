@@ -184,13 +184,11 @@ class Guarded(object):
     GUARD_BYTE: a kernel writing a little past either end changes them instead of faulting."""
 
     def __init__(self, path, dtype, shape, guard, fill=None):
-        import numpy as np
         import torch
         self.path = path
         self.guard = guard
         # `fill` ({"bytes", "value"}): the file is not written, the buffer is that byte throughout.
-        host = None if fill else np.fromfile(path, dtype=np.uint8)
-        self.nbytes = int(fill["bytes"]) if fill else host.size
+        self.nbytes = int(fill["bytes"]) if fill else os.path.getsize(path)
         self.raw = torch.empty(self.nbytes + 2 * guard, dtype=torch.uint8, device="cuda")
         if guard:
             self.raw[:guard].fill_(GUARD_BYTE)
@@ -200,7 +198,7 @@ class Guarded(object):
         if fill:
             self.refill()
         else:
-            body.copy_(torch.from_numpy(host))
+            self.load(path)
         self.tensor = body.view(getattr(torch, TORCH_NAMES[dtype])).view(tuple(shape))
 
     def refill(self):
@@ -220,7 +218,13 @@ class Guarded(object):
     def write_back(self):
         """Copies the tensor's bytes back to rung's file; returns the guard breach, if any."""
         g = self.guard
-        self.raw[g:g + self.nbytes].cpu().numpy().tofile(self.path)
+        # A new file: a link planted at the path is replaced, not written through.
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        with open(self.path, "xb") as f:
+            self.raw[g:g + self.nbytes].cpu().numpy().tofile(f)
         if not g:
             return None
         return _breach(self.raw[:g].cpu().numpy(), self.raw[g + self.nbytes:].cpu().numpy(), g)

@@ -85,14 +85,15 @@ pub fn copy_fresh(from: &Path, to: &Path) -> std::io::Result<()> {
     std::io::copy(&mut std::fs::File::open(from)?, &mut fresh(to)?).map(|_| ())
 }
 
-/// A new file at `path`, whatever stood there removed first.
-fn fresh(path: &Path) -> std::io::Result<std::fs::File> {
+/// A new file at `path`, open to read and write (a mapping needs both), whatever stood there
+/// removed first.
+pub fn fresh(path: &Path) -> std::io::Result<std::fs::File> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
         _ => {}
     }
     // create_new: O_EXCL, which fails on a link planted since rather than following it.
-    std::fs::OpenOptions::new().write(true).create_new(true).open(path)
+    std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(path)
 }
 
 fn stamp(path: &Path) -> std::io::Result<Stamp> {

@@ -89,6 +89,18 @@ fn io(what: &std::path::Path, e: std::io::Error) -> WorkerError {
     WorkerError::new("IoError", format!("{}: {e}", what.display()))
 }
 
+/// A file's bytes: held between requests when it is one of the read-only kept files, else read.
+fn file_bytes(
+    file: &std::path::Path,
+    read_only: &[std::path::PathBuf],
+) -> Result<std::sync::Arc<Vec<u8>>, WorkerError> {
+    if read_only.iter().any(|p| p == file) {
+        super::resident::bytes(file).map_err(|e| io(file, e))
+    } else {
+        Ok(std::sync::Arc::new(std::fs::read(file).map_err(|e| io(file, e))?))
+    }
+}
+
 /// A buffer's bytes on the device: filled when the request says so, else from its file (held
 /// in memory between requests when it is read-only). Its pointer and length.
 ///
@@ -105,11 +117,7 @@ unsafe fn upload(file: &std::path::Path, req: &Bench) -> Result<(sys::CUdevicept
             }
             return Ok((d, len));
         }
-        let bytes = if req.read_only.iter().any(|p| p == file) {
-            super::resident::bytes(file).map_err(|e| io(file, e))?
-        } else {
-            std::sync::Arc::new(std::fs::read(file).map_err(|e| io(file, e))?)
-        };
+        let bytes = file_bytes(file, &req.read_only)?;
         let d = result::malloc_sync(bytes.len().max(1)).map_err(cuda_error)?;
         if !bytes.is_empty() {
             result::memcpy_htod_sync(d, &bytes[..]).map_err(cuda_error)?;
@@ -466,11 +474,7 @@ fn load_fresh(state: &State, k: usize, fresh: &BTreeMap<String, std::path::PathB
         let (d, len) = own(k).or_else(|| own(0)).ok_or_else(|| {
             WorkerError::new("BadRequest", format!("bench: the fresh input `{name}` matches no buffer"))
         })?;
-        let bytes = if state.read_only.contains(file) {
-            super::resident::bytes(file).map_err(|e| io(file, e))?
-        } else {
-            std::sync::Arc::new(std::fs::read(file).map_err(|e| io(file, e))?)
-        };
+        let bytes = file_bytes(file, &state.read_only)?;
         if bytes.len() != len {
             return Err(WorkerError::new(
                 "BadRequest",

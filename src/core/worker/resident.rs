@@ -83,7 +83,8 @@ pub fn write_through<E>(
 ) -> Result<(), E> {
     let mapped = (len > 0)
         .then(|| {
-            let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path).ok()?;
+            // A new file: a link planted at `path` is replaced, not written through.
+            let f = crate::kept::fresh(path).ok()?;
             f.set_len(len as u64).ok()?;
             // SAFETY: a file this process just created at its full length; nothing else writes it
             // while it is mapped (the version's work has finished, rung reads it after the answer).
@@ -97,7 +98,7 @@ pub fn write_through<E>(
         None => {
             let mut bytes = vec![0u8; len];
             fill(&mut bytes)?;
-            std::fs::write(path, &bytes).map_err(io)
+            crate::kept::write_fresh(path, &bytes).map_err(io)
         }
     }
 }
@@ -158,5 +159,13 @@ mod tests {
         // A folder that is not there: the error names it.
         let missing = tmp.path().join("gone/y.bin");
         assert!(write_through(&missing, 4, |_| Ok::<(), String>(()), io).is_err());
+        // A link planted where the output goes is replaced; what it pointed at is left alone.
+        let victim = tmp.path().join("victim");
+        std::fs::write(&victim, b"the user's").unwrap();
+        std::fs::remove_file(&out).unwrap();
+        std::os::unix::fs::symlink(&victim, &out).unwrap();
+        write_through(&out, 10, ten, io).unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"the user's");
+        assert!(std::fs::symlink_metadata(&out).unwrap().file_type().is_file());
     }
 }

@@ -54,13 +54,17 @@ pub(super) fn bench_size(
     out.recheck_failure = recheck_timed(cx, reference, sizes, sets, dir, &mut out.phases);
     let timed: Vec<f64> = series.samples.iter().map(|s| s.gpu_ms).collect();
     if out.recheck_failure.is_none()
-        && let Some(why) = written.recheck_sample.and_then(|f| remembered(&timed, f.gpu_ms))
+        && let Some(why) = out.recheck_ms.and_then(|f| remembered(&timed, f))
     {
         // One call can meet a pause of the host or the device: a second fresh set, drawn now,
         // must be as slow before the timed calls are called remembered.
         let again = second_fresh_call(cx, target, sizes, dir, k, limit)?;
-        if again.is_some_and(|ms| remembered(&timed, ms).is_some()) {
-            out.recheck_failure = Some(why);
+        if let Some(ms) = again.filter(|ms| remembered(&timed, *ms).is_some()) {
+            out.recheck_failure = Some(format!(
+                "{why}; a second fresh set took {:.1} µs: the timed calls did less than a first call does, as a \
+                 result remembered across calls does",
+                ms * 1e3
+            ));
             out.recheck_reason = Some(Reason::Memoised);
         }
     }
@@ -96,14 +100,13 @@ pub const REMEMBERED_MARGIN_MS: f64 = 0.05;
 /// an idle device). An honest call costs the same on new data as on data it has seen; one that
 /// keeps a result across calls (by pointer, or by a sample of its inputs) does its work only
 /// for the fresh data.
-pub fn remembered(timed_ms: &[f64], fresh_ms: f64) -> Option<String> {
+pub(super) fn remembered(timed_ms: &[f64], fresh_ms: f64) -> Option<String> {
     let slowest = timed_ms.iter().copied().fold(f64::NAN, f64::max);
     let median = stats::summarize(timed_ms).median;
     (fresh_ms > REMEMBERED_FACTOR * slowest && fresh_ms - slowest > REMEMBERED_MARGIN_MS).then(|| {
         format!(
             "the call on inputs no timed call saw took {:.1} µs, {:.1}x the timed calls' median ({:.1} µs; the slowest \
-             {:.1} µs), and a second fresh set as long: the timed calls did less than a first call does, as a result \
-             remembered across calls does",
+             {:.1} µs)",
             fresh_ms * 1e3,
             fresh_ms / median,
             median * 1e3,

@@ -58,7 +58,7 @@ pub(super) fn kept_sets(cx: &mut BenchCtx, sizes: &SizeSet, dir: &std::path::Pat
         |d: &std::path::Path, e: std::io::Error| Box::new(fail(Verdict::Error, None, format!("{}: {e}", d.display())));
     let drawn = keep_inputs(cx, sizes, &folder)?;
     let (mut files, extra) = input_files(cx.spec, sizes, &folder);
-    let fresh = set_files(cx.spec, sizes, &folder, FRESH_SET).into_iter().map(|(n, (p, _))| (n, p)).collect();
+    let fresh = set_paths(cx.spec, &folder, FRESH_SET);
     // Every set's inputs are the kept files, which the workers only read (a write-back leaves
     // them): they stay as drawn for the reference and the next version.
     let read_only = input_paths(cx.spec, &folder);
@@ -145,10 +145,13 @@ pub(super) fn input_files(
     sizes: &SizeSet,
     dir: &std::path::Path,
 ) -> (Files, Vec<BTreeMap<String, PathBuf>>) {
-    let extra = (1..INPUT_SETS)
-        .map(|k| spec.inputs.iter().map(|t| (t.name.clone(), input_path(dir, &t.name, k))).collect())
-        .collect();
+    let extra = (1..INPUT_SETS).map(|k| set_paths(spec, dir, k)).collect();
     (set_files(spec, sizes, dir, 0), extra)
+}
+
+/// Set `k`'s files in `dir` by parameter name, as a worker is given a set.
+fn set_paths(spec: &Spec, dir: &std::path::Path, k: usize) -> BTreeMap<String, PathBuf> {
+    spec.inputs.iter().map(|t| (t.name.clone(), input_path(dir, &t.name, k))).collect()
 }
 
 /// Draws input sets 0 to `sets - 1` of one size into `dir` (set 0 from `seed`, the others from
