@@ -112,19 +112,26 @@ impl Fp8 {
 
 /// Rounds an f64 to `dtype` and appends its little-endian bytes.
 pub fn push_bytes(dtype: DType, v: f64, out: &mut Vec<u8>) {
+    let n = out.len();
+    out.resize(n + dtype.size_bytes(), 0);
+    put_bytes(dtype, v, &mut out[n..]);
+}
+
+/// Rounds an f64 to `dtype` and writes its little-endian bytes into `out` (of the dtype's size).
+pub fn put_bytes(dtype: DType, v: f64, out: &mut [u8]) {
     match dtype {
-        DType::F64 => out.extend_from_slice(&v.to_le_bytes()),
-        DType::F32 => out.extend_from_slice(&(v as f32).to_le_bytes()),
-        DType::F16 => out.extend_from_slice(&half::f16::from_f64(v).to_le_bytes()),
-        DType::Bf16 => out.extend_from_slice(&half::bf16::from_f64(v).to_le_bytes()),
-        DType::F8E4M3 => out.push(E4M3.encode(v)),
-        DType::F8E5M2 => out.push(E5M2.encode(v)),
-        DType::I8 => out.push((v.round() as i8) as u8),
-        DType::I16 => out.extend_from_slice(&(v.round() as i16).to_le_bytes()),
-        DType::I32 => out.extend_from_slice(&(v.round() as i32).to_le_bytes()),
-        DType::I64 => out.extend_from_slice(&(v.round() as i64).to_le_bytes()),
-        DType::U8 => out.push(v.round() as u8),
-        DType::U32 => out.extend_from_slice(&(v.round() as u32).to_le_bytes()),
+        DType::F64 => out.copy_from_slice(&v.to_le_bytes()),
+        DType::F32 => out.copy_from_slice(&(v as f32).to_le_bytes()),
+        DType::F16 => out.copy_from_slice(&half::f16::from_f64(v).to_le_bytes()),
+        DType::Bf16 => out.copy_from_slice(&half::bf16::from_f64(v).to_le_bytes()),
+        DType::F8E4M3 => out[0] = E4M3.encode(v),
+        DType::F8E5M2 => out[0] = E5M2.encode(v),
+        DType::I8 => out[0] = (v.round() as i8) as u8,
+        DType::I16 => out.copy_from_slice(&(v.round() as i16).to_le_bytes()),
+        DType::I32 => out.copy_from_slice(&(v.round() as i32).to_le_bytes()),
+        DType::I64 => out.copy_from_slice(&(v.round() as i64).to_le_bytes()),
+        DType::U8 => out[0] = v.round() as u8,
+        DType::U32 => out.copy_from_slice(&(v.round() as u32).to_le_bytes()),
     }
 }
 
@@ -204,34 +211,31 @@ fn convert(dtype: DType, src: &[u8], dst: &mut [f64]) {
 }
 
 /// The bytes of input number `stream` with `numel` elements, at `seed`. Every element is a pure
-/// function of (seed, stream, index), so large inputs are drawn on every core in chunks and the
-/// bytes are the same as drawing them in order.
+/// function of (seed, stream, index), so large inputs are drawn on every core in parts written in
+/// place, and the bytes are the same as drawing them in order.
 pub fn generate(dtype: DType, init: &Init, seed: u64, stream: u64, numel: usize) -> Vec<u8> {
-    let draw = |range: std::ops::Range<usize>| {
-        let mut out = Vec::with_capacity(range.len() * dtype.size_bytes());
-        for i in range {
-            push_bytes(dtype, value(init, seed, stream, i as u64), &mut out);
-        }
-        out
-    };
+    let s = dtype.size_bytes();
+    let mut out = vec![0u8; numel * s];
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(32);
     if numel < 1 << 20 || threads < 2 {
-        return draw(0..numel);
+        generate_into(dtype, init, seed, stream, 0, &mut out);
+        return out;
     }
     let chunk = numel.div_ceil(threads);
     std::thread::scope(|scope| {
-        let parts: Vec<_> = (0..threads)
-            .map(|t| {
-                let range = (t * chunk).min(numel)..((t + 1) * chunk).min(numel);
-                scope.spawn(move || draw(range))
-            })
-            .collect();
-        let mut out = Vec::with_capacity(numel * dtype.size_bytes());
-        for p in parts {
-            out.extend(p.join().expect("drawing inputs does not panic"));
+        for (t, part) in out.chunks_mut(chunk * s).enumerate() {
+            scope.spawn(move || generate_into(dtype, init, seed, stream, t * chunk, part));
         }
-        out
-    })
+    });
+    out
+}
+
+/// [`generate`]'s bytes for the elements from `start` on, as many as `out` holds, written into
+/// `out`: any part of an input, drawn by any thread, into a buffer or a mapped file.
+pub fn generate_into(dtype: DType, init: &Init, seed: u64, stream: u64, start: usize, out: &mut [u8]) {
+    for (j, dst) in out.chunks_exact_mut(dtype.size_bytes()).enumerate() {
+        put_bytes(dtype, value(init, seed, stream, (start + j) as u64), dst);
+    }
 }
 
 /// The two poison bytes: a buffer is filled with one, then the other, before the two runs.

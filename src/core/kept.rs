@@ -29,20 +29,48 @@ struct Stamp {
 pub struct Kept {
     files: BTreeMap<PathBuf, Stamp>,
     folders: Vec<PathBuf>,
+    /// Files being written into a folder on a thread of their own, not kept until it ends.
+    ahead: Option<(PathBuf, std::thread::JoinHandle<std::io::Result<()>>)>,
 }
 
 impl Kept {
+    /// Whether every path in `paths` is kept (intact or not: [`Kept::intact`] reads them).
+    pub fn knows(&self, paths: &[PathBuf]) -> bool {
+        !paths.is_empty() && paths.iter().all(|p| self.files.contains_key(p))
+    }
+
+    /// Whether files are being written ahead (one folder at a time).
+    pub fn writing_ahead(&self) -> bool {
+        self.ahead.is_some()
+    }
+
+    /// `write` on a thread of its own, writing files into `folder` that the check will want: they
+    /// are kept when [`Kept::join_ahead`] finds it ended well.
+    pub fn write_ahead(&mut self, folder: PathBuf, write: impl FnOnce() -> std::io::Result<()> + Send + 'static) {
+        self.wait_ahead();
+        self.ahead = Some((folder, std::thread::spawn(write)));
+    }
+
+    /// Waits for files written ahead into `folder`, and keeps `paths` when they were written
+    /// whole: whether they were. (Nothing is read from that folder while they are written.)
+    pub fn join_ahead(&mut self, folder: &Path, paths: &[PathBuf]) -> bool {
+        let Some((_, handle)) = self.ahead.take_if(|(f, _)| f == folder) else { return false };
+        matches!(handle.join(), Ok(Ok(()))) && self.keep(folder, paths).is_ok()
+    }
+
+    /// Waits for any files being written ahead, which are not kept.
+    pub fn wait_ahead(&mut self) {
+        if let Some((_, handle)) = self.ahead.take() {
+            let _ = handle.join();
+        }
+    }
+
     /// Whether every path in `paths` was kept and is unchanged since; those that are not are
     /// forgotten. An empty list is never intact.
     pub fn intact(&mut self, paths: &[PathBuf]) -> bool {
         let mut all = !paths.is_empty();
-        // Each file's CRC on a thread of its own: the input sets of one size are read at once.
-        let now: Vec<Option<Stamp>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = paths.iter().map(|p| scope.spawn(move || stamp(p).ok())).collect();
-            handles.into_iter().map(|h| h.join().ok().flatten()).collect()
-        });
-        for (p, now) in paths.iter().zip(now) {
-            let same = self.files.get(p).is_some_and(|kept| now.is_some_and(|now| now == *kept));
+        for (p, now) in paths.iter().zip(stamps(paths)) {
+            let same = self.files.get(p).is_some_and(|kept| now.is_ok_and(|now| now == *kept));
             if !same {
                 self.files.remove(p);
                 all = false;
@@ -54,8 +82,8 @@ impl Kept {
     /// Keeps `paths` (just written, inside `folder`) as they are now. Past [`KEPT_FOLDERS`]
     /// folders, the oldest is removed from disk and forgotten.
     pub fn keep(&mut self, folder: &Path, paths: &[PathBuf]) -> std::io::Result<()> {
-        for p in paths {
-            self.files.insert(p.clone(), stamp(p)?);
+        for (p, now) in paths.iter().zip(stamps(paths)) {
+            self.files.insert(p.clone(), now?);
         }
         if let Some(i) = self.folders.iter().position(|f| f == folder) {
             let f = self.folders.remove(i);
@@ -96,6 +124,16 @@ pub fn fresh(path: &Path) -> std::io::Result<std::fs::File> {
     std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(path)
 }
 
+/// Each path's stamp, each file's CRC on a thread of its own: the input sets of one size are
+/// read at once.
+fn stamps(paths: &[PathBuf]) -> Vec<std::io::Result<Stamp>> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = paths.iter().map(|p| scope.spawn(move || stamp(p))).collect();
+        let lost = || Err(std::io::Error::other("reading the file panicked"));
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| lost())).collect()
+    })
+}
+
 fn stamp(path: &Path) -> std::io::Result<Stamp> {
     // A link or anything but a plain file is not what rung wrote (and /dev/zero never ends).
     if !std::fs::symlink_metadata(path)?.file_type().is_file() {
@@ -129,6 +167,30 @@ fn stamp(path: &Path) -> std::io::Result<Stamp> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Files written ahead are kept only once their writer ended well, and only for the folder
+    /// they were written into.
+    #[test]
+    fn files_written_ahead_are_kept_when_their_writer_ends_well() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, other) = (tmp.path().join("k"), tmp.path().join("other"));
+        let paths = vec![dir.join("a.bin"), dir.join("b.bin")];
+        let mut kept = Kept::default();
+        let (d, p) = (dir.clone(), paths.clone());
+        kept.write_ahead(dir.clone(), move || {
+            std::fs::create_dir_all(&d)?;
+            p.iter().try_for_each(|p| write_fresh(p, &[1u8; 4096]))
+        });
+        assert!(kept.writing_ahead());
+        assert!(!kept.join_ahead(&other, &paths), "another folder's files are not these");
+        assert!(kept.join_ahead(&dir, &paths));
+        assert!(!kept.writing_ahead() && kept.knows(&paths) && kept.intact(&paths));
+
+        let broken = vec![other.join("a.bin")];
+        kept.write_ahead(other.clone(), || Err(std::io::Error::other("disk full")));
+        assert!(!kept.join_ahead(&other, &broken), "a writer that failed keeps nothing");
+        assert!(!kept.knows(&broken) && !kept.writing_ahead());
+    }
 
     #[test]
     fn a_kept_file_is_intact_until_anything_writes_it() {

@@ -159,6 +159,7 @@ pub fn check_with(
     let here = crate::model::report::RanOn { device: machine.device, ..crate::gpu::ran_on_here(&machine.gpu) };
     emit(store, &Streamed::Machine(here.clone()));
     let lanes = build_lanes(chosen.len());
+    draw_ahead(ws, machine, runners, opts, seed, &chosen);
     let mut run = |built: Built, store: &mut Store| -> Result<(), StoreError> {
         let cx = RunCtx { ws, store, machine, runners, opts, seed, cancel: None };
         let mut r = run_phase(cx, built)?.expect("not cancelled");
@@ -426,6 +427,25 @@ pub(crate) fn stage_result(
         reason: outcome.reason,
         detail: outcome.detail,
         ran_on: None,
+    }
+}
+
+/// When the check will bench on a GPU: the first benchmark size's input sets drawn while the
+/// versions build and run ([`crate::stages::bench::draw_ahead`]).
+fn draw_ahead(
+    ws: &Workspace,
+    machine: &Machine,
+    runners: &mut Option<Runners>,
+    opts: &CheckOptions,
+    seed: u64,
+    chosen: &[&VersionFile],
+) {
+    let benches = chosen.iter().any(|v| crate::stages::bench::benchable(v.kind));
+    if opts.no_bench || machine.gpu.first().is_none() || ws.format != crate::workspace::Format::Rung || !benches {
+        return;
+    }
+    if let (Some(spec), Ok(r)) = (ws.spec.as_ref(), runners_for(ws, machine, runners)) {
+        crate::stages::bench::draw_ahead(ws, spec, r, seed);
     }
 }
 

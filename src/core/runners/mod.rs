@@ -732,6 +732,7 @@ impl Drop for Runners {
         }
         self.zygotes.clear();
         self.native = None;
+        self.kept.wait_ahead();
         let _ = std::fs::remove_dir_all(&self.env.data);
     }
 }

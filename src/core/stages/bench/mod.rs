@@ -125,16 +125,21 @@ pub struct BenchCtx<'a> {
     pub seed: u64,
 }
 
+/// The sizes a version is benched at: `[sizes] bench`, else the last test size.
+pub fn bench_sizes(spec: &Spec) -> Vec<SizeSet> {
+    if spec.bench_sizes.is_empty() {
+        spec.test_sizes.last().cloned().into_iter().collect()
+    } else {
+        spec.bench_sizes.clone()
+    }
+}
+
 /// Benches one version that passed its check, then times it against each of `others`
 /// interleaved. `target` says how a call is made.
 pub fn bench(cx: &mut BenchCtx, gpu: &GpuInfo, v: &VersionFile, target: &Target, others: &[Other]) -> StageOutcome {
     let spec = cx.spec;
     let mut clock = Clock::new();
-    let sizes: Vec<SizeSet> = if spec.bench_sizes.is_empty() {
-        spec.test_sizes.last().cloned().into_iter().collect()
-    } else {
-        spec.bench_sizes.clone()
-    };
+    let sizes = bench_sizes(spec);
     let lock = match crate::gpulock::lock(&gpu.uuid) {
         Ok(l) => l,
         Err(e) => return fail(Verdict::Error, None, format!("cannot take the GPU's bench lock: {e}")),

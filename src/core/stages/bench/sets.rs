@@ -52,8 +52,7 @@ pub(super) fn sourced(
 /// The input sets of one size, drawn once per (problem, seed, size) while the runners live and
 /// drawn again when a kept file changed; the outputs are poisoned afresh in `dir` for each bench.
 pub(super) fn kept_sets(cx: &mut BenchCtx, sizes: &SizeSet, dir: &std::path::Path) -> Result<Sets, Box<StageOutcome>> {
-    let key = crate::store::sha256_hex(format!("{}\n{}\n{sizes:?}", cx.ws.problem_hash(), cx.seed).as_bytes());
-    let folder = cx.runners.env.data.join("kept").join(&key[..16]);
+    let folder = kept_folder(cx.ws, &cx.runners.env.data, cx.seed, sizes);
     let io =
         |d: &std::path::Path, e: std::io::Error| Box::new(fail(Verdict::Error, None, format!("{}: {e}", d.display())));
     let drawn = keep_inputs(cx, sizes, &folder)?;
@@ -65,6 +64,31 @@ pub(super) fn kept_sets(cx: &mut BenchCtx, sizes: &SizeSet, dir: &std::path::Pat
     let (outputs, filled) = filled_outputs(cx.spec, sizes, dir).map_err(|e| io(dir, e))?;
     files.extend(outputs);
     Ok(Sets { files, extra, fresh, kept: Some(folder), read_only, filled, drawn })
+}
+
+/// The folder one benchmark size's input sets are kept in, for a problem and seed.
+fn kept_folder(ws: &Workspace, data: &std::path::Path, seed: u64, sizes: &SizeSet) -> PathBuf {
+    let key = crate::store::sha256_hex(format!("{}\n{seed}\n{sizes:?}", ws.problem_hash()).as_bytes());
+    data.join("kept").join(&key[..16])
+}
+
+/// Starts drawing the first benchmark size's input sets on a thread of their own, as a check
+/// that will bench begins: they are gigabytes at a real size, drawn while the first versions
+/// build and run rather than in the first bench. The bench waits for them; nothing is timed
+/// while they are drawn. Nothing when they are kept already or a drawing is under way.
+pub fn draw_ahead(ws: &Workspace, spec: &Spec, runners: &mut crate::runners::Runners, seed: u64) {
+    let Some(sizes) = bench_sizes(spec).into_iter().next() else { return };
+    let folder = kept_folder(ws, &runners.env.data, seed, &sizes);
+    if runners.kept.knows(&input_paths(spec, &folder)) || runners.kept.writing_ahead() {
+        return;
+    }
+    if spec.too_big(&sizes, crate::gpu::available_memory()).is_some() {
+        return; // the bench names it
+    }
+    let (spec, dir) = (spec.clone(), folder.clone());
+    runners.kept.write_ahead(folder, move || {
+        write_inputs(&spec, &sizes, seed, &dir, FRESH_SET + 1).map_err(|f| std::io::Error::other(f.summary))
+    });
 }
 
 /// Poisoned outputs in `dir` that the worker fills: their files are written only by a write-back.
@@ -111,6 +135,9 @@ pub(super) fn keep_inputs(
     folder: &std::path::Path,
 ) -> Result<bool, Box<StageOutcome>> {
     let paths = input_paths(cx.spec, folder);
+    if cx.runners.kept.join_ahead(folder, &paths) {
+        return Ok(true);
+    }
     if cx.runners.kept.intact(&paths) {
         return Ok(false);
     }
@@ -169,11 +196,12 @@ pub(super) fn write_inputs(
         return Err(Box::new(fail(Verdict::Error, None, format!("{why}: lower [sizes] bench in rung.toml"))));
     }
     std::fs::create_dir_all(dir).map_err(io)?;
+    let mut draws = Vec::new();
     for k in 0..sets {
         let s = if k == 0 { seed } else { seed.wrapping_add(0xB5E7_0000 + k as u64) };
-        write_set(spec, sizes, s, dir, k).map_err(io)?;
+        draws.extend(set_draws(spec, sizes, s, dir, k));
     }
-    Ok(())
+    draw_files(&draws).map_err(io)
 }
 
 /// Draws input set `k` of one size from `seed` into `dir`: its files by parameter name.
@@ -185,16 +213,73 @@ pub(super) fn write_set(
     k: usize,
 ) -> std::io::Result<BTreeMap<String, PathBuf>> {
     std::fs::create_dir_all(dir)?;
-    let mut files = BTreeMap::new();
-    for (idx, t) in spec.inputs.iter().enumerate() {
-        let shape = spec.shape_at(t, sizes).unwrap_or_default();
-        let numel = shape.iter().product::<i64>() as usize;
-        let data = inputs::generate(t.dtype, &t.init, seed, idx as u64, numel);
-        let path = input_path(dir, &t.name, k);
-        crate::kept::write_fresh(&path, &data)?;
-        files.insert(t.name.clone(), path);
+    draw_files(&set_draws(spec, sizes, seed, dir, k))?;
+    Ok(set_paths(spec, dir, k))
+}
+
+/// One input file to draw: input number `stream` of a set, at `seed`.
+struct Draw<'a> {
+    path: PathBuf,
+    dtype: crate::dtype::DType,
+    init: &'a crate::spec::Init,
+    seed: u64,
+    stream: u64,
+    numel: usize,
+}
+
+/// Set `k`'s input files in `dir`, to draw from `seed`.
+fn set_draws<'a>(spec: &'a Spec, sizes: &SizeSet, seed: u64, dir: &std::path::Path, k: usize) -> Vec<Draw<'a>> {
+    let numel = |t: &crate::spec::TensorSpec| spec.shape_at(t, sizes).unwrap_or_default().iter().product::<i64>();
+    let draw = |(idx, t): (usize, &'a crate::spec::TensorSpec)| Draw {
+        path: input_path(dir, &t.name, k),
+        dtype: t.dtype,
+        init: &t.init,
+        seed,
+        stream: idx as u64,
+        numel: numel(t).max(0) as usize,
+    };
+    spec.inputs.iter().enumerate().map(draw).collect()
+}
+
+/// Elements in one part of a drawn file: 4 MiB of f32.
+const DRAW_PART: usize = 1 << 20;
+
+/// Draws every file in `draws`, each created fresh (never through a link left at its path) at its
+/// full length and mapped, the parts of all of them shared among every core: a benchmark size's
+/// sets are gigabytes, and drawing them into memory, one file after another, and then writing
+/// them took seconds of the first version's bench.
+fn draw_files(draws: &[Draw]) -> std::io::Result<()> {
+    let mut maps = Vec::new();
+    for d in draws {
+        let f = crate::kept::fresh(&d.path)?;
+        let bytes = d.numel * d.dtype.size_bytes();
+        f.set_len(bytes as u64)?;
+        // An empty file has nothing to draw (and cannot be mapped).
+        if bytes > 0 {
+            // SAFETY: a file just created by this process, mapped until the parts are drawn.
+            maps.push((d, unsafe { memmap2::MmapMut::map_mut(&f)? }));
+        }
     }
-    Ok(files)
+    let mut parts = Vec::new();
+    for (d, map) in maps.iter_mut() {
+        let step = DRAW_PART * d.dtype.size_bytes();
+        parts.extend(map.chunks_mut(step).enumerate().map(|(j, out)| (&**d, j * DRAW_PART, out)));
+    }
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(32).min(parts.len()).max(1);
+    let mut lanes: Vec<Vec<_>> = (0..threads).map(|_| Vec::new()).collect();
+    for (j, part) in parts.into_iter().enumerate() {
+        lanes[j % threads].push(part);
+    }
+    std::thread::scope(|scope| {
+        for lane in lanes {
+            scope.spawn(move || {
+                for (d, start, out) in lane {
+                    inputs::generate_into(d.dtype, d.init, d.seed, d.stream, start, out);
+                }
+            });
+        }
+    });
+    Ok(())
 }
 
 pub(super) fn draw_sets(
@@ -253,6 +338,36 @@ mod tests {
         let data = std::fs::read(&written[&out.name].0).unwrap();
         assert_eq!(data.len() as u64, bytes);
         assert!(data.iter().all(|b| *b == inputs::POISON[0]));
+    }
+
+    /// Files drawn in parts on every core hold the bytes drawn in order, for a file of several
+    /// parts with a short last one, a small one and an empty one, whatever stood at their paths.
+    #[test]
+    fn drawn_files_hold_the_bytes_drawn_in_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let normal = crate::spec::Init::Normal { mean: 0.0, std: 1.0 };
+        let uniform = crate::spec::Init::Uniform { low: -2.0, high: 3.0 };
+        let draw = |name: &str, dtype, init, stream, numel| Draw {
+            path: tmp.path().join(name),
+            dtype,
+            init,
+            seed: 11,
+            stream,
+            numel,
+        };
+        let draws = [
+            draw("big.bin", crate::dtype::DType::F32, &normal, 0, 2 * DRAW_PART + 7),
+            draw("small.bin", crate::dtype::DType::Bf16, &uniform, 1, 33),
+            draw("empty.bin", crate::dtype::DType::F32, &normal, 2, 0),
+        ];
+        std::fs::write(&draws[1].path, b"stale").unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("victim"), &draws[0].path).unwrap();
+        draw_files(&draws).unwrap();
+        for d in &draws {
+            let expected = inputs::generate(d.dtype, d.init, d.seed, d.stream, d.numel);
+            assert!(std::fs::read(&d.path).unwrap() == expected, "{} differs", d.path.display());
+        }
+        assert!(!tmp.path().join("victim").exists(), "a planted link is replaced, not followed");
     }
 
     /// The worker is given the timed sets and the fresh one from the files the reference reads,
