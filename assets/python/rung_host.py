@@ -207,27 +207,78 @@ class Guarded(object):
             self.raw[self.guard:self.guard + self.nbytes].fill_(int(self.fill["value"]))
 
     def load(self, path):
-        """Copies the file at `path`, of this buffer's size, into it (the guards stay)."""
-        import numpy as np
+        """Copies the file at `path`, of this buffer's size, into it (the guards stay): read into
+        two pinned buffers in turn, each copied to the GPU while the other is read."""
         import torch
-        host = np.fromfile(path, dtype=np.uint8)
-        if host.size != self.nbytes:
-            raise ValueError("%s holds %d bytes, the buffer %d" % (path, host.size, self.nbytes))
-        self.raw[self.guard:self.guard + self.nbytes].copy_(torch.from_numpy(host))
+        g, n = self.guard, self.nbytes
+        with open(path, "rb", buffering=0) as f:
+            size = os.fstat(f.fileno()).st_size
+            if size != n:
+                raise ValueError("%s holds %d bytes, the buffer %d" % (path, size, n))
+            for off, m, host, done in _stages(n):
+                done.synchronize()  # the last copy out of this staging buffer has ended
+                _read_exact(f, memoryview(host.numpy())[:m], path)
+                self.raw[g + off:g + off + m].copy_(host[:m], non_blocking=True)
+                done.record()
+        torch.cuda.current_stream().synchronize()
 
     def write_back(self):
         """Copies the tensor's bytes back to rung's file; returns the guard breach, if any."""
-        g = self.guard
+        g, n = self.guard, self.nbytes
         # A new file: a link planted at the path is replaced, not written through.
         try:
             os.unlink(self.path)
         except FileNotFoundError:
             pass
-        with open(self.path, "xb") as f:
-            self.raw[g:g + self.nbytes].cpu().numpy().tofile(f)
+        with open(self.path, "xb", buffering=0) as f:
+            # Each part copied from the GPU into a pinned buffer while the one before is written.
+            pending = None
+            for off, m, host, done in _stages(n):
+                host[:m].copy_(self.raw[g + off:g + off + m], non_blocking=True)
+                done.record()
+                if pending is not None:
+                    _write_part(f, pending)
+                pending = (m, host, done)
+            if pending is not None:
+                _write_part(f, pending)
         if not g:
             return None
-        return _breach(self.raw[:g].cpu().numpy(), self.raw[g + self.nbytes:].cpu().numpy(), g)
+        return _breach(self.raw[:g].cpu().numpy(), self.raw[g + n:].cpu().numpy(), g)
+
+
+# Bytes in each of the two pinned buffers a GPU buffer is loaded and written back through.
+STAGE_BYTES = 16 << 20
+_STAGING = []
+
+
+def _stages(n):
+    """(offset, length, pinned buffer, its event) for each part of `n` bytes, the two buffers in
+    turn (made on first use, in the child that has the GPU)."""
+    import torch
+    if not _STAGING:
+        for _ in range(2):
+            _STAGING.append((torch.empty(STAGE_BYTES, dtype=torch.uint8, pin_memory=True), torch.cuda.Event()))
+    for k, off in enumerate(range(0, n, STAGE_BYTES)):
+        host, done = _STAGING[k % 2]
+        yield off, min(STAGE_BYTES, n - off), host, done
+
+
+def _read_exact(f, view, path):
+    got = 0
+    while got < len(view):
+        r = f.readinto(view[got:])
+        if not r:
+            raise ValueError("%s ended after %d bytes" % (path, got))
+        got += r
+
+
+def _write_part(f, part):
+    """Writes a part copied into a pinned buffer to `f`, once its copy has ended."""
+    m, host, done = part
+    done.synchronize()
+    view, written = memoryview(host.numpy())[:m], 0
+    while written < m:
+        written += f.write(view[written:])
 
 
 def _breach(head, tail, guard):
