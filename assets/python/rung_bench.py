@@ -96,6 +96,9 @@ def _problem_bench_setup(req):
                 return rp.observe_gpu_mode(prob, version, args, _fresh_seed(), rp.POISONS[0], hints, set(), device,
                                            folder, into)
 
+            def fresh(s):
+                return "data", rp.gpu_mode_draw(prob, args, s, device)()
+
         else:
             torch.manual_seed(seed)
             init = prob.get_init_inputs()
@@ -111,6 +114,9 @@ def _problem_bench_setup(req):
                 return rp.observe_kernelbench(prob, model, _fresh_seed(), device, set(hints.get("regenerable", ())),
                                               folder, into, inout=set(hints.get("inout_slots", ())))
 
+            def fresh(s):
+                return "inputs", rp.kernelbench_inputs(prob, s, device)
+
     if device == "cuda":
         torch.cuda.synchronize()
     flush_bytes = int(req.get("flush_bytes") or 0)
@@ -123,7 +129,7 @@ def _problem_bench_setup(req):
             return fn(**kw)
 
     cuda = device == "cuda"
-    _bench[series] = dict(fn=timed, sets=sets, flush=flush, next=0, observe=observe,
+    _bench[series] = dict(fn=timed, sets=sets, flush=flush, next=0, observe=observe, fresh=fresh,
                           start=torch.cuda.Event(enable_timing=True) if cuda else None,
                           end=torch.cuda.Event(enable_timing=True) if cuda else None)
     return _bench[series]
@@ -545,6 +551,8 @@ def _bench_req(req, state):
         if not req.get("dump"):
             raise ValueError("a problem's re-check needs its `dump` folder")
         hints = req.get("hints") or {}
+        if _cuda_bench(b):
+            resp["recheck_sample"] = _fresh_sample(b)
         observed = []
         with __import__("torch").no_grad():
             for k, into in enumerate((b["sets"][0][0], None)):
@@ -585,6 +593,32 @@ def _bench_req(req, state):
     if b["flush"] is not None and b["flush"].persisting:
         resp["l2_persisting_bytes"] = b["flush"].persisting
     return resp
+
+
+def _cuda_bench(b):
+    return b.get("start") is not None
+
+
+def _fresh_sample(b):
+    """A problem's version timed as a timed call is, on inputs drawn afresh (from seeds no timed
+    call saw) and copied into set 0's buffers: the faster of two such calls (the first may pay
+    for what a first call on new data allocates). A version that keeps results across calls, or
+    skips the work when it has seen its inputs, does the work only here. None when a fresh draw
+    does not fit the timed buffers (the judged re-check says so)."""
+    import torch
+    best = None
+    for _ in range(2):
+        try:
+            with torch.no_grad():
+                key, drawn = b["fresh"](_fresh_seed())
+                rp.refill(b["sets"][0][0][key], drawn, key)
+                del drawn
+        except ValueError:
+            return None
+        sample = _bench_one(b, b["fn"], b["sets"][0][0])
+        if best is None or sample["gpu_ms"] < best["gpu_ms"]:
+            best = sample
+    return best
 
 
 def _no_late_work(threads, settle):

@@ -204,20 +204,25 @@ fn run_native(
 /// A GPU MODE or KernelBench bench's re-check, judged in a process that never ran the version:
 /// what the judge learns of the problem (`judge` carries the problem, its arguments and seed),
 /// the version's two calls (set 0's buffers refilled with a fresh draw, then new buffers), and
-/// the judge's verdict on them. (why, reason) when it fails.
+/// the judge's verdict on them. (why, reason) when it fails; with it, the time between events of
+/// the version's call on fresh inputs in set 0's buffers, made as a timed call is.
 pub(super) fn problem_recheck(
     runners: &mut Runners,
     target: &Target,
     judge: protocol::Judge,
     limit: Duration,
     phases: &mut BTreeMap<String, f64>,
-) -> (Option<String>, Option<crate::model::report::Reason>) {
+) -> (Option<String>, Option<crate::model::report::Reason>, Option<f64>) {
     use crate::stages::run::{JudgeFailed, judge_call};
     let failed = |f: JudgeFailed| (Some(format!("the judge: {}", f.2)), f.1);
     let mut hints = match judge_call(runners, CallMode::Cuda, protocol::Judge { learn: true, ..judge.clone() }, limit) {
         Ok(r) => r.hints.unwrap_or_default(),
-        Err(f) => return failed(f),
+        Err(f) => {
+            let (why, reason) = failed(f);
+            return (why, reason, None);
+        }
     };
+    let mut fresh_ms = None;
     let dump = runners.scratch("rechecked");
     let mut out = (None, None);
     for attempt in 0..2 {
@@ -235,6 +240,7 @@ pub(super) fn problem_recheck(
             }
         };
         stats::add_phases(phases, &r.phases);
+        fresh_ms = fresh_ms.or(r.recheck_sample.as_ref().map(|s| s.gpu_ms));
         let asked = protocol::Judge { observed: r.observed, recheck: true, dump: Some(dump.clone()), ..judge.clone() };
         match judge_call(runners, CallMode::Cuda, asked, limit) {
             Ok(j) if !j.redo.is_empty() && attempt == 0 => hints.regenerable.retain(|n| !j.redo.contains(n)),
@@ -250,7 +256,7 @@ pub(super) fn problem_recheck(
         }
     }
     let _ = std::fs::remove_dir_all(&dump);
-    out
+    (out.0, out.1, fresh_ms)
 }
 #[cfg(test)]
 mod tests {
