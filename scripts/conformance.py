@@ -16,7 +16,8 @@ fails a solution its folder calls correct (EXPECT below, with the cause rung mus
 KernelBench versions say it in their name: `wrong` fails, `warn` passes with a warning.
 Afterwards vectoradd's (or the first GPU MODE problem's) first version is saved again under
 `rung watch`: the time of that warm re-check is the loop's. CONFORMANCE_ONLY=a,b keeps only
-the problems named.
+the problems named. CONFORMANCE_BENCH=1 checks with the bench (a bench that fails fails the
+row) and skips the warm re-check.
 """
 
 import json
@@ -28,6 +29,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ONLY = [p for p in os.environ.get("CONFORMANCE_ONLY", "").split(",") if p]
+BENCH = os.environ.get("CONFORMANCE_BENCH") == "1"
 
 
 def wanted(name):
@@ -44,7 +46,7 @@ EXPECT = {
 
 def check(rung, ws, versions=()):
     t = time.perf_counter()
-    p = subprocess.run([rung, "check", "--json", "--no-bench", "-C", ws, *versions],
+    p = subprocess.run([rung, "check", "--json", *([] if BENCH else ["--no-bench"]), "-C", ws, *versions],
                        capture_output=True, text=True)
     wall = time.perf_counter() - t
     try:
@@ -69,7 +71,9 @@ def verdict_of(v):
         # Nothing was judged (a skipped run: no GPU here): no verdict to compare.
         run = next((s for s in stages if s.get("stage") == "run"), {})
         return "skipped", "", "run: %s" % run.get("summary", ""), warnings
-    return "pass", "", "%s: %s" % (chk.get("stage"), chk.get("summary", "")), warnings
+    bench = next((s for s in stages if s.get("stage") == "bench"), None)
+    timed = "; bench: %s" % bench.get("summary", "") if bench else ""
+    return "pass", "", "%s: %s%s" % (chk.get("stage"), chk.get("summary", ""), timed), warnings
 
 
 def phases_of(v):
@@ -232,8 +236,8 @@ if __name__ == "__main__":
             s += " WARNING: " + extra[0].replace("|", "/")
         print("| %s | %s | %s | %s | %s | %.1f | %s | %s |" % (
             r["problem"], r["version"], r["expected"], r["got"], r["reason"], r["seconds"],
-            "yes" if r["ok"] else "**NO**", s[:400]))
-    w = warm_recheck(work)
+            "yes" if r["ok"] else "**NO**", s[:900 if BENCH else 400]))
+    w = None if BENCH else warm_recheck(work)
     if w:
         print("\nwarm re-check after a save (rung watch): %s %s: %.2f s from the save to its check's result, "
               "%.2f s from rung seeing the change" % w)
