@@ -129,6 +129,8 @@ unsafe fn upload(file: &std::path::Path, req: &Bench) -> Result<(sys::CUdevicept
 fn setup(req: &Bench, launch: &Launch, sms: u32) -> Result<State, WorkerError> {
     let (extra, flush_bytes) = (&req.sets, req.flush_bytes);
     let callee = Callee::load(launch)?;
+    // Every kept file read at once, before the sets are uploaded one by one.
+    super::resident::hold_all(&req.read_only);
     // SAFETY: driver calls on this thread's context; every allocation is owned by State.
     unsafe {
         let start = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(cuda_error)?;

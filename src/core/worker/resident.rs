@@ -47,29 +47,76 @@ impl Resident {
                 return Ok(b);
             }
         }
-        let bytes = Arc::new(std::fs::read(path)?);
-        // Read while it changed: not held, the next request reads it again.
-        if stamp(path)? != now || bytes.len() as u64 > self.cap {
-            return Ok(bytes);
+        let (now, bytes) = read(path, now)?;
+        self.hold(path, now, bytes.clone());
+        Ok(bytes)
+    }
+
+    /// Holds every file in `paths` that is not held as it is now, read on a thread each: the
+    /// kept input sets of one size are gigabytes, and read one after another they took a second
+    /// of the first bench's upload. A file that cannot be read is left to [`Resident::bytes`],
+    /// which says why.
+    pub fn hold_all(&mut self, paths: &[PathBuf]) {
+        // Only as many bytes as may be held: more would be read in vain, all in memory at once.
+        let mut room = self.cap;
+        let stale: Vec<&PathBuf> = paths
+            .iter()
+            .filter(|p| {
+                let Ok(now) = stamp(p) else { return false };
+                let fits = !self.files.iter().any(|(h, s, _)| h == *p && *s == now) && now.len <= room;
+                room -= if fits { now.len } else { 0 };
+                fits
+            })
+            .collect();
+        let read: Vec<_> = std::thread::scope(|scope| {
+            let handles: Vec<_> =
+                stale.iter().map(|p| scope.spawn(move || stamp(p).and_then(|now| read(p, now)))).collect();
+            handles.into_iter().map(|h| h.join().ok().and_then(Result::ok)).collect()
+        });
+        for (p, got) in stale.into_iter().zip(read) {
+            if let Some((now, bytes)) = got {
+                self.files.retain(|(h, _, _)| h != p);
+                self.hold(p, now, bytes);
+            }
         }
+    }
+
+    /// Holds `bytes`, read from `path` at stamp `now` (`None`: it changed while read), when they
+    /// fit, letting the oldest go.
+    fn hold(&mut self, path: &Path, now: Option<Stamp>, bytes: Arc<Vec<u8>>) {
+        let Some(now) = now.filter(|_| bytes.len() as u64 <= self.cap) else { return };
         let mut held: u64 = self.files.iter().map(|f| f.2.len() as u64).sum();
         while held + bytes.len() as u64 > self.cap && !self.files.is_empty() {
             held -= self.files.remove(0).2.len() as u64;
         }
-        self.files.push((path.to_path_buf(), now, bytes.clone()));
-        Ok(bytes)
+        self.files.push((path.to_path_buf(), now, bytes));
     }
+}
+
+/// `path`'s bytes, and its stamp `now` if it still holds after the read (a file read while it
+/// changed is not held: the next request reads it again).
+fn read(path: &Path, now: Stamp) -> std::io::Result<(Option<Stamp>, Arc<Vec<u8>>)> {
+    let bytes = Arc::new(std::fs::read(path)?);
+    Ok(((stamp(path)? == now).then_some(now), bytes))
 }
 
 /// The worker's held files: at most a quarter of the memory available when it first held one,
 /// and 16 GiB.
 static HELD: Mutex<Option<Resident>> = Mutex::new(None);
 
+fn with_held<T>(f: impl FnOnce(&mut Resident) -> T) -> T {
+    let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+    f(held.get_or_insert_with(|| Resident::new((crate::gpu::available_memory() / 4).min(16 << 30))))
+}
+
 /// [`Resident::bytes`] on the worker's held files.
 pub fn bytes(path: &Path) -> std::io::Result<Arc<Vec<u8>>> {
-    let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
-    let r = held.get_or_insert_with(|| Resident::new((crate::gpu::available_memory() / 4).min(16 << 30)));
-    r.bytes(path)
+    with_held(|r| r.bytes(path))
+}
+
+/// [`Resident::hold_all`] on the worker's held files.
+pub fn hold_all(paths: &[PathBuf]) {
+    with_held(|r| r.hold_all(paths))
 }
 
 /// Writes `len` bytes to `path`, which `fill` copies into the slice it is given: the file itself,
@@ -106,6 +153,35 @@ pub fn write_through<E>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Held all at once: each file read once, an unchanged held one not read again, a changed
+    /// one read again, a missing one left for `bytes` to name.
+    #[test]
+    fn files_held_all_at_once_are_the_files_as_they_are() {
+        let tmp = tempfile::tempdir().unwrap();
+        let paths: Vec<PathBuf> = (0..3).map(|k| tmp.path().join(format!("s{k}.bin"))).collect();
+        for (k, p) in paths.iter().enumerate() {
+            std::fs::write(p, vec![k as u8; 300]).unwrap();
+        }
+        let mut r = Resident::new(10_000);
+        let kept = r.bytes(&paths[0]).unwrap();
+        let missing = tmp.path().join("gone.bin");
+        let mut all = paths.clone();
+        all.push(missing.clone());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        std::fs::write(&paths[2], vec![9u8; 300]).unwrap();
+        r.hold_all(&all);
+        assert_eq!(r.files.len(), 3, "every readable file held once");
+        assert!(Arc::ptr_eq(&kept, &r.bytes(&paths[0]).unwrap()), "a held, unchanged file is not read again");
+        let held: Vec<Arc<Vec<u8>>> = paths.iter().map(|p| r.bytes(p).unwrap()).collect();
+        assert_eq!((held[1][0], held[2][0]), (1, 9), "the files as they are now");
+        assert!(Arc::ptr_eq(&held[1], &r.bytes(&paths[1]).unwrap()), "held by hold_all");
+        assert!(r.bytes(&missing).is_err());
+        // No more is read than may be held.
+        let mut small = Resident::new(700);
+        small.hold_all(&paths);
+        assert_eq!(small.files.len(), 2, "two of the three 300-byte files fit in 700");
+    }
 
     #[test]
     fn a_held_file_is_read_once_until_it_is_written_and_the_oldest_goes_past_the_cap() {
