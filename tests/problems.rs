@@ -985,3 +985,21 @@ fn a_problem_whose_own_code_fails_gives_no_verdict_on_the_version() {
         assert!(run["summary"].as_str().unwrap().contains(said), "{case}: {run}");
     }
 }
+
+/// The Python worker's buffers (`rung_host.Guarded`) load and write back through pinned staging
+/// buffers in parts, small ones at once: on the CPU, with torch's CUDA parts stood in for
+/// (`tests/fixtures/python/guarded_staging.py` says what it checks).
+#[test]
+fn python_worker_buffers_load_and_write_back_whole() {
+    let Some(python) = python_with_torch() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(python)
+        .arg(root.join("tests/fixtures/python/guarded_staging.py"))
+        .arg(root.join("assets/python"))
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && said.trim_end().ends_with("ok"), "{said}");
+}

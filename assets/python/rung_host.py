@@ -207,14 +207,21 @@ class Guarded(object):
             self.raw[self.guard:self.guard + self.nbytes].fill_(int(self.fill["value"]))
 
     def load(self, path):
-        """Copies the file at `path`, of this buffer's size, into it (the guards stay): read into
-        two pinned buffers in turn, each copied to the GPU while the other is read."""
+        """Copies the file at `path`, of this buffer's size, into it (the guards stay): a large one
+        read into two pinned buffers in turn, each copied to the GPU while the other is read."""
         import torch
         g, n = self.guard, self.nbytes
         with open(path, "rb", buffering=0) as f:
             size = os.fstat(f.fileno()).st_size
             if size != n:
                 raise ValueError("%s holds %d bytes, the buffer %d" % (path, size, n))
+            if n <= DIRECT_BYTES:
+                # A test size's buffer: no pinned buffers to allocate in this child for it.
+                host = bytearray(n)
+                _read_exact(f, memoryview(host), path)
+                if n:
+                    self.raw[g:g + n].copy_(torch.frombuffer(host, dtype=torch.uint8))
+                return
             for off, m, host, done in _stages(n):
                 done.synchronize()  # the last copy out of this staging buffer has ended
                 _read_exact(f, memoryview(host.numpy())[:m], path)
@@ -231,6 +238,9 @@ class Guarded(object):
         except FileNotFoundError:
             pass
         with open(self.path, "xb", buffering=0) as f:
+            if n <= DIRECT_BYTES:
+                _write_part(f, (n, self.raw[g:g + n].cpu(), None))
+                return self._breach()
             # Each part copied from the GPU into a pinned buffer while the one before is written.
             pending = None
             for off, m, host, done in _stages(n):
@@ -241,13 +251,19 @@ class Guarded(object):
                 pending = (m, host, done)
             if pending is not None:
                 _write_part(f, pending)
+        return self._breach()
+
+    def _breach(self):
+        g = self.guard
         if not g:
             return None
-        return _breach(self.raw[:g].cpu().numpy(), self.raw[g + n:].cpu().numpy(), g)
+        return _breach(self.raw[:g].cpu().numpy(), self.raw[g + self.nbytes:].cpu().numpy(), g)
 
 
-# Bytes in each of the two pinned buffers a GPU buffer is loaded and written back through.
+# Bytes in each of the two pinned buffers a GPU buffer is loaded and written back through; a
+# buffer of DIRECT_BYTES or fewer goes through pageable memory at once.
 STAGE_BYTES = 16 << 20
+DIRECT_BYTES = 8 << 20
 _STAGING = []
 
 
@@ -275,7 +291,8 @@ def _read_exact(f, view, path):
 def _write_part(f, part):
     """Writes a part copied into a pinned buffer to `f`, once its copy has ended."""
     m, host, done = part
-    done.synchronize()
+    if done is not None:
+        done.synchronize()
     view, written = memoryview(host.numpy())[:m], 0
     while written < m:
         written += f.write(view[written:])
