@@ -420,17 +420,8 @@ pub fn bench_problem(ws: &Workspace, runners: &mut Runners, gpu: &GpuInfo, v: &V
             sparse_call: false,
         };
         let (why, reason, fresh_ms) = problem_recheck(runners, &target, judge, limit, &mut size.phases);
-        (size.recheck_failure, size.recheck_reason) = (why, reason);
-        // The fresh call's time stands beside the timed calls' once its outputs were judged right.
-        size.recheck_ms = fresh_ms.filter(|_| size.recheck_failure.is_none());
         let timed: Vec<f64> = series.samples.iter().map(|s| s.gpu_ms).collect();
-        if let Some(why) = size.recheck_ms.and_then(|f| series::remembered(&timed, f)) {
-            size.recheck_failure = Some(format!(
-                "{why}, the faster of two calls on fresh inputs in the timed buffers: the timed calls did less than a \
-                 first call on new inputs does, as a result remembered across calls does"
-            ));
-            size.recheck_reason = Some(Reason::Memoised);
-        }
+        series::problem_rechecked(&mut size, (why, reason), fresh_ms, &timed);
         results.push(size);
         if bi > 0 {
             continue;

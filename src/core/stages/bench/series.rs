@@ -115,6 +115,28 @@ pub(super) fn remembered(timed_ms: &[f64], fresh_ms: f64) -> Option<String> {
     })
 }
 
+/// A problem bench's re-check put in `size`: the judge's finding (`judged`, why and reason) on
+/// the calls on fresh inputs, and the time of the faster timed call on fresh inputs in the timed
+/// buffers. That time stands beside the timed calls' (`timed_ms`) only once the judge found the
+/// outputs right: a wrong answer stays the judge's finding, and a right one timed far above every
+/// timed call is a remembered result (`memoised`).
+pub(super) fn problem_rechecked(
+    size: &mut SizeBench,
+    judged: (Option<String>, Option<Reason>),
+    fresh_ms: Option<f64>,
+    timed_ms: &[f64],
+) {
+    (size.recheck_failure, size.recheck_reason) = judged;
+    size.recheck_ms = fresh_ms.filter(|_| size.recheck_failure.is_none());
+    if let Some(why) = size.recheck_ms.and_then(|f| remembered(timed_ms, f)) {
+        size.recheck_failure = Some(format!(
+            "{why}, the faster of two calls on fresh inputs in the timed buffers: the timed calls did less than a \
+             first call on new inputs does, as a result remembered across calls does"
+        ));
+        size.recheck_reason = Some(Reason::Memoised);
+    }
+}
+
 /// The input set a bench re-checks, drawn afresh for each bench from rung's own randomness,
 /// which nothing a version runs can see.
 pub(super) fn recheck_set() -> usize {
@@ -349,5 +371,44 @@ mod tests {
         assert_eq!(remembered(&[0.002, 0.0021], 0.03), None, "under the margin");
         assert_eq!(remembered(&[0.375, 0.376, 0.9], 1.02), None, "no slower than the timed calls' own worst");
         assert_eq!(remembered(&[], 1.0), None, "no timed calls, no comparison");
+    }
+
+    /// A problem's re-check: the judge's finding stands as it is (its time not set beside the
+    /// timed calls', so the summary says the outputs are wrong); a right answer is timed, and
+    /// one far slower than every timed call is `memoised`.
+    #[test]
+    fn a_problem_recheck_is_judged_first_then_timed() {
+        let series = Series {
+            samples: [0.030, 0.031, 0.029]
+                .iter()
+                .map(|&gpu_ms| protocol::Sample { gpu_ms, host_ms: 0.01, wall_ms: 0.2, ..Default::default() })
+                .collect(),
+            fixed_ms: 0.0,
+            stop: Stop::Converged,
+            timer_note: None,
+            l2_persisting_bytes: None,
+            phases: BTreeMap::new(),
+        };
+        let timed: Vec<f64> = series.samples.iter().map(|s| s.gpu_ms).collect();
+        let fresh = || size_bench(&SizeSet::new(), &series);
+
+        let mut wrong = fresh();
+        problem_rechecked(&mut wrong, (Some("its answer is wrong".into()), Some(Reason::Memoised)), Some(0.17), &timed);
+        assert_eq!(wrong.recheck_failure.as_deref(), Some("its answer is wrong"));
+        assert_eq!((wrong.recheck_reason, wrong.recheck_ms), (Some(Reason::Memoised), None));
+
+        let mut skipped = fresh();
+        problem_rechecked(&mut skipped, (None, None), Some(0.1706), &timed);
+        assert_eq!((skipped.recheck_reason, skipped.recheck_ms), (Some(Reason::Memoised), Some(0.1706)));
+        let why = skipped.recheck_failure.unwrap();
+        assert!(why.contains("took 170.6 µs") && why.contains("faster of two calls on fresh inputs"), "{why}");
+
+        let mut honest = fresh();
+        problem_rechecked(&mut honest, (None, None), Some(0.032), &timed);
+        assert_eq!((honest.recheck_failure, honest.recheck_reason, honest.recheck_ms), (None, None, Some(0.032)));
+
+        let mut unmeasured = fresh();
+        problem_rechecked(&mut unmeasured, (None, None), None, &timed);
+        assert_eq!((unmeasured.recheck_failure, unmeasured.recheck_ms), (None, None));
     }
 }
