@@ -419,9 +419,7 @@ pub fn bench_problem(ws: &Workspace, runners: &mut Runners, gpu: &GpuInfo, v: &V
             recheck: false,
             sparse_call: false,
         };
-        let (why, reason, fresh_ms) = problem_recheck(runners, &target, judge, limit, &mut size.phases);
-        let timed: Vec<f64> = series.samples.iter().map(|s| s.gpu_ms).collect();
-        series::problem_rechecked(&mut size, (why, reason), fresh_ms, &timed);
+        problem_recheck(runners, &target, judge, limit, &mut size, &series.gpu_ms());
         results.push(size);
         if bi > 0 {
             continue;
@@ -542,14 +540,14 @@ pub fn profile_call(
 ) -> Result<(), Box<StageOutcome>> {
     let _lock = crate::gpulock::lock(&gpu.uuid)
         .map_err(|e| Box::new(fail(Verdict::Error, None, format!("cannot take the GPU's bench lock: {e}"))))?;
-    let sets = draw_sets(spec, sizes, seed, dir)?;
+    let files = draw_inputs(spec, sizes, seed, dir)?;
     fork_for(runners, &[target])?;
     let first = protocol::Bench {
         samples: 0,
         warmup_seconds: 0.0,
         flush_bytes: 0,
         profile: true,
-        ..first_request(spec, target, sizes, &sets.files, &[], 0)?
+        ..first_request(spec, target, sizes, &files, &[], 0)?
     };
     let limit = spec.limits.run * 4;
     let answer = send(runners, target, first, limit).map(|_| ());

@@ -23,12 +23,11 @@ pub(super) fn recheck_timed(
     native: Option<LaunchAt>,
     sizes: &SizeSet,
     sets: &Sets,
-    dir: &std::path::Path,
     phases: &mut BTreeMap<String, f64>,
 ) -> Option<String> {
     let spec = cx.spec;
     let mut clock = stats::Clock::new();
-    let ref_dir = sets.kept.as_deref().unwrap_or(dir).join("reference-fresh");
+    let ref_dir = sets.kept.join("reference-fresh");
     let paths: Vec<PathBuf> = spec.outputs.iter().map(|t| reference_file(&ref_dir, &t.name)).collect();
     if !cx.runners.kept.intact(&paths) {
         let pristine = match pristine_inputs(cx, sizes, sets) {
@@ -49,10 +48,8 @@ pub(super) fn recheck_timed(
         if let Err(why) = ran {
             return Some(why.0);
         }
-        if let Some(folder) = &sets.kept {
-            // Kept only after it ran whole; a failure to keep costs the next version a rerun.
-            let _ = cx.runners.kept.keep(folder, &paths);
-        }
+        // Kept only after it ran whole; a failure to keep costs the next version a rerun.
+        let _ = cx.runners.kept.keep(&sets.kept, &paths);
     }
     clock.lap("recheck_reference");
     let differ = outputs_differ(spec, &sets.files, |name| reference_file(&ref_dir, name));
@@ -204,23 +201,21 @@ fn run_native(
 /// A GPU MODE or KernelBench bench's re-check, judged in a process that never ran the version:
 /// what the judge learns of the problem (`judge` carries the problem, its arguments and seed),
 /// the version's two calls (set 0's buffers refilled with a fresh draw, then new buffers), and
-/// the judge's verdict on them. (why, reason) when it fails; with it, the time between events of
-/// the version's call on fresh inputs in set 0's buffers, made as a timed call is.
+/// the judge's verdict on them, put in `size` with the time of the version's call on fresh
+/// inputs in set 0's buffers, made as a timed call is ([`problem_rechecked`]).
 pub(super) fn problem_recheck(
     runners: &mut Runners,
     target: &Target,
     judge: protocol::Judge,
     limit: Duration,
-    phases: &mut BTreeMap<String, f64>,
-) -> (Option<String>, Option<crate::model::report::Reason>, Option<f64>) {
+    size: &mut SizeBench,
+    timed_ms: &[f64],
+) {
     use crate::stages::run::{JudgeFailed, judge_call};
     let failed = |f: JudgeFailed| (Some(format!("the judge: {}", f.2)), f.1);
     let mut hints = match judge_call(runners, CallMode::Cuda, protocol::Judge { learn: true, ..judge.clone() }, limit) {
         Ok(r) => r.hints.unwrap_or_default(),
-        Err(f) => {
-            let (why, reason) = failed(f);
-            return (why, reason, None);
-        }
+        Err(f) => return problem_rechecked(size, failed(f), None, timed_ms),
     };
     let mut fresh_ms = None;
     let dump = runners.scratch("rechecked");
@@ -239,13 +234,13 @@ pub(super) fn problem_recheck(
                 break;
             }
         };
-        stats::add_phases(phases, &r.phases);
+        stats::add_phases(&mut size.phases, &r.phases);
         fresh_ms = fresh_ms.or(r.recheck_sample.as_ref().map(|s| s.gpu_ms));
         let asked = protocol::Judge { observed: r.observed, recheck: true, dump: Some(dump.clone()), ..judge.clone() };
         match judge_call(runners, CallMode::Cuda, asked, limit) {
             Ok(j) if !j.redo.is_empty() && attempt == 0 => hints.regenerable.retain(|n| !j.redo.contains(n)),
             Ok(j) => {
-                stats::add_phases(phases, &j.phases);
+                stats::add_phases(&mut size.phases, &j.phases);
                 out = (j.recheck, j.recheck_reason);
                 break;
             }
@@ -256,7 +251,7 @@ pub(super) fn problem_recheck(
         }
     }
     let _ = std::fs::remove_dir_all(&dump);
-    (out.0, out.1, fresh_ms)
+    problem_rechecked(size, out, fresh_ms, timed_ms);
 }
 #[cfg(test)]
 mod tests {

@@ -51,8 +51,8 @@ pub(super) fn bench_size(
     }
     out.recheck_set = Some(k as u32);
     out.recheck_ms = written.recheck_sample.as_ref().map(|s| s.gpu_ms);
-    out.recheck_failure = recheck_timed(cx, reference, sizes, sets, dir, &mut out.phases);
-    let timed: Vec<f64> = series.samples.iter().map(|s| s.gpu_ms).collect();
+    out.recheck_failure = recheck_timed(cx, reference, sizes, sets, &mut out.phases);
+    let timed = series.gpu_ms();
     if out.recheck_failure.is_none()
         && let Some(why) = out.recheck_ms.and_then(|f| remembered(&timed, f))
     {
@@ -184,6 +184,13 @@ pub struct Series {
     pub l2_persisting_bytes: Option<u64>,
     /// The workers' phases over the series' requests, summed (seconds).
     pub phases: BTreeMap<String, f64>,
+}
+
+impl Series {
+    /// Each timed call's time between events, ms: what a call on fresh inputs is set beside.
+    pub fn gpu_ms(&self) -> Vec<f64> {
+        self.samples.iter().map(|s| s.gpu_ms).collect()
+    }
 }
 
 /// Sets up series 0 with `first`, then asks for samples in batches until the headline median's
@@ -389,7 +396,7 @@ mod tests {
             l2_persisting_bytes: None,
             phases: BTreeMap::new(),
         };
-        let timed: Vec<f64> = series.samples.iter().map(|s| s.gpu_ms).collect();
+        let timed = series.gpu_ms();
         let fresh = || size_bench(&SizeSet::new(), &series);
 
         let mut wrong = fresh();

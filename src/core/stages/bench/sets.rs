@@ -22,7 +22,7 @@ pub struct Sets {
     /// re-checked set's buffers before the re-checked call, whose outputs are compared with the
     /// reference's on it.
     pub fresh: BTreeMap<String, PathBuf>,
-    pub kept: Option<PathBuf>,
+    pub kept: PathBuf,
     /// The kept input files, which the workers only read (and the native worker holds).
     pub read_only: Vec<PathBuf>,
     /// Set 0's poisoned outputs, filled by the worker rather than written here.
@@ -63,7 +63,7 @@ pub(super) fn kept_sets(cx: &mut BenchCtx, sizes: &SizeSet, dir: &std::path::Pat
     let read_only = input_paths(cx.spec, &folder);
     let (outputs, filled) = filled_outputs(cx.spec, sizes, dir).map_err(|e| io(dir, e))?;
     files.extend(outputs);
-    Ok(Sets { files, extra, fresh, kept: Some(folder), read_only, filled, drawn })
+    Ok(Sets { files, extra, fresh, kept: folder, read_only, filled, drawn })
 }
 
 /// The folder one benchmark size's input sets are kept in, for a problem and seed.
@@ -111,20 +111,11 @@ pub(super) fn filled_outputs(
     Ok((files, filled))
 }
 
-/// The fresh set's inputs as drawn, for the reference: the kept files when they are intact
-/// (drawn again when anything changed them), or the bench's own when nothing is kept.
+/// The fresh set's inputs as drawn, for the reference: the kept files, drawn again when
+/// anything changed them.
 pub(super) fn pristine_inputs(cx: &mut BenchCtx, sizes: &SizeSet, sets: &Sets) -> Result<Files, Box<StageOutcome>> {
-    let mut files = sets.files.clone();
-    files.retain(|name, _| cx.spec.inputs.iter().any(|t| &t.name == name));
-    for (name, (path, _)) in files.iter_mut() {
-        if let Some(p) = sets.fresh.get(name) {
-            *path = p.clone();
-        }
-    }
-    if let Some(folder) = &sets.kept {
-        keep_inputs(cx, sizes, folder)?;
-    }
-    Ok(files)
+    keep_inputs(cx, sizes, &sets.kept)?;
+    Ok(set_files(cx.spec, sizes, &sets.kept, FRESH_SET))
 }
 
 /// Every input set of one size in `folder`, as drawn: the kept files while intact, drawn again
@@ -282,25 +273,15 @@ fn draw_files(draws: &[Draw]) -> std::io::Result<()> {
     Ok(())
 }
 
-pub(super) fn draw_sets(
-    spec: &Spec,
-    sizes: &SizeSet,
-    seed: u64,
-    dir: &std::path::Path,
-) -> Result<Sets, Box<StageOutcome>> {
-    write_inputs(spec, sizes, seed, dir, INPUT_SETS)?;
-    let (mut files, extra) = input_files(spec, sizes, dir);
+/// The real input set of one size (set 0, as the bench draws it) and poisoned outputs, in `dir`:
+/// what a single traced or profiled call runs on.
+pub fn draw_inputs(spec: &Spec, sizes: &SizeSet, seed: u64, dir: &std::path::Path) -> Result<Files, Box<StageOutcome>> {
+    write_inputs(spec, sizes, seed, dir, 1)?;
     let outputs = poisoned_outputs(spec, sizes, dir)
         .map_err(|e| Box::new(fail(Verdict::Error, None, format!("{}: {e}", dir.display()))))?;
+    let mut files = set_files(spec, sizes, dir, 0);
     files.extend(outputs);
-    let fresh = BTreeMap::new();
-    Ok(Sets { files, extra, fresh, kept: None, read_only: vec![], filled: BTreeMap::new(), drawn: true })
-}
-
-/// The real input set of one size (set 0, as the bench draws it) and poisoned outputs, in `dir`:
-/// what a single traced call runs on.
-pub fn draw_inputs(spec: &Spec, sizes: &SizeSet, seed: u64, dir: &std::path::Path) -> Result<Files, Box<StageOutcome>> {
-    draw_sets(spec, sizes, seed, dir).map(|s| s.files)
+    Ok(files)
 }
 
 /// Poisoned output files in `dir`, written: [`filled_outputs`] for a call that reads them.
