@@ -96,8 +96,7 @@ def _problem_bench_setup(req):
                 return rp.observe_gpu_mode(prob, version, args, _fresh_seed(), rp.POISONS[0], hints, set(), device,
                                            folder, into)
 
-            def fresh(s):
-                return "data", rp.gpu_mode_draw(prob, args, s, device)()
+            fresh = ("data", lambda s: rp.gpu_mode_draw(prob, args, s, device)())
 
         else:
             torch.manual_seed(seed)
@@ -114,8 +113,7 @@ def _problem_bench_setup(req):
                 return rp.observe_kernelbench(prob, model, _fresh_seed(), device, set(hints.get("regenerable", ())),
                                               folder, into, inout=set(hints.get("inout_slots", ())))
 
-            def fresh(s):
-                return "inputs", rp.kernelbench_inputs(prob, s, device)
+            fresh = ("inputs", lambda s: rp.kernelbench_inputs(prob, s, device))
 
     if device == "cuda":
         torch.cuda.synchronize()
@@ -551,7 +549,7 @@ def _bench_req(req, state):
         if not req.get("dump"):
             raise ValueError("a problem's re-check needs its `dump` folder")
         hints = req.get("hints") or {}
-        if _cuda_bench(b):
+        if b["start"] is not None:  # events to time it by (a CPU bench in tests has none)
             resp["recheck_sample"] = _fresh_sample(b)
         observed = []
         with __import__("torch").no_grad():
@@ -595,10 +593,6 @@ def _bench_req(req, state):
     return resp
 
 
-def _cuda_bench(b):
-    return b.get("start") is not None
-
-
 def _fresh_sample(b):
     """A problem's version timed as a timed call is, on inputs drawn afresh (from seeds no timed
     call saw) and copied into set 0's buffers: the faster of two such calls (the first may pay
@@ -606,11 +600,12 @@ def _fresh_sample(b):
     skips the work when it has seen its inputs, does the work only here. None when a fresh draw
     does not fit the timed buffers (the judged re-check says so)."""
     import torch
+    key, draw = b["fresh"]
     best = None
     for _ in range(2):
         try:
             with torch.no_grad():
-                key, drawn = b["fresh"](_fresh_seed())
+                drawn = draw(_fresh_seed())
                 rp.refill(b["sets"][0][0][key], drawn, key)
                 del drawn
         except ValueError:

@@ -59,21 +59,20 @@ impl Resident {
     pub fn hold_all(&mut self, paths: &[PathBuf]) {
         // Only as many bytes as may be held: more would be read in vain, all in memory at once.
         let mut room = self.cap;
-        let stale: Vec<&PathBuf> = paths
-            .iter()
-            .filter(|p| {
-                let Ok(now) = stamp(p) else { return false };
-                let fits = !self.files.iter().any(|(h, s, _)| h == *p && *s == now) && now.len <= room;
-                room -= if fits { now.len } else { 0 };
-                fits
-            })
-            .collect();
+        let mut stale: Vec<(&PathBuf, Stamp)> = Vec::new();
+        for p in paths {
+            let Ok(now) = stamp(p) else { continue };
+            let held = self.files.iter().any(|(h, s, _)| h == p && *s == now);
+            if !held && now.len <= room {
+                room -= now.len;
+                stale.push((p, now));
+            }
+        }
         let read: Vec<_> = std::thread::scope(|scope| {
-            let handles: Vec<_> =
-                stale.iter().map(|p| scope.spawn(move || stamp(p).and_then(|now| read(p, now)))).collect();
+            let handles: Vec<_> = stale.iter().map(|&(p, now)| scope.spawn(move || read(p, now))).collect();
             handles.into_iter().map(|h| h.join().ok().and_then(Result::ok)).collect()
         });
-        for (p, got) in stale.into_iter().zip(read) {
+        for ((p, _), got) in stale.into_iter().zip(read) {
             if let Some((now, bytes)) = got {
                 self.files.retain(|(h, _, _)| h != p);
                 self.hold(p, now, bytes);
