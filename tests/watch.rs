@@ -211,10 +211,12 @@ fn a_save_during_a_build_cancels_it_and_kills_its_tool() {
     let bin = root.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let pids = tmp.path().join("nvcc-pids");
+    let tmpdirs = tmp.path().join("nvcc-tmpdirs");
     std::fs::write(
         bin.join("nvcc"),
         format!(
-            "#!/bin/sh\ncase \"$*\" in *-ptx*) echo $$ >> '{}'; sleep 3;; esac\nexec '{}' \"$@\"\n",
+            "#!/bin/sh\ncase \"$*\" in *-ptx*) echo \"$TMPDIR\" >> '{}'; echo $$ >> '{}'; sleep 3;; esac\nexec '{}' \"$@\"\n",
+            tmpdirs.display(),
             pids.display(),
             nvcc.display()
         ),
@@ -254,6 +256,16 @@ fn a_save_during_a_build_cancels_it_and_kills_its_tool() {
     let hist: Value = serde_json::from_slice(&hist.stdout).unwrap();
     let builds = hist["results"].as_array().unwrap().iter().filter(|r| r["stage"] == "build").count();
     assert_eq!(builds, 1, "{hist}");
+    // nvcc's intermediate files, which a killed nvcc leaves in TMPDIR, went to each build's own
+    // folder in the workspace, and those folders are gone (not /tmp, filled over days of saves).
+    let dirs = std::fs::read_to_string(&tmpdirs).unwrap();
+    let scratch = ws.canonicalize().unwrap().join(".rung").join("tmp");
+    assert!(dirs.lines().count() >= 2, "{dirs}");
+    for d in dirs.lines() {
+        let d = Path::new(d);
+        assert!(d.starts_with(&scratch) || d.starts_with(ws.join(".rung").join("tmp")), "nvcc's TMPDIR was {d:?}");
+        assert!(!d.exists(), "the build's folder {d:?} was left behind");
+    }
 }
 
 #[test]

@@ -238,6 +238,12 @@ impl Session<'_> {
         ptx: Option<&Path>,
     ) -> Result<Output, ()> {
         cmd.current_dir(&self.env.ws.root);
+        // nvcc's intermediate files (tmpxft_*) go to TMPDIR and stay there when the tool is
+        // killed (a cancelled build, a time-out): in the build's own folder, removed with it,
+        // rather than thousands of them left in /tmp over days of saves.
+        if !cmd.get_envs().any(|(k, _)| k == "TMPDIR") {
+            cmd.env("TMPDIR", &self.tmp);
+        }
         self.commands.push(quote(&cmd));
         let out = match run_tool(cmd, self.env) {
             Ok(o) => o,
