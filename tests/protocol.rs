@@ -771,3 +771,46 @@ fn a_request_sent_ahead_is_answered_in_order() {
     z.end_child();
     assert!(!z.has_child());
 }
+
+/// The bench's fresh-set reference runs ahead of need on a thread, in a reference zygote of its
+/// own apart from the check's workers: it answers there, and abandoning it (the check ended
+/// without asking) kills its child rather than waiting for it.
+#[test]
+fn a_detached_reference_runs_apart_and_is_killed_when_abandoned() {
+    let Some(python) = common::python_with_numpy() else { return };
+    let source = "import os, time\n\ndef quick(n):\n    print(os.getpid())\n\ndef slow(n):\n    time.sleep(120)\n";
+    let (_tmp, root, runners) = workers_over(python, source);
+    let call = |function: &str| Call {
+        file: root.join("f.py"),
+        function: function.into(),
+        mode: CallMode::Reference,
+        args: BTreeMap::from([("n".to_string(), Arg::Value(serde_json::json!(1)))]),
+        returns: BTreeMap::new(),
+        guard_bytes: 0,
+        trace: None,
+    };
+    let limit = std::time::Duration::from_secs(200);
+    let stop = || std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let live = rung::runners::Live::default();
+    let run = runners.detached_reference(live.clone(), stop()).unwrap();
+    let quick = call("quick");
+    let answer = std::thread::spawn(move || run(quick, limit)).join().unwrap().unwrap();
+    assert!(answer.ok, "{answer:?}");
+    assert!(live.lock().unwrap().is_empty(), "its child ended with the call");
+
+    let (live, flag) = (rung::runners::Live::default(), stop());
+    let run = runners.detached_reference(live.clone(), flag.clone()).unwrap();
+    let slow = call("slow");
+    let t0 = std::time::Instant::now();
+    let thread = std::thread::spawn(move || run(slow, limit));
+    while live.lock().unwrap().is_empty() {
+        assert!(t0.elapsed().as_secs() < 60, "the child never started");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    flag.store(true, std::sync::atomic::Ordering::SeqCst);
+    rung::runners::kill_live(&live);
+    let ended = thread.join().unwrap();
+    assert!(ended.is_err() || ended.as_ref().is_ok_and(|r| !r.ok), "{ended:?}");
+    assert!(t0.elapsed().as_secs() < 60, "abandoning it waited for the call");
+}

@@ -25,12 +25,28 @@ struct Stamp {
 }
 
 /// What is kept, by file, and the folders they live in (oldest first).
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Kept {
     files: BTreeMap<PathBuf, Stamp>,
     folders: Vec<PathBuf>,
-    /// Files being written into a folder on a thread of their own, not kept until it ends.
-    ahead: Option<(PathBuf, std::thread::JoinHandle<std::io::Result<()>>)>,
+    /// Files being written on threads of their own, not kept until they are joined.
+    ahead: Vec<Ahead>,
+}
+
+impl std::fmt::Debug for Kept {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kept").field("files", &self.files.len()).field("folders", &self.folders).finish()
+    }
+}
+
+/// Files a thread writes ahead of need: stamped by that thread as soon as they are written, so
+/// a change made between their writing and their joining (by a version that ran meanwhile) shows.
+struct Ahead {
+    folder: PathBuf,
+    paths: Vec<PathBuf>,
+    handle: std::thread::JoinHandle<std::io::Result<Vec<Stamp>>>,
+    /// Stops the writer early (kills what it started) when nothing will want its files.
+    abandon: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl Kept {
@@ -39,30 +55,61 @@ impl Kept {
         !paths.is_empty() && paths.iter().all(|p| self.files.contains_key(p))
     }
 
-    /// Whether files are being written ahead (one folder at a time).
+    /// Whether any files are being written ahead.
     pub fn writing_ahead(&self) -> bool {
-        self.ahead.is_some()
+        !self.ahead.is_empty()
     }
 
-    /// `write` on a thread of its own, writing files into `folder` that the check will want: they
-    /// are kept when [`Kept::join_ahead`] finds it ended well.
-    pub fn write_ahead(&mut self, folder: PathBuf, write: impl FnOnce() -> std::io::Result<()> + Send + 'static) {
-        self.wait_ahead();
-        self.ahead = Some((folder, std::thread::spawn(write)));
+    /// `write` on a thread of its own, writing `paths` (inside `folder`) that the check will
+    /// want; they are kept when [`Kept::join_ahead`] finds it ended well. `abandon`, if given,
+    /// stops it early when the check ends without asking for them.
+    pub fn write_ahead(
+        &mut self,
+        folder: PathBuf,
+        paths: Vec<PathBuf>,
+        abandon: Option<Box<dyn FnOnce() + Send>>,
+        write: impl FnOnce() -> std::io::Result<()> + Send + 'static,
+    ) {
+        if let Some(i) = self.ahead.iter().position(|a| a.paths == paths) {
+            let _ = self.ahead.remove(i).handle.join();
+        }
+        let stamped = paths.clone();
+        let handle = std::thread::spawn(move || {
+            write()?;
+            stamps(&stamped).into_iter().collect()
+        });
+        self.ahead.push(Ahead { folder, paths, handle, abandon });
     }
 
-    /// Waits for files written ahead into `folder`, and keeps `paths` when they were written
-    /// whole: whether they were. (Nothing is read from that folder while they are written.)
-    pub fn join_ahead(&mut self, folder: &Path, paths: &[PathBuf]) -> bool {
-        let Some((_, handle)) = self.ahead.take_if(|(f, _)| f == folder) else { return false };
-        matches!(handle.join(), Ok(Ok(()))) && self.keep(folder, paths).is_ok()
+    /// Waits for the files written ahead at `paths`, and keeps them as their writer found them
+    /// when it wrote them: whether they were written whole and are unchanged since. (Nothing
+    /// reads them while they are written.)
+    pub fn join_ahead(&mut self, paths: &[PathBuf]) -> bool {
+        let Some(i) = self.ahead.iter().position(|a| a.paths == paths) else { return false };
+        let a = self.ahead.remove(i);
+        let Ok(Ok(stamps)) = a.handle.join() else { return false };
+        for (p, s) in a.paths.iter().zip(stamps) {
+            self.files.insert(p.clone(), s);
+        }
+        self.note_folder(&a.folder);
+        self.intact(paths)
     }
 
     /// Waits for any files being written ahead, which are not kept.
     pub fn wait_ahead(&mut self) {
-        if let Some((_, handle)) = self.ahead.take() {
-            let _ = handle.join();
+        for a in self.ahead.drain(..) {
+            let _ = a.handle.join();
         }
+    }
+
+    /// Stops the writers that can be stopped and waits for every one; nothing is kept.
+    pub fn abandon_ahead(&mut self) {
+        for a in &mut self.ahead {
+            if let Some(stop) = a.abandon.take() {
+                stop();
+            }
+        }
+        self.wait_ahead();
     }
 
     /// Whether every path in `paths` was kept and is unchanged since; those that are not are
@@ -85,6 +132,13 @@ impl Kept {
         for (p, now) in paths.iter().zip(stamps(paths)) {
             self.files.insert(p.clone(), now?);
         }
+        self.note_folder(folder);
+        Ok(())
+    }
+
+    /// `folder` as the newest kept; past [`KEPT_FOLDERS`] folders, the oldest is removed from
+    /// disk and forgotten.
+    fn note_folder(&mut self, folder: &Path) {
         if let Some(i) = self.folders.iter().position(|f| f == folder) {
             let f = self.folders.remove(i);
             self.folders.push(f);
@@ -96,7 +150,6 @@ impl Kept {
             self.files.retain(|p, _| !p.starts_with(&old));
             let _ = std::fs::remove_dir_all(&old);
         }
-        Ok(())
     }
 }
 
@@ -168,8 +221,8 @@ fn stamp(path: &Path) -> std::io::Result<Stamp> {
 mod tests {
     use super::*;
 
-    /// Files written ahead are kept only once their writer ended well, and only for the folder
-    /// they were written into.
+    /// Files written ahead are kept only once their writer ended well, and only for the paths
+    /// they were written at.
     #[test]
     fn files_written_ahead_are_kept_when_their_writer_ends_well() {
         let tmp = tempfile::tempdir().unwrap();
@@ -177,19 +230,69 @@ mod tests {
         let paths = vec![dir.join("a.bin"), dir.join("b.bin")];
         let mut kept = Kept::default();
         let (d, p) = (dir.clone(), paths.clone());
-        kept.write_ahead(dir.clone(), move || {
+        kept.write_ahead(dir.clone(), paths.clone(), None, move || {
             std::fs::create_dir_all(&d)?;
             p.iter().try_for_each(|p| write_fresh(p, &[1u8; 4096]))
         });
         assert!(kept.writing_ahead());
-        assert!(!kept.join_ahead(&other, &paths), "another folder's files are not these");
-        assert!(kept.join_ahead(&dir, &paths));
+        assert!(!kept.join_ahead(&paths[..1]), "another set of files is not these");
+        assert!(kept.join_ahead(&paths));
         assert!(!kept.writing_ahead() && kept.knows(&paths) && kept.intact(&paths));
 
         let broken = vec![other.join("a.bin")];
-        kept.write_ahead(other.clone(), || Err(std::io::Error::other("disk full")));
-        assert!(!kept.join_ahead(&other, &broken), "a writer that failed keeps nothing");
+        kept.write_ahead(other.clone(), broken.clone(), None, || Err(std::io::Error::other("disk full")));
+        assert!(!kept.join_ahead(&broken), "a writer that failed keeps nothing");
         assert!(!kept.knows(&broken) && !kept.writing_ahead());
+    }
+
+    /// A file written ahead and changed before it is joined (by a version that ran meanwhile,
+    /// in the folder it can reach) is not kept as it stands: its writer stamped it as it wrote it.
+    #[test]
+    fn a_file_written_ahead_and_changed_before_the_join_is_not_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("k");
+        let a = dir.join("a.bin");
+        let mut kept = Kept::default();
+        let (d, p) = (dir.clone(), a.clone());
+        kept.write_ahead(dir.clone(), vec![a.clone()], None, move || {
+            std::fs::create_dir_all(&d)?;
+            write_fresh(&p, &[3u8; 1 << 16])
+        });
+        // The writer has ended (its stamps taken) before anything else touches the file.
+        while !kept.ahead[0].handle.is_finished() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        use std::os::unix::fs::FileExt;
+        std::fs::OpenOptions::new().write(true).open(&a).unwrap().write_at(&[9], 100).unwrap();
+        assert!(!kept.join_ahead(std::slice::from_ref(&a)), "changed after it was written, before the join");
+        assert!(!kept.intact(std::slice::from_ref(&a)));
+    }
+
+    /// Abandoning stops the writers that can be stopped, waits for all, and keeps nothing.
+    #[test]
+    fn abandoned_writers_are_stopped_and_keep_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = tmp.path().join("a.bin");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut kept = Kept::default();
+        let (flag, p) = (stop.clone(), a.clone());
+        let t0 = std::time::Instant::now();
+        kept.write_ahead(
+            tmp.path().to_path_buf(),
+            vec![a.clone()],
+            Some(Box::new(move || flag.store(true, std::sync::atomic::Ordering::SeqCst))),
+            move || {
+                // A writer that would take a minute unless stopped.
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) && t0.elapsed().as_secs() < 60 {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                write_fresh(&p, &[1])
+            },
+        );
+        kept.abandon_ahead();
+        assert!(t0.elapsed().as_secs() < 10, "the writer was not stopped");
+        assert!(!kept.writing_ahead() && !kept.knows(std::slice::from_ref(&a)));
     }
 
     #[test]

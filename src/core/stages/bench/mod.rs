@@ -597,6 +597,16 @@ pub const SMALL_KERNEL_MS: f64 = 0.05;
 pub const GRAPH_CALLS: u32 = 100;
 pub const GRAPH_REPLAYS: u32 = 20;
 
+/// As a check that will bench on a GPU begins: the first benchmark size's input sets drawn on a
+/// thread of their own ([`sets::draw_inputs_ahead`]), then the reference on their fresh set on
+/// another ([`recheck::reference_ahead`]), while the first versions build and run. The bench
+/// waits for each where it needs it; nothing is timed meanwhile.
+pub fn draw_ahead(ws: &Workspace, spec: &Spec, runners: &mut Runners, seed: u64) {
+    if let Some((sizes, folder, drawn)) = sets::draw_inputs_ahead(ws, spec, runners, seed) {
+        recheck::reference_ahead(ws, spec, runners, &sizes, &folder, drawn);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

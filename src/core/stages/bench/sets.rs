@@ -75,20 +75,31 @@ fn kept_folder(ws: &Workspace, data: &std::path::Path, seed: u64, sizes: &SizeSe
 /// Starts drawing the first benchmark size's input sets on a thread of their own, as a check
 /// that will bench begins: they are gigabytes at a real size, drawn while the first versions
 /// build and run rather than in the first bench. The bench waits for them; nothing is timed
-/// while they are drawn. Nothing when they are kept already or a drawing is under way.
-pub fn draw_ahead(ws: &Workspace, spec: &Spec, runners: &mut crate::runners::Runners, seed: u64) {
-    let Some(sizes) = bench_sizes(spec).into_iter().next() else { return };
+/// while they are drawn. Nothing when they are kept already or a drawing is under way. Returns
+/// the size, its folder, and what says (once) whether they were drawn whole.
+pub(super) fn draw_inputs_ahead(
+    ws: &Workspace,
+    spec: &Spec,
+    runners: &mut crate::runners::Runners,
+    seed: u64,
+) -> Option<(SizeSet, PathBuf, std::sync::mpsc::Receiver<bool>)> {
+    let sizes = bench_sizes(spec).into_iter().next()?;
     let folder = kept_folder(ws, &runners.env.data, seed, &sizes);
     if runners.kept.knows(&input_paths(spec, &folder)) || runners.kept.writing_ahead() {
-        return;
+        return None;
     }
     if spec.too_big(&sizes, crate::gpu::available_memory()).is_some() {
-        return; // the bench names it
+        return None; // the bench names it
     }
-    let (spec, dir) = (spec.clone(), folder.clone());
-    runners.kept.write_ahead(folder, move || {
-        write_inputs(&spec, &sizes, seed, &dir, FRESH_SET + 1).map_err(|f| std::io::Error::other(f.summary))
+    let (drawn, inputs_drawn) = std::sync::mpsc::channel();
+    let (owned, dir, draw) = (spec.clone(), folder.clone(), sizes.clone());
+    runners.kept.write_ahead(folder.clone(), input_paths(spec, &folder), None, move || {
+        let wrote =
+            write_inputs(&owned, &draw, seed, &dir, FRESH_SET + 1).map_err(|f| std::io::Error::other(f.summary));
+        let _ = drawn.send(wrote.is_ok());
+        wrote
     });
+    Some((sizes, folder, inputs_drawn))
 }
 
 /// Poisoned outputs in `dir` that the worker fills: their files are written only by a write-back.
@@ -126,7 +137,7 @@ pub(super) fn keep_inputs(
     folder: &std::path::Path,
 ) -> Result<bool, Box<StageOutcome>> {
     let paths = input_paths(cx.spec, folder);
-    if cx.runners.kept.join_ahead(folder, &paths) {
+    if cx.runners.kept.join_ahead(&paths) {
         return Ok(true);
     }
     if cx.runners.kept.intact(&paths) {
