@@ -814,3 +814,23 @@ fn a_detached_reference_runs_apart_and_is_killed_when_abandoned() {
     assert!(ended.is_err() || ended.as_ref().is_ok_and(|r| !r.ok), "{ended:?}");
     assert!(t0.elapsed().as_secs() < 60, "abandoning it waited for the call");
 }
+
+/// A zygote started ahead (as a check begins, while its versions build) is started on a thread
+/// of its own, and the first request for its kind takes it rather than starting another.
+#[test]
+fn a_zygote_started_ahead_is_the_one_the_first_request_takes() {
+    let Some(python) = common::python_with_numpy() else { return };
+    let (_tmp, root, mut runners) = workers_over(python, "def f(n):\n    return None\n");
+    let t0 = std::time::Instant::now();
+    runners.start_ahead(true, false);
+    runners.start_ahead(true, false);
+    assert!(t0.elapsed().as_secs_f64() < 0.5, "start_ahead waited for the zygote's imports");
+    assert!(runners.zygote_starts.is_empty(), "nothing was asked for yet");
+    let z = runners.zygote(true).unwrap();
+    let pid = z.hello().pid;
+    let limit = std::time::Duration::from_secs(60);
+    assert!(z.fork(CallMode::Interpret, limit).unwrap().ok);
+    assert!(z.call(call_of(&root, "f"), limit).unwrap().ok);
+    assert_eq!(runners.zygote(true).unwrap().hello().pid, pid, "the same zygote serves the next request");
+    assert_eq!(runners.zygote_starts.len(), 1, "one zygote started: {:?}", runners.zygote_starts);
+}

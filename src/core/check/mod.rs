@@ -160,6 +160,7 @@ pub fn check_with(
     emit(store, &Streamed::Machine(here.clone()));
     let lanes = build_lanes(chosen.len());
     draw_ahead(ws, machine, runners, opts, seed, &chosen);
+    start_workers_ahead(ws, machine, runners, chosen.iter().any(|v| v.kind.is_python()));
     let mut run = |built: Built, store: &mut Store| -> Result<(), StoreError> {
         let cx = RunCtx { ws, store, machine, runners, opts, seed, cancel: None };
         let mut r = run_phase(cx, built)?.expect("not cancelled");
@@ -446,6 +447,29 @@ fn draw_ahead(
     }
     if let (Some(spec), Ok(r)) = (ws.spec.as_ref(), runners_for(ws, machine, runners)) {
         crate::stages::bench::draw_ahead(ws, spec, r, seed);
+    }
+}
+
+/// Starts, each on a thread of its own, the zygotes a check will ask for, while its versions
+/// build: the versions' own when `python_versions` (their imports, torch and Triton, took 2.7 s
+/// of a one-shot `rung check`'s first Python run), and the one the problem's own Python runs in
+/// (a rung.toml problem's Python reference; GPU MODE's and KernelBench's judge). The first
+/// request for each takes it ([`Runners::start_ahead`]).
+pub fn start_workers_ahead(ws: &Workspace, machine: &Machine, runners: &mut Option<Runners>, python_versions: bool) {
+    let py_reference = ws.reference.as_ref().is_some_and(|r| r.extension().is_some_and(|e| e == "py"));
+    let rung_format = ws.format == crate::workspace::Format::Rung;
+    if !(python_versions || py_reference || !rung_format) {
+        return;
+    }
+    let Ok(r) = runners_for(ws, machine, runners) else { return };
+    let interpret = machine.gpu.devices.is_empty();
+    if python_versions {
+        r.start_ahead(interpret, false);
+    }
+    if !rung_format {
+        r.start_ahead(interpret, true);
+    } else if py_reference {
+        r.start_ahead(true, true);
     }
 }
 

@@ -461,12 +461,17 @@ impl WorkerEnv {
     }
 }
 
+type StartingZygote = std::thread::JoinHandle<(Result<Zygote, Failure>, f64)>;
+
 /// The workers a process keeps: started on first use, restarted when one dies.
 pub struct Runners {
     pub env: WorkerEnv,
     script: PathBuf,
     python: Option<PathBuf>,
     zygotes: Vec<Zygote>,
+    /// Zygotes starting on threads of their own, by kind (interpret, reference): the first
+    /// request for that kind takes one ([`Runners::start_ahead`]).
+    starting: Vec<((bool, bool), StartingZygote)>,
     native: Option<Native>,
     /// Seconds each zygote took to start (imports), for the record.
     pub zygote_starts: Vec<f64>,
@@ -547,6 +552,7 @@ impl Runners {
             script,
             python,
             zygotes: Vec::new(),
+            starting: Vec::new(),
             native: None,
             zygote_starts: Vec::new(),
             kept: crate::kept::Kept::default(),
@@ -581,6 +587,17 @@ impl Runners {
         {
             self.zygotes.remove(i);
         }
+        if !self.zygotes.iter().any(is)
+            && let Some(i) = self.starting.iter().position(|(k, _)| *k == (interpret, reference))
+            && let (_, handle) = self.starting.remove(i)
+            && let Ok((Ok(mut z), seconds)) = handle.join()
+            && z.worker.alive()
+        {
+            if !reference {
+                self.zygote_starts.push(seconds);
+            }
+            self.zygotes.push(z);
+        }
         if !self.zygotes.iter().any(is) {
             let python = self.python.clone().ok_or_else(|| {
                 Failure::Protocol("no Python with numpy for the worker: run `rung setup`".to_string())
@@ -596,6 +613,26 @@ impl Runners {
             self.zygotes.push(z);
         }
         Ok(self.zygotes.iter_mut().find(|z| is(z)).expect("just started"))
+    }
+
+    /// Starts the zygote of that kind on a thread of its own, while the caller goes on (a check
+    /// building its versions): its imports (torch and Triton, seconds) are then paid while nobody
+    /// waits, and the first request for it takes it. Nothing when one runs or is starting, or
+    /// without a Python.
+    pub fn start_ahead(&mut self, interpret: bool, reference: bool) {
+        let kind = (interpret, reference);
+        let running = self.zygotes.iter_mut().any(|z| (z.interpret, z.reference) == kind && z.worker.alive());
+        if running || self.starting.iter().any(|(k, _)| *k == kind) {
+            return;
+        }
+        let Some(python) = self.python.clone() else { return };
+        let (script, mut env, live) = (self.script.clone(), self.env.clone(), self.live.clone());
+        env.preimport = preimports(&env.cwd, reference);
+        let handle = std::thread::spawn(move || {
+            let t0 = Instant::now();
+            (Zygote::start(&python, &script, kind, &env, live), t0.elapsed().as_secs_f64())
+        });
+        self.starting.push((kind, handle));
     }
 
     /// The child that runs a rung.toml problem's own Python (its reference, checks.py) in this
@@ -674,14 +711,10 @@ impl Runners {
         }
         self.env.sandbox = Some(now);
         self.zygotes.clear();
+        // Started in the old sandbox: each ends when its thread drops it.
+        self.starting.clear();
         self.native = None;
         true
-    }
-
-    /// Starts the zygote of the problem's own code (a rung.toml reference's with `interpret`, a
-    /// GPU MODE or KernelBench judge's as the version's) while nobody waits.
-    pub fn start_judge(&mut self, interpret: bool) -> Result<(), Failure> {
-        self.zygote_for(interpret, true).map(|_| ())
     }
 
     /// Whether that zygote is already running (its imports are warm).

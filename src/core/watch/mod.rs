@@ -403,17 +403,7 @@ pub fn watch(
                 && let Ok(r) = check::runners_for(&opened, &machine, &mut runners)
             {
                 r.live = live.clone();
-                let interpret = machine.gpu.devices.is_empty();
-                let _ = r.zygote(interpret);
-                // A rung.toml problem's Python reference runs in a zygote of its own; GPU MODE's
-                // and KernelBench's judge too.
-                if opened.format == crate::model::version::Format::Rung
-                    && opened.reference.as_ref().is_some_and(|r| r.extension().is_some_and(|e| e == "py"))
-                {
-                    let _ = r.start_judge(true);
-                } else if opened.format != crate::model::version::Format::Rung {
-                    let _ = r.start_judge(interpret);
-                }
+                check::start_workers_ahead(&opened, &machine, &mut runners, true);
             }
             drop(opened);
             while let Some(job) = q.pop() {
