@@ -35,6 +35,7 @@ fn samples() -> Vec<Message> {
             python: Some("3.11.7".into()),
             packages: BTreeMap::from([("torch".into(), "2.11.0".into())]),
             start_seconds: Some(1.5),
+            warmed: BTreeMap::from([("triton_key".into(), 0.3)]),
             error: None,
         }),
         Message::Request(Request {
@@ -450,6 +451,9 @@ fn the_compile_only_prewarm_fills_the_triton_cache_without_a_gpu() {
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let hello: Hello = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
     assert!(hello.capabilities.contains(&Capability::Fork));
+    // The hash of Triton's installation, which every compile and cache lookup asks for, is
+    // computed once in the zygote, so neither the prewarm's children nor the check's compute it.
+    assert!(hello.warmed.contains_key("triton_key"), "{:?}", hello.warmed);
     // Two test sizes of the demo, as the run rung builds them (the files' contents do not matter).
     let call = |rows: i64, cols: i64| {
         let t = |name: &str, shape: Vec<i64>| {

@@ -672,6 +672,44 @@ def _preimport():
     restore()
 
 
+def _warm_triton():
+    """What Triton computes once per process at its first compile or cache lookup, computed here
+    once so that every forked child inherits it: triton_key() hashes Triton's own sources and
+    libtriton (0.34 s of a 0.55 s first compile on the CPU machine), which every prewarm child
+    and then the check's child paid again at its first launch; and the modules the prewarm and
+    the first JIT launch import (the launch capture, Gluon's language). None of it may open
+    CUDA (a zygote that did could fork no working child): if it did, the zygote starts again
+    without it (RUNG_NO_TRITON_WARM). Returns the seconds each step took, by name."""
+    warmed = {}
+    if os.environ.get("RUNG_NO_TRITON_WARM") == "1":
+        return warmed
+    import importlib
+    t = time.perf_counter()
+    for name in ("triton.runtime.cache", "triton.compiler.compiler"):
+        try:
+            key = getattr(importlib.import_module(name), "triton_key", None)
+            if callable(key):
+                key()
+                warmed["triton_key"] = time.perf_counter() - t
+                break
+        except Exception as exc:
+            sys.stderr.write("rung: triton_key from %s: %s: %s\n" % (name, type(exc).__name__, exc))
+    for name in ("triton_capture", "triton.experimental.gluon"):
+        t = time.perf_counter()
+        try:
+            importlib.import_module(name)
+            warmed[name] = time.perf_counter() - t
+        except Exception:
+            pass  # not in this Triton: imported by nobody, then
+    if cuda_opened():
+        sys.stderr.write("rung: warming Triton opened CUDA in the zygote; starting again without it\n")
+        sys.stderr.flush()
+        os.environ["RUNG_NO_TRITON_WARM"] = "1"
+        os.dup2(_proto.fileno(), 1)  # the protocol's standard output, as this process got it
+        os.execv(sys.executable, [sys.executable] + sys.argv)
+    return warmed
+
+
 def main():
     signal.signal(signal.SIGTERM, _terminated)
     try:
@@ -709,6 +747,7 @@ def _serve():
         _preimport()
         rp.save_timers()
         rp.watch_torch()
+    warmed = _warm_triton() if "triton" in packages and not interpret and not reference else {}
     caps = ["call", "checks", "fork"]
     if "triton" in packages:
         caps.append("triton-interpret")
@@ -717,7 +756,7 @@ def _serve():
         if not interpret:
             caps.append("cuda")
     _send({"protocol": PROTOCOL, "worker": "python", "pid": os.getpid(), "capabilities": caps,
-           "python": sys.version.split()[0], "packages": packages,
+           "python": sys.version.split()[0], "packages": packages, "warmed": warmed,
            "start_seconds": time.perf_counter() - t_start})
     while True:
         line = _readline()

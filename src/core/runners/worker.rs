@@ -105,6 +105,7 @@ impl Worker {
             python: None,
             packages: Default::default(),
             start_seconds: None,
+            warmed: Default::default(),
             error: None,
         };
         let mut w = Worker { child, stdin, lines, log: log.to_path_buf(), hello: placeholder, oom_at: oom_kills() };

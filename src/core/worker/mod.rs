@@ -61,6 +61,7 @@ fn hello(caps: Vec<Capability>, gpu: Option<String>, uuid: Option<String>, error
         python: None,
         packages: Default::default(),
         start_seconds: None,
+        warmed: Default::default(),
         error,
     }
 }
