@@ -140,13 +140,40 @@ pub fn write_through<E>(
     match mapped {
         // Shared and unmapped when dropped: rung reads the pages as written (no msync: that
         // would wait for a disk-backed data folder's write-back, which nothing needs).
-        Some(mut m) => fill(&mut m[..]),
+        Some(mut m) => {
+            prefault(&mut m[..]);
+            fill(&mut m[..])
+        }
         None => {
             let mut bytes = vec![0u8; len];
             fill(&mut bytes)?;
             crate::kept::write_fresh(path, &bytes).map_err(io)
         }
     }
+}
+
+/// Touches every page of `bytes` (a new file's mapping, all zeros) from several threads, so the
+/// kernel allocates and zeroes its pages in parallel rather than one at a time inside the copy
+/// that fills it: for a bench's 512 MiB output, most of its write-back (0.36-0.40 s on one
+/// thread on the 2-core machine, 0.20 s on two). Small mappings are left to the copy.
+fn prefault(bytes: &mut [u8]) {
+    const PAGE: usize = 4096;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+    if bytes.len() < (64 << 20) || threads < 2 {
+        return;
+    }
+    let chunk = bytes.len().div_ceil(threads).next_multiple_of(PAGE);
+    std::thread::scope(|scope| {
+        for part in bytes.chunks_mut(chunk) {
+            scope.spawn(move || {
+                for i in (0..part.len()).step_by(PAGE) {
+                    // SAFETY: `i` is inside `part`; a volatile store of the zero already there,
+                    // so the touch is not optimised away.
+                    unsafe { std::ptr::write_volatile(part.as_mut_ptr().add(i), 0) };
+                }
+            });
+        }
+    });
 }
 
 #[cfg(test)]
@@ -242,5 +269,29 @@ mod tests {
         write_through(&out, 10, ten, io).unwrap();
         assert_eq!(std::fs::read(&victim).unwrap(), b"the user's");
         assert!(std::fs::symlink_metadata(&out).unwrap().file_type().is_file());
+    }
+
+    /// A large output written back through the mapping, its pages touched from several threads
+    /// first: the file holds exactly what the fill wrote, to its last byte, and replaces a
+    /// link planted at its path.
+    #[test]
+    fn a_large_write_back_holds_exactly_what_was_filled() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("y.bin");
+        let victim = tmp.path().join("victim.bin");
+        std::fs::write(&victim, b"the user's").unwrap();
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        let len = (96 << 20) + 12_345;
+        let fill = |b: &mut [u8]| -> Result<(), std::io::Error> {
+            for (i, x) in b.iter_mut().enumerate() {
+                *x = (i % 251) as u8 ^ 0x5a;
+            }
+            Ok(())
+        };
+        write_through(&path, len, fill, |e| e).unwrap();
+        let got = std::fs::read(&path).unwrap();
+        assert_eq!(got.len(), len);
+        assert!(got.iter().enumerate().all(|(i, x)| *x == (i % 251) as u8 ^ 0x5a), "a byte differs");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"the user's");
     }
 }
