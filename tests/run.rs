@@ -49,6 +49,12 @@ fn triton_versions_are_checked_in_the_interpreter_and_cuda_ones_say_no_gpu() {
     let triton = &v["versions"][0];
     assert_eq!(stage(triton, "run")["verdict"], "pass", "{triton}");
     assert_eq!(stage(triton, "run")["detail"]["mode"], "triton-interpreter");
+    // The check waited for the zygote it started as it began: its start is in the run's phases,
+    // step by step as the zygote timed it, so a slow start says where its time went.
+    let phases = stage(triton, "run")["detail"]["phases"].as_object().unwrap();
+    for key in ["zygote_start", "zygote_started", "zygote: import numpy", "zygote: import triton"] {
+        assert!(phases.contains_key(key), "no `{key}` in {phases:?}");
+    }
     let check = stage(triton, "check");
     assert_eq!(check["verdict"], "pass", "{check}");
     let results = check["detail"]["results"].as_array().unwrap();

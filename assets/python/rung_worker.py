@@ -738,16 +738,24 @@ def _serve():
     # A reference or checks.py that imports torch: imported here once, not in every check's child
     # (RUNG_REFERENCE_IMPORTS; CUDA is left alone, as in every zygote).
     wanted = ("numpy",) + tuple(filter(None, os.environ.get("RUNG_REFERENCE_IMPORTS", "").split(",")))
+    # How long each step of the start took, by name: the hello carries them (`warmed`), and a
+    # check that waited for this zygote reports them.
+    took = {}
     for mod in wanted if reference else ("numpy", "triton", "torch"):
+        t = time.perf_counter()
         try:
             packages[mod] = str(__import__(mod).__version__)
+            took["import " + mod] = time.perf_counter() - t
         except Exception:
             pass
     if "torch" in packages:
+        t = time.perf_counter()
         _preimport()
         rp.save_timers()
         rp.watch_torch()
+        took["preimport"] = time.perf_counter() - t
     warmed = _warm_triton() if "triton" in packages and not interpret and not reference else {}
+    warmed.update(took)
     caps = ["call", "checks", "fork"]
     if "triton" in packages:
         caps.append("triton-interpret")

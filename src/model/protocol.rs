@@ -87,9 +87,9 @@ pub struct Hello {
     /// Seconds the worker took to start (imports included).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_seconds: Option<f64>,
-    /// What the Python zygote computed once before it forks, by name, in seconds, so that every
-    /// child inherits it (`triton_key`: the hash of Triton's installation that each compile
-    /// and cache lookup asks for).
+    /// What the Python zygote did once before it forks, by name, in seconds, so that every child
+    /// inherits it: its imports (`import torch`), and `triton_key`, the hash of Triton's
+    /// installation that each compile and cache lookup asks for.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub warmed: BTreeMap<String, f64>,
     /// Why the worker cannot serve (it exits after saying so).

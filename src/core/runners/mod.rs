@@ -50,6 +50,14 @@ fn running(pid: u32) -> bool {
     unsafe { libc::kill(pid as i32, 0) == 0 }
 }
 
+/// A zygote's start as the run's phases, for a check that waited for it: the whole start
+/// (`zygote_started`, imports included, as the zygote timed it) and each step it timed
+/// (`zygote: import torch`, `zygote: triton_key`).
+pub fn start_phases(hello: &protocol::Hello) -> Vec<(String, f64)> {
+    let steps = hello.warmed.iter().map(|(k, s)| (format!("zygote: {k}"), *s));
+    hello.start_seconds.map(|s| ("zygote_started".to_string(), s)).into_iter().chain(steps).collect()
+}
+
 /// The pids a scheduler may kill to cancel the job running in these workers (zygote children and
 /// the native worker), shared with the thread that schedules.
 pub type Live = std::sync::Arc<std::sync::Mutex<Vec<u32>>>;

@@ -80,9 +80,13 @@ impl<'a> Checker<'a> {
         let prewarm_arch = self
             .gpu_arch
             .filter(|_| !prewarm.is_empty() && std::env::var_os("RUNG_PREWARM_ON_GPU").is_none_or(|v| v != "1"));
-        self.runners.zygote(interpret).map_err(ForkError::Zygote)?;
+        let z = self.runners.zygote(interpret).map_err(ForkError::Zygote)?;
         if !warm {
+            let started = crate::runners::start_phases(z.hello());
             self.add_phase("zygote_start", t0.elapsed().as_secs_f64());
+            for (k, s) in started {
+                self.add_phase(&k, s);
+            }
         }
         let mode = self.mode;
         let z = self.runners.zygote(interpret).map_err(ForkError::Zygote)?;

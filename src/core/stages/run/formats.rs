@@ -95,10 +95,13 @@ pub fn run_problem(
     let mut phases = BTreeMap::new();
     let warm = runners.warm(interpret);
     let t0 = Instant::now();
-    let fork = runners.zygote(interpret).and_then(|z| z.fork(mode, limits.run.max(Duration::from_secs(30))));
-    if !warm {
-        phases.insert("zygote_start".to_string(), t0.elapsed().as_secs_f64());
-    }
+    let fork = runners.zygote(interpret).and_then(|z| {
+        if !warm {
+            phases.insert("zygote_start".to_string(), t0.elapsed().as_secs_f64());
+            phases.extend(crate::runners::start_phases(z.hello()));
+        }
+        z.fork(mode, limits.run.max(Duration::from_secs(30)))
+    });
     match fork {
         Ok(r) if r.ok => phases.extend(r.phases),
         Ok(r) => {
