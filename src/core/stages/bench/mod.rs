@@ -419,7 +419,7 @@ pub fn bench_problem(ws: &Workspace, runners: &mut Runners, gpu: &GpuInfo, v: &V
             recheck: false,
             sparse_call: false,
         };
-        problem_recheck(runners, &target, judge, limit, &mut size, &series.gpu_ms());
+        problem_recheck(runners, &target, judge, limit, &mut size, &series.samples);
         results.push(size);
         if bi > 0 {
             continue;

@@ -222,15 +222,15 @@ pub(super) fn problem_recheck(
     judge: protocol::Judge,
     limit: Duration,
     size: &mut SizeBench,
-    timed_ms: &[f64],
+    timed: &[protocol::Sample],
 ) {
     use crate::stages::run::{JudgeFailed, judge_call};
     let failed = |f: JudgeFailed| (Some(format!("the judge: {}", f.2)), f.1);
     let mut hints = match judge_call(runners, CallMode::Cuda, protocol::Judge { learn: true, ..judge.clone() }, limit) {
         Ok(r) => r.hints.unwrap_or_default(),
-        Err(f) => return problem_rechecked(size, failed(f), None, timed_ms),
+        Err(f) => return problem_rechecked(size, failed(f), None, timed),
     };
-    let mut fresh_ms = None;
+    let mut fresh = None;
     let dump = runners.scratch("rechecked");
     let mut out = (None, None);
     for attempt in 0..2 {
@@ -248,7 +248,7 @@ pub(super) fn problem_recheck(
             }
         };
         stats::add_phases(&mut size.phases, &r.phases);
-        fresh_ms = fresh_ms.or(r.recheck_sample.as_ref().map(|s| s.gpu_ms));
+        fresh = fresh.or(r.recheck_sample);
         let asked = protocol::Judge { observed: r.observed, recheck: true, dump: Some(dump.clone()), ..judge.clone() };
         match judge_call(runners, CallMode::Cuda, asked, limit) {
             Ok(j) if !j.redo.is_empty() && attempt == 0 => hints.regenerable.retain(|n| !j.redo.contains(n)),
@@ -264,8 +264,9 @@ pub(super) fn problem_recheck(
         }
     }
     let _ = std::fs::remove_dir_all(&dump);
-    problem_rechecked(size, out, fresh_ms, timed_ms);
+    problem_rechecked(size, out, fresh.as_ref(), timed);
 }
+
 /// Starts the reference on the fresh set of the inputs being drawn into `folder` on a thread of
 /// its own, once `drawn` says they are whole, in a reference zygote of its own: it ran inside
 /// the first bench (2 s of the demo's first bench, a float64 NumPy reference at 64 MB a row

@@ -52,18 +52,17 @@ pub(super) fn bench_size(
     out.recheck_set = Some(k as u32);
     out.recheck_ms = written.recheck_sample.as_ref().map(|s| s.gpu_ms);
     out.recheck_failure = recheck_timed(cx, reference, sizes, sets, &mut out.phases);
-    let timed = series.gpu_ms();
     if out.recheck_failure.is_none()
-        && let Some(why) = out.recheck_ms.and_then(|f| remembered(&timed, f))
+        && let Some(why) = written.recheck_sample.as_ref().and_then(|f| remembered_samples(&series.samples, f))
     {
         // One call can meet a pause of the host or the device: a second fresh set, drawn now,
         // must be as slow before the timed calls are called remembered.
         let again = second_fresh_call(cx, target, sizes, dir, k, limit)?;
-        if let Some(ms) = again.filter(|ms| remembered(&timed, *ms).is_some()) {
+        if let Some(s) = again.filter(|s| remembered_samples(&series.samples, s).is_some()) {
             out.recheck_failure = Some(format!(
                 "{why}; a second fresh set took {:.1} µs: the timed calls did less than a first call does, as a \
                  result remembered across calls does",
-                ms * 1e3
+                s.gpu_ms * 1e3
             ));
             out.recheck_reason = Some(Reason::Memoised);
         }
@@ -80,19 +79,22 @@ fn second_fresh_call(
     dir: &std::path::Path,
     k: usize,
     limit: Duration,
-) -> Result<Option<f64>, Box<StageOutcome>> {
+) -> Result<Option<protocol::Sample>, Box<StageOutcome>> {
     let Ok(fresh) = write_set(cx.spec, sizes, crate::check::draw_seed(), &dir.join("fresh"), 0) else {
         return Ok(None);
     };
     let req = protocol::Bench { write_back: true, recheck_set: k as u32, recheck_inputs: fresh, ..more(0, 0) };
-    Ok(send(cx.runners, target, req, limit)?.recheck_sample.map(|s| s.gpu_ms))
+    Ok(send(cx.runners, target, req, limit)?.recheck_sample)
 }
 
 /// How much slower than the slowest timed call the re-checked call (the first on data none of
 /// them saw) may be, and by at least how many milliseconds, before the timed calls are taken to
-/// have found something a first call does not.
+/// have found something a first call does not: between events, where the host's pace and
+/// pauses show (a call that waits for the device inside is timed at its host's pace), and in the
+/// GPU's busy time from CUPTI, the device's work alone.
 pub const REMEMBERED_FACTOR: f64 = 1.5;
 pub const REMEMBERED_MARGIN_MS: f64 = 0.05;
+pub const REMEMBERED_BUSY_MARGIN_MS: f64 = 0.005;
 
 /// Why the timed calls look remembered: the call on fresh data took over [`REMEMBERED_FACTOR`]
 /// times (and [`REMEMBERED_MARGIN_MS`] more than) the slowest of them, `timed_ms` and
@@ -101,12 +103,33 @@ pub const REMEMBERED_MARGIN_MS: f64 = 0.05;
 /// keeps a result across calls (by pointer, or by a sample of its inputs) does its work only
 /// for the fresh data.
 pub(super) fn remembered(timed_ms: &[f64], fresh_ms: f64) -> Option<String> {
+    remembered_by(timed_ms, fresh_ms, REMEMBERED_MARGIN_MS, "")
+}
+
+/// As [`remembered`], on `timed`'s and `fresh`'s own samples: between events first, then, when
+/// every one of them carries it, in the GPU's busy time (margin [`REMEMBERED_BUSY_MARGIN_MS`]).
+/// A version that waits for the device inside its call (GPU MODE's pmpp_v2 solutions that read
+/// a value back) is timed between events at its host's pace, 140 µs a call on an H100 whether it
+/// worked or skipped; its busy time is the work it did.
+pub(super) fn remembered_samples(timed: &[protocol::Sample], fresh: &protocol::Sample) -> Option<String> {
+    let events: Vec<f64> = timed.iter().map(|s| s.gpu_ms).collect();
+    if let Some(why) = remembered(&events, fresh.gpu_ms) {
+        return Some(why);
+    }
+    let busy: Option<Vec<f64>> = timed.iter().map(|s| s.busy_ms).collect();
+    match (busy, fresh.busy_ms) {
+        (Some(busy), Some(f)) => remembered_by(&busy, f, REMEMBERED_BUSY_MARGIN_MS, " of the GPU's busy time"),
+        _ => None,
+    }
+}
+
+fn remembered_by(timed_ms: &[f64], fresh_ms: f64, margin_ms: f64, basis: &str) -> Option<String> {
     let slowest = timed_ms.iter().copied().fold(f64::NAN, f64::max);
     let median = stats::summarize(timed_ms).median;
-    (fresh_ms > REMEMBERED_FACTOR * slowest && fresh_ms - slowest > REMEMBERED_MARGIN_MS).then(|| {
+    (fresh_ms > REMEMBERED_FACTOR * slowest && fresh_ms - slowest > margin_ms).then(|| {
         format!(
-            "the call on inputs no timed call saw took {:.1} µs, {:.1}x the timed calls' median ({:.1} µs; the slowest \
-             {:.1} µs)",
+            "the call on inputs no timed call saw took {:.1} µs{basis}, {:.1}x the timed calls' median ({:.1} µs; the \
+             slowest {:.1} µs)",
             fresh_ms * 1e3,
             fresh_ms / median,
             median * 1e3,
@@ -123,12 +146,13 @@ pub(super) fn remembered(timed_ms: &[f64], fresh_ms: f64) -> Option<String> {
 pub(super) fn problem_rechecked(
     size: &mut SizeBench,
     judged: (Option<String>, Option<Reason>),
-    fresh_ms: Option<f64>,
-    timed_ms: &[f64],
+    fresh: Option<&protocol::Sample>,
+    timed: &[protocol::Sample],
 ) {
     (size.recheck_failure, size.recheck_reason) = judged;
-    size.recheck_ms = fresh_ms.filter(|_| size.recheck_failure.is_none());
-    if let Some(why) = size.recheck_ms.and_then(|f| remembered(timed_ms, f)) {
+    let fresh = fresh.filter(|_| size.recheck_failure.is_none());
+    size.recheck_ms = fresh.map(|s| s.gpu_ms);
+    if let Some(why) = fresh.and_then(|f| remembered_samples(timed, f)) {
         size.recheck_failure = Some(format!(
             "{why}, the faster of two calls on fresh inputs in the timed buffers: the timed calls did less than a \
              first call on new inputs does, as a result remembered across calls does"
@@ -184,13 +208,6 @@ pub struct Series {
     pub l2_persisting_bytes: Option<u64>,
     /// The workers' phases over the series' requests, summed (seconds).
     pub phases: BTreeMap<String, f64>,
-}
-
-impl Series {
-    /// Each timed call's time between events, ms: what a call on fresh inputs is set beside.
-    pub fn gpu_ms(&self) -> Vec<f64> {
-        self.samples.iter().map(|s| s.gpu_ms).collect()
-    }
 }
 
 /// Sets up series 0 with `first`, then asks for samples in batches until the headline median's
@@ -385,37 +402,62 @@ mod tests {
     /// one far slower than every timed call is `memoised`.
     #[test]
     fn a_problem_recheck_is_judged_first_then_timed() {
+        let sample = |gpu_ms| protocol::Sample { gpu_ms, host_ms: 0.01, wall_ms: 0.2, ..Default::default() };
         let series = Series {
-            samples: [0.030, 0.031, 0.029]
-                .iter()
-                .map(|&gpu_ms| protocol::Sample { gpu_ms, host_ms: 0.01, wall_ms: 0.2, ..Default::default() })
-                .collect(),
+            samples: [0.030, 0.031, 0.029].into_iter().map(sample).collect(),
             fixed_ms: 0.0,
             stop: Stop::Converged,
             timer_note: None,
             l2_persisting_bytes: None,
             phases: BTreeMap::new(),
         };
-        let timed = series.gpu_ms();
+        let timed = &series.samples;
         let fresh = || size_bench(&SizeSet::new(), &series);
 
         let mut wrong = fresh();
-        problem_rechecked(&mut wrong, (Some("its answer is wrong".into()), Some(Reason::Memoised)), Some(0.17), &timed);
+        let judged = (Some("its answer is wrong".into()), Some(Reason::Memoised));
+        problem_rechecked(&mut wrong, judged, Some(&sample(0.17)), timed);
         assert_eq!(wrong.recheck_failure.as_deref(), Some("its answer is wrong"));
         assert_eq!((wrong.recheck_reason, wrong.recheck_ms), (Some(Reason::Memoised), None));
 
         let mut skipped = fresh();
-        problem_rechecked(&mut skipped, (None, None), Some(0.1706), &timed);
+        problem_rechecked(&mut skipped, (None, None), Some(&sample(0.1706)), timed);
         assert_eq!((skipped.recheck_reason, skipped.recheck_ms), (Some(Reason::Memoised), Some(0.1706)));
         let why = skipped.recheck_failure.unwrap();
         assert!(why.contains("took 170.6 µs") && why.contains("faster of two calls on fresh inputs"), "{why}");
 
         let mut honest = fresh();
-        problem_rechecked(&mut honest, (None, None), Some(0.032), &timed);
+        problem_rechecked(&mut honest, (None, None), Some(&sample(0.032)), timed);
         assert_eq!((honest.recheck_failure, honest.recheck_reason, honest.recheck_ms), (None, None, Some(0.032)));
 
         let mut unmeasured = fresh();
-        problem_rechecked(&mut unmeasured, (None, None), None, &timed);
+        problem_rechecked(&mut unmeasured, (None, None), None, timed);
         assert_eq!((unmeasured.recheck_failure, unmeasured.recheck_ms), (None, None));
+    }
+
+    /// A version that reads a value back inside its call is timed between events at its host's
+    /// pace (GPU MODE's outslot v024 on an H100: 140 µs a call, skipped or not, with a slowest
+    /// timed call far above that), so events cannot tell a skipped call from a working one; the
+    /// GPU's busy time can. An honest version's fresh call is as busy as its timed ones.
+    #[test]
+    fn a_call_paced_by_its_host_is_judged_by_the_gpus_busy_time() {
+        let s = |gpu_ms, busy_ms| protocol::Sample { gpu_ms, busy_ms: Some(busy_ms), ..Default::default() };
+        // Skipped timed calls: 3 µs of device work each, one host pause of 0.4 ms among them.
+        let mut timed: Vec<protocol::Sample> = (0..600).map(|i| s(0.140 + (i % 7) as f64 * 1e-3, 0.0031)).collect();
+        timed.push(s(0.40, 0.0032));
+        let working = s(0.25, 0.107);
+        assert!(remembered(&timed.iter().map(|t| t.gpu_ms).collect::<Vec<_>>(), working.gpu_ms).is_none());
+        let why = remembered_samples(&timed, &working).expect("107 µs of work where the timed calls did 3 µs");
+        assert!(why.contains("took 107.0 µs of the GPU's busy time") && why.contains("slowest 3.2 µs"), "{why}");
+        // Honest: the same work on new data.
+        let honest: Vec<protocol::Sample> = (0..600).map(|i| s(0.150, 0.105 + (i % 5) as f64 * 1e-3)).collect();
+        assert_eq!(remembered_samples(&honest, &s(0.16, 0.108)), None);
+        // A tiny kernel's few microseconds are under the margin.
+        assert_eq!(remembered_samples(&[s(0.01, 0.001)], &s(0.01, 0.004)), None);
+        // Busy time only where every sample has it: a timed call untraced leaves events alone.
+        let mut partly = timed.clone();
+        partly[3].busy_ms = None;
+        assert_eq!(remembered_samples(&partly, &working), None);
+        assert_eq!(remembered_samples(&timed, &protocol::Sample { busy_ms: None, ..working }), None);
     }
 }
