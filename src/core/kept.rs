@@ -16,8 +16,9 @@ use std::path::{Path, PathBuf};
 /// Folders kept at most (one per problem, seed and size); the oldest goes first.
 pub const KEPT_FOLDERS: usize = 4;
 
+/// A file as it was read: its length, inode, change time and CRC-32.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Stamp {
+pub struct Stamp {
     len: u64,
     ino: u64,
     ctime_ns: i128,
@@ -177,9 +178,15 @@ pub fn fresh(path: &Path) -> std::io::Result<std::fs::File> {
     std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(path)
 }
 
+/// Whether every file in `paths` is as `as_then` stamped it: the same bytes, and untouched
+/// since (a byte changed and put back moves its change time).
+pub fn unchanged(paths: &[PathBuf], as_then: &[Stamp]) -> bool {
+    paths.len() == as_then.len() && stamps(paths).iter().zip(as_then).all(|(now, then)| now.as_ref().ok() == Some(then))
+}
+
 /// Each path's stamp, each file's CRC on a thread of its own: the input sets of one size are
 /// read at once.
-fn stamps(paths: &[PathBuf]) -> Vec<std::io::Result<Stamp>> {
+pub fn stamps(paths: &[PathBuf]) -> Vec<std::io::Result<Stamp>> {
     std::thread::scope(|scope| {
         let handles: Vec<_> = paths.iter().map(|p| scope.spawn(move || stamp(p))).collect();
         let lost = || Err(std::io::Error::other("reading the file panicked"));
@@ -293,6 +300,34 @@ mod tests {
         kept.abandon_ahead();
         assert!(t0.elapsed().as_secs() < 10, "the writer was not stopped");
         assert!(!kept.writing_ahead() && !kept.knows(std::slice::from_ref(&a)));
+    }
+
+    /// The reference run ahead on the fresh set counts only if the set is as drawn when it ends:
+    /// untouched, not changed and put back, not replaced by a link, not gone.
+    #[test]
+    fn a_file_changed_and_put_back_is_not_unchanged() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = tmp.path().join("x-3.bin");
+        write_fresh(&a, &[5u8; 1 << 16]).unwrap();
+        let paths = vec![a.clone()];
+        let then: Vec<Stamp> = stamps(&paths).into_iter().map(Result::unwrap).collect();
+        assert!(unchanged(&paths, &then));
+        assert!(!unchanged(&paths, &[]), "a stamp for each file");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&a).unwrap();
+        f.write_at(&[6], 10).unwrap();
+        f.write_at(&[5], 10).unwrap();
+        assert!(!unchanged(&paths, &then), "changed and put back");
+        let same = tmp.path().join("same.bin");
+        std::fs::write(&same, [5u8; 1 << 16]).unwrap();
+        write_fresh(&a, &[5u8; 1 << 16]).unwrap();
+        let then: Vec<Stamp> = stamps(&paths).into_iter().map(Result::unwrap).collect();
+        std::fs::remove_file(&a).unwrap();
+        std::os::unix::fs::symlink(&same, &a).unwrap();
+        assert!(!unchanged(&paths, &then), "a link to the same bytes");
+        std::fs::remove_file(&a).unwrap();
+        assert!(!unchanged(&paths, &then), "gone");
     }
 
     #[test]

@@ -280,7 +280,7 @@ pub(super) fn reference_ahead(
     runners: &mut Runners,
     sizes: &SizeSet,
     folder: &std::path::Path,
-    drawn: std::sync::mpsc::Receiver<bool>,
+    drawn: std::sync::mpsc::Receiver<super::sets::FreshDrawn>,
 ) {
     let Some(reference) = ws.reference.clone().filter(|r| r.extension().is_some_and(|e| e == "py")) else { return };
     let ref_dir = folder.join("reference-fresh");
@@ -296,19 +296,26 @@ pub(super) fn reference_ahead(
     });
     let (limit, written) = (spec.limits.run * 4, paths.clone());
     runners.kept.write_ahead(folder.to_path_buf(), paths, Some(abandon), move || {
-        if drawn.recv() != Ok(true) {
+        let Ok(Some((fresh, as_drawn))) = drawn.recv() else {
             return Err(std::io::Error::other("the inputs were not drawn"));
-        }
+        };
         std::fs::create_dir_all(&ref_dir)?;
         // The reference writes these: whatever stands there (a link a version left) goes first.
         for p in &written {
             let _ = std::fs::remove_file(p);
         }
         match run(call, limit) {
-            Ok(r) if r.ok => Ok(()),
-            Ok(r) => Err(std::io::Error::other(r.error.map(|e| e.message).unwrap_or_default())),
-            Err(e) => Err(std::io::Error::other(e.to_string())),
+            Ok(r) if r.ok => {}
+            Ok(r) => return Err(std::io::Error::other(r.error.map(|e| e.message).unwrap_or_default())),
+            Err(e) => return Err(std::io::Error::other(e.to_string())),
         }
+        // Versions run meanwhile, and the data folder is within their reach: outputs of inputs
+        // that changed since they were drawn (even if put back) are not the reference's on
+        // them, and the bench runs it again.
+        if !crate::kept::unchanged(&fresh, &as_drawn) {
+            return Err(std::io::Error::other("the fresh set changed while the reference ran on it"));
+        }
+        Ok(())
     });
 }
 

@@ -76,13 +76,14 @@ fn kept_folder(ws: &Workspace, data: &std::path::Path, seed: u64, sizes: &SizeSe
 /// that will bench begins: they are gigabytes at a real size, drawn while the first versions
 /// build and run rather than in the first bench. The bench waits for them; nothing is timed
 /// while they are drawn. Nothing when they are kept already or a drawing is under way. Returns
-/// the size, its folder, and what says (once) whether they were drawn whole.
+/// the size, its folder, and what says (once) whether they were drawn whole: then, the fresh
+/// set's files as they were written ([`FreshDrawn`]).
 pub(super) fn draw_inputs_ahead(
     ws: &Workspace,
     spec: &Spec,
     runners: &mut crate::runners::Runners,
     seed: u64,
-) -> Option<(SizeSet, PathBuf, std::sync::mpsc::Receiver<bool>)> {
+) -> Option<(SizeSet, PathBuf, std::sync::mpsc::Receiver<FreshDrawn>)> {
     let sizes = bench_sizes(spec).into_iter().next()?;
     let folder = kept_folder(ws, &runners.env.data, seed, &sizes);
     if runners.kept.knows(&input_paths(spec, &folder)) || runners.kept.writing_ahead() {
@@ -96,10 +97,23 @@ pub(super) fn draw_inputs_ahead(
     runners.kept.write_ahead(folder.clone(), input_paths(spec, &folder), None, move || {
         let wrote =
             write_inputs(&owned, &draw, seed, &dir, FRESH_SET + 1).map_err(|f| std::io::Error::other(f.summary));
-        let _ = drawn.send(wrote.is_ok());
+        let fresh = fresh_paths(&owned, &dir);
+        let stamped = wrote
+            .as_ref()
+            .ok()
+            .and_then(|_| crate::kept::stamps(&fresh).into_iter().collect::<std::io::Result<Vec<_>>>().ok());
+        let _ = drawn.send(stamped.map(|s| (fresh, s)));
         wrote
     });
     Some((sizes, folder, inputs_drawn))
+}
+
+/// The fresh set's input files and their stamps as drawn; `None` when the drawing failed.
+pub type FreshDrawn = Option<(Vec<PathBuf>, Vec<crate::kept::Stamp>)>;
+
+/// The fresh set's input files in `dir`.
+pub(super) fn fresh_paths(spec: &Spec, dir: &std::path::Path) -> Vec<PathBuf> {
+    spec.inputs.iter().map(|t| input_path(dir, &t.name, FRESH_SET)).collect()
 }
 
 /// Poisoned outputs in `dir` that the worker fills: their files are written only by a write-back.
