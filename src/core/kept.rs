@@ -63,23 +63,29 @@ impl Kept {
 
     /// `write` on a thread of its own, writing `paths` (inside `folder`) that the check will
     /// want; they are kept when [`Kept::join_ahead`] finds it ended well. `abandon`, if given,
-    /// stops it early when the check ends without asking for them.
+    /// stops it early when the check ends without asking for them. The returned channel gets
+    /// each file with its stamp as soon as they are written whole (for other work that waits on
+    /// them, [`unchanged`] after it); it closes without a word if they are not.
     pub fn write_ahead(
         &mut self,
         folder: PathBuf,
         paths: Vec<PathBuf>,
         abandon: Option<Box<dyn FnOnce() + Send>>,
         write: impl FnOnce() -> std::io::Result<()> + Send + 'static,
-    ) {
+    ) -> std::sync::mpsc::Receiver<Stamped> {
         if let Some(i) = self.ahead.iter().position(|a| a.paths == paths) {
             let _ = self.ahead.remove(i).handle.join();
         }
+        let (tx, written) = std::sync::mpsc::channel();
         let stamped = paths.clone();
         let handle = std::thread::spawn(move || {
             write()?;
-            stamps(&stamped).into_iter().collect()
+            let now: Vec<Stamp> = stamps(&stamped).into_iter().collect::<std::io::Result<_>>()?;
+            let _ = tx.send(stamped.into_iter().zip(now.iter().copied()).collect());
+            Ok(now)
         });
         self.ahead.push(Ahead { folder, paths, handle, abandon });
+        written
     }
 
     /// Waits for the files written ahead at `paths`, and keeps them as their writer found them
@@ -178,15 +184,19 @@ pub fn fresh(path: &Path) -> std::io::Result<std::fs::File> {
     std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(path)
 }
 
-/// Whether every file in `paths` is as `as_then` stamped it: the same bytes, and untouched
-/// since (a byte changed and put back moves its change time).
-pub fn unchanged(paths: &[PathBuf], as_then: &[Stamp]) -> bool {
-    paths.len() == as_then.len() && stamps(paths).iter().zip(as_then).all(|(now, then)| now.as_ref().ok() == Some(then))
+/// Files with their stamps as they were written ([`Kept::write_ahead`]).
+pub type Stamped = Vec<(PathBuf, Stamp)>;
+
+/// Whether every file is as it was stamped: the same bytes, and untouched since (a byte changed
+/// and put back moves its change time).
+pub fn unchanged(as_then: &[(PathBuf, Stamp)]) -> bool {
+    let paths: Vec<PathBuf> = as_then.iter().map(|(p, _)| p.clone()).collect();
+    stamps(&paths).iter().zip(as_then).all(|(now, (_, then))| now.as_ref().ok() == Some(then))
 }
 
 /// Each path's stamp, each file's CRC on a thread of its own: the input sets of one size are
 /// read at once.
-pub fn stamps(paths: &[PathBuf]) -> Vec<std::io::Result<Stamp>> {
+fn stamps(paths: &[PathBuf]) -> Vec<std::io::Result<Stamp>> {
     std::thread::scope(|scope| {
         let handles: Vec<_> = paths.iter().map(|p| scope.spawn(move || stamp(p))).collect();
         let lost = || Err(std::io::Error::other("reading the file panicked"));
@@ -237,17 +247,21 @@ mod tests {
         let paths = vec![dir.join("a.bin"), dir.join("b.bin")];
         let mut kept = Kept::default();
         let (d, p) = (dir.clone(), paths.clone());
-        kept.write_ahead(dir.clone(), paths.clone(), None, move || {
+        let written = kept.write_ahead(dir.clone(), paths.clone(), None, move || {
             std::fs::create_dir_all(&d)?;
             p.iter().try_for_each(|p| write_fresh(p, &[1u8; 4096]))
         });
         assert!(kept.writing_ahead());
+        let told = written.recv().expect("told once they are written");
+        assert_eq!(told.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>(), paths);
+        assert!(unchanged(&told));
         assert!(!kept.join_ahead(&paths[..1]), "another set of files is not these");
         assert!(kept.join_ahead(&paths));
         assert!(!kept.writing_ahead() && kept.knows(&paths) && kept.intact(&paths));
 
         let broken = vec![other.join("a.bin")];
-        kept.write_ahead(other.clone(), broken.clone(), None, || Err(std::io::Error::other("disk full")));
+        let written = kept.write_ahead(other.clone(), broken.clone(), None, || Err(std::io::Error::other("disk full")));
+        assert!(written.recv().is_err(), "a writer that failed tells nothing");
         assert!(!kept.join_ahead(&broken), "a writer that failed keeps nothing");
         assert!(!kept.knows(&broken) && !kept.writing_ahead());
     }
@@ -308,26 +322,25 @@ mod tests {
     fn a_file_changed_and_put_back_is_not_unchanged() {
         let tmp = tempfile::tempdir().unwrap();
         let a = tmp.path().join("x-3.bin");
+        let stamped = |p: &PathBuf| vec![(p.clone(), stamp(p).unwrap())];
         write_fresh(&a, &[5u8; 1 << 16]).unwrap();
-        let paths = vec![a.clone()];
-        let then: Vec<Stamp> = stamps(&paths).into_iter().map(Result::unwrap).collect();
-        assert!(unchanged(&paths, &then));
-        assert!(!unchanged(&paths, &[]), "a stamp for each file");
+        let then = stamped(&a);
+        assert!(unchanged(&then));
         std::thread::sleep(std::time::Duration::from_millis(20));
         use std::os::unix::fs::FileExt;
         let f = std::fs::OpenOptions::new().write(true).open(&a).unwrap();
         f.write_at(&[6], 10).unwrap();
         f.write_at(&[5], 10).unwrap();
-        assert!(!unchanged(&paths, &then), "changed and put back");
+        assert!(!unchanged(&then), "changed and put back");
         let same = tmp.path().join("same.bin");
         std::fs::write(&same, [5u8; 1 << 16]).unwrap();
         write_fresh(&a, &[5u8; 1 << 16]).unwrap();
-        let then: Vec<Stamp> = stamps(&paths).into_iter().map(Result::unwrap).collect();
+        let then = stamped(&a);
         std::fs::remove_file(&a).unwrap();
         std::os::unix::fs::symlink(&same, &a).unwrap();
-        assert!(!unchanged(&paths, &then), "a link to the same bytes");
+        assert!(!unchanged(&then), "a link to the same bytes");
         std::fs::remove_file(&a).unwrap();
-        assert!(!unchanged(&paths, &then), "gone");
+        assert!(!unchanged(&then), "gone");
     }
 
     #[test]

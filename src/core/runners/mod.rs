@@ -333,14 +333,9 @@ impl Runners {
             self.zygotes.push(z);
         }
         if !self.zygotes.iter().any(is) {
-            let python = self.python.clone().ok_or_else(|| {
-                Failure::Protocol("no Python with numpy for the worker: run `rung setup`".to_string())
-            })?;
+            let start = self.zygote_starter((interpret, reference), self.live.clone())?;
             let t0 = Instant::now();
-            // Read when a zygote starts (a watch's restarted zygote sees versions added since).
-            // The judge's and the reference's zygote run only the problem's own code.
-            self.env.preimport = preimports(&self.env.cwd, reference);
-            let z = Zygote::start(&python, &self.script, (interpret, reference), &self.env, self.live.clone())?;
+            let z = start()?;
             if !reference {
                 self.zygote_starts.push(t0.elapsed().as_secs_f64());
             }
@@ -359,14 +354,30 @@ impl Runners {
         if running || self.starting.iter().any(|(k, _)| *k == kind) {
             return;
         }
-        let Some(python) = self.python.clone() else { return };
-        let (script, mut env, live) = (self.script.clone(), self.env.clone(), self.live.clone());
-        env.preimport = preimports(&env.cwd, reference);
+        let Ok(start) = self.zygote_starter(kind, self.live.clone()) else { return };
         let handle = std::thread::spawn(move || {
             let t0 = Instant::now();
-            (Zygote::start(&python, &script, kind, &env, live), t0.elapsed().as_secs_f64())
+            (start(), t0.elapsed().as_secs_f64())
         });
         self.starting.push((kind, handle));
+    }
+
+    /// What starts a zygote of `kind` (interpret, reference), now or on another thread: its
+    /// Python, the worker's script, and the environment with the preimports read now (a watch's
+    /// restarted zygote sees versions added since; the judge's and the reference's zygote run
+    /// only the problem's own code). Its children's pids go in `live`.
+    fn zygote_starter(
+        &self,
+        kind: (bool, bool),
+        live: Live,
+    ) -> Result<impl FnOnce() -> Result<Zygote, Failure> + Send + 'static, Failure> {
+        let python = self
+            .python
+            .clone()
+            .ok_or_else(|| Failure::Protocol("no Python with numpy for the worker: run `rung setup`".to_string()))?;
+        let (script, mut env) = (self.script.clone(), self.env.clone());
+        env.preimport = preimports(&env.cwd, kind.1);
+        Ok(move || Zygote::start(&python, &script, kind, &env, live))
     }
 
     /// The child that runs a rung.toml problem's own Python (its reference, checks.py) in this
@@ -396,13 +407,11 @@ impl Runners {
         live: Live,
         stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     ) -> Option<impl FnOnce(protocol::Call, Duration) -> Result<Response, Failure> + Send + 'static> {
-        let python = self.python.clone()?;
-        let (script, mut env) = (self.script.clone(), self.env.clone());
-        env.preimport = preimports(&env.cwd, true);
+        let start = self.zygote_starter((true, true), live).ok()?;
         let stopped = move || stop.load(std::sync::atomic::Ordering::SeqCst);
         Some(move |call: protocol::Call, limit: Duration| {
             let abandoned = || Failure::Died("abandoned: the check ended without it".into());
-            let mut z = Zygote::start(&python, &script, (true, true), &env, live)?;
+            let mut z = start()?;
             if stopped() {
                 return Err(abandoned());
             }

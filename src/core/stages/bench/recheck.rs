@@ -280,7 +280,7 @@ pub(super) fn reference_ahead(
     runners: &mut Runners,
     sizes: &SizeSet,
     folder: &std::path::Path,
-    drawn: std::sync::mpsc::Receiver<super::sets::FreshDrawn>,
+    drawn: std::sync::mpsc::Receiver<crate::kept::Stamped>,
 ) {
     let Some(reference) = ws.reference.clone().filter(|r| r.extension().is_some_and(|e| e == "py")) else { return };
     let ref_dir = folder.join("reference-fresh");
@@ -295,10 +295,10 @@ pub(super) fn reference_ahead(
         crate::runners::kill_live(&live);
     });
     let (limit, written) = (spec.limits.run * 4, paths.clone());
-    runners.kept.write_ahead(folder.to_path_buf(), paths, Some(abandon), move || {
-        let Ok(Some((fresh, as_drawn))) = drawn.recv() else {
-            return Err(std::io::Error::other("the inputs were not drawn"));
-        };
+    let fresh = super::sets::fresh_paths(spec, folder);
+    let _ = runners.kept.write_ahead(folder.to_path_buf(), paths, Some(abandon), move || {
+        let Ok(all) = drawn.recv() else { return Err(std::io::Error::other("the inputs were not drawn")) };
+        let as_drawn: crate::kept::Stamped = all.into_iter().filter(|(p, _)| fresh.contains(p)).collect();
         std::fs::create_dir_all(&ref_dir)?;
         // The reference writes these: whatever stands there (a link a version left) goes first.
         for p in &written {
@@ -312,7 +312,7 @@ pub(super) fn reference_ahead(
         // Versions run meanwhile, and the data folder is within their reach: outputs of inputs
         // that changed since they were drawn (even if put back) are not the reference's on
         // them, and the bench runs it again.
-        if !crate::kept::unchanged(&fresh, &as_drawn) {
+        if as_drawn.len() != fresh.len() || !crate::kept::unchanged(&as_drawn) {
             return Err(std::io::Error::other("the fresh set changed while the reference ran on it"));
         }
         Ok(())

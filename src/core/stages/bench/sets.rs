@@ -76,14 +76,13 @@ fn kept_folder(ws: &Workspace, data: &std::path::Path, seed: u64, sizes: &SizeSe
 /// that will bench begins: they are gigabytes at a real size, drawn while the first versions
 /// build and run rather than in the first bench. The bench waits for them; nothing is timed
 /// while they are drawn. Nothing when they are kept already or a drawing is under way. Returns
-/// the size, its folder, and what says (once) whether they were drawn whole: then, the fresh
-/// set's files as they were written ([`FreshDrawn`]).
+/// the size, its folder, and what gets every input file with its stamp once they are drawn whole.
 pub(super) fn draw_inputs_ahead(
     ws: &Workspace,
     spec: &Spec,
     runners: &mut crate::runners::Runners,
     seed: u64,
-) -> Option<(SizeSet, PathBuf, std::sync::mpsc::Receiver<FreshDrawn>)> {
+) -> Option<(SizeSet, PathBuf, std::sync::mpsc::Receiver<crate::kept::Stamped>)> {
     let sizes = bench_sizes(spec).into_iter().next()?;
     let folder = kept_folder(ws, &runners.env.data, seed, &sizes);
     if runners.kept.knows(&input_paths(spec, &folder)) || runners.kept.writing_ahead() {
@@ -92,24 +91,12 @@ pub(super) fn draw_inputs_ahead(
     if spec.too_big(&sizes, crate::gpu::available_memory()).is_some() {
         return None; // the bench names it
     }
-    let (drawn, inputs_drawn) = std::sync::mpsc::channel();
     let (owned, dir, draw) = (spec.clone(), folder.clone(), sizes.clone());
-    runners.kept.write_ahead(folder.clone(), input_paths(spec, &folder), None, move || {
-        let wrote =
-            write_inputs(&owned, &draw, seed, &dir, FRESH_SET + 1).map_err(|f| std::io::Error::other(f.summary));
-        let fresh = fresh_paths(&owned, &dir);
-        let stamped = wrote
-            .as_ref()
-            .ok()
-            .and_then(|_| crate::kept::stamps(&fresh).into_iter().collect::<std::io::Result<Vec<_>>>().ok());
-        let _ = drawn.send(stamped.map(|s| (fresh, s)));
-        wrote
+    let drawn = runners.kept.write_ahead(folder.clone(), input_paths(spec, &folder), None, move || {
+        write_inputs(&owned, &draw, seed, &dir, FRESH_SET + 1).map_err(|f| std::io::Error::other(f.summary))
     });
-    Some((sizes, folder, inputs_drawn))
+    Some((sizes, folder, drawn))
 }
-
-/// The fresh set's input files and their stamps as drawn; `None` when the drawing failed.
-pub type FreshDrawn = Option<(Vec<PathBuf>, Vec<crate::kept::Stamp>)>;
 
 /// The fresh set's input files in `dir`.
 pub(super) fn fresh_paths(spec: &Spec, dir: &std::path::Path) -> Vec<PathBuf> {
