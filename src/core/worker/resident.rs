@@ -47,8 +47,7 @@ impl Resident {
                 return Ok(b);
             }
         }
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let (now, bytes) = read(path, now, cores.min(8))?;
+        let (now, bytes) = read(path, now, cores().min(8))?;
         self.hold(path, now, bytes.clone());
         Ok(bytes)
     }
@@ -70,8 +69,7 @@ impl Resident {
             }
         }
         // The cores shared among the files: each large one is read in parts at once.
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let parts = (cores / stale.len().max(1)).clamp(1, 8);
+        let parts = (cores() / stale.len().max(1)).clamp(1, 8);
         let read: Vec<_> = std::thread::scope(|scope| {
             let handles: Vec<_> = stale.iter().map(|&(p, now)| scope.spawn(move || read(p, now, parts))).collect();
             handles.into_iter().map(|h| h.join().ok().and_then(Result::ok)).collect()
@@ -107,27 +105,24 @@ fn read(path: &Path, now: Stamp, parts: usize) -> std::io::Result<(Option<Stamp>
     let f = std::fs::File::open(path)?;
     let len = f.metadata()?.len() as usize;
     let parts = parts.min(len / PART_MIN).max(1);
-    let bytes = if parts == 1 {
-        std::fs::read(path)?
-    } else {
-        // Zeroed by the allocator's fresh mapping, not by a pass over it.
-        let mut bytes = vec![0u8; len];
-        let chunk = len.div_ceil(parts);
-        std::thread::scope(|scope| {
-            let f = &f;
-            let handles: Vec<_> = bytes
-                .chunks_mut(chunk)
-                .enumerate()
-                .map(|(i, part)| scope.spawn(move || f.read_exact_at(part, (i * chunk) as u64)))
-                .collect();
-            handles
-                .into_iter()
-                .try_for_each(|h| h.join().unwrap_or_else(|_| Err(std::io::Error::other("a read panicked"))))
-        })?;
-        // A file that grew while it was read is not the one stamped: the stamp check says so.
-        bytes
-    };
+    // Zeroed by the allocator's fresh mapping, not by a pass over it.
+    let mut bytes = vec![0u8; len];
+    let chunk = len.div_ceil(parts).max(1);
+    std::thread::scope(|scope| {
+        let f = &f;
+        let handles: Vec<_> = bytes
+            .chunks_mut(chunk)
+            .enumerate()
+            .map(|(i, part)| scope.spawn(move || f.read_exact_at(part, (i * chunk) as u64)))
+            .collect();
+        handles.into_iter().try_for_each(|h| h.join().unwrap_or_else(|_| Err(std::io::Error::other("a read panicked"))))
+    })?;
+    // A file that grew or changed while it was read is not the one stamped: the stamp says so.
     Ok(((stamp(path)? == now).then_some(now), Arc::new(bytes)))
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// The worker's held files: at most a quarter of the memory available when it first held one,
@@ -189,7 +184,7 @@ pub fn write_through<E>(
 /// thread on the 2-core machine, 0.20 s on two). Small mappings are left to the copy.
 fn prefault(bytes: &mut [u8]) {
     const PAGE: usize = 4096;
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+    let threads = cores().min(8);
     if bytes.len() < (64 << 20) || threads < 2 {
         return;
     }
