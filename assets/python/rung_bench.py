@@ -633,7 +633,10 @@ def _fresh_sample(b):
             kw = refilled()
             if kw is None:
                 break
-            t = _traced_one(b, b["fn"], kw, tracer)
+            try:
+                t = _traced_one(b, b["fn"], kw, tracer)
+            except Exception:  # noqa: BLE001 - as in the timed calls: no busy time, events alone
+                break
             if t:
                 traced.append(t)
         if traced:

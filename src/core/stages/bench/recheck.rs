@@ -295,7 +295,7 @@ pub(super) fn reference_ahead(
         crate::runners::kill_live(&live);
     });
     let (limit, written) = (spec.limits.run * 4, paths.clone());
-    let fresh = super::sets::fresh_paths(spec, folder);
+    let fresh: Vec<PathBuf> = files.values().map(|(p, _)| p.clone()).collect();
     let _ = runners.kept.write_ahead(folder.to_path_buf(), paths, Some(abandon), move || {
         let Ok(all) = drawn.recv() else { return Err(std::io::Error::other("the inputs were not drawn")) };
         let as_drawn: crate::kept::Stamped = all.into_iter().filter(|(p, _)| fresh.contains(p)).collect();

@@ -98,11 +98,6 @@ pub(super) fn draw_inputs_ahead(
     Some((sizes, folder, drawn))
 }
 
-/// The fresh set's input files in `dir`.
-pub(super) fn fresh_paths(spec: &Spec, dir: &std::path::Path) -> Vec<PathBuf> {
-    spec.inputs.iter().map(|t| input_path(dir, &t.name, FRESH_SET)).collect()
-}
-
 /// Poisoned outputs in `dir` that the worker fills: their files are written only by a write-back.
 pub(super) fn filled_outputs(
     spec: &Spec,
