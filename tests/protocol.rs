@@ -239,6 +239,7 @@ fn samples() -> Vec<Message> {
             kernels: vec![CapturedKernel {
                 name: "k".into(),
                 hash: "abc".into(),
+                compiler: Some("cute-dsl".into()),
                 ptx: Some("k.ptx".into()),
                 cubin: None,
                 grid: None,

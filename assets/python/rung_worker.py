@@ -24,6 +24,7 @@ import sys
 import time
 
 import rung_judge
+import rung_launched
 import rung_problem as rp
 import rung_sandbox
 import rung_warm
@@ -61,114 +62,6 @@ def _readline():
         if b == b"\n":
             return buf.decode()
         buf += b
-
-
-# ---------------------------------------------------------------------------------------------
-# Triton kernels that really launched
-
-
-_launched = []
-
-
-def _hook_triton():
-    """Wraps JITFunction.run so that every kernel a call launches is remembered: its PTX and
-    cubin are what really ran on this GPU."""
-    try:
-        from triton.runtime import jit
-    except Exception:
-        return
-    original = jit.JITFunction.run
-    if getattr(original, "_rung_hooked", False):
-        return
-
-    def run(self, *args, **kwargs):
-        kernel = original(self, *args, **kwargs)
-        try:
-            grid = kwargs.get("grid")
-            _launched.append((kernel, grid))
-        except Exception:
-            pass
-        return kernel
-
-    run._rung_hooked = True
-    jit.JITFunction.run = run
-
-
-def _triton_launches(fn):
-    """The names of the Triton kernels that fn() launches (the launch hook's records)."""
-    import torch
-    before = len(_launched)
-    fn()
-    torch.cuda.synchronize()
-    names = []
-    for kernel, _ in _launched[before:]:
-        try:
-            name = str(getattr(kernel, "name", None) or getattr(kernel.metadata, "name", "kernel"))
-        except Exception:
-            continue
-        if name not in names:
-            names.append(name)
-    return names
-
-
-def _kernel_launches(fn, gpu):
-    """(the Triton kernels fn() launches, by the launch hook; with `gpu`, every GPU kernel it
-    launches, by torch's profiler, or None where the profiler could not run or recorded none,
-    so that a listing that failed never reads as a fallback)."""
-    import torch
-    prof = None
-    if gpu:
-        try:
-            from torch.profiler import ProfilerActivity, profile
-            prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
-            prof.__enter__()
-        except Exception:
-            prof = None
-    try:
-        names = _triton_launches(fn)
-    finally:
-        if prof is not None:
-            try:
-                prof.__exit__(None, None, None)
-            except Exception:
-                prof = None
-    kernels = None
-    if prof is not None:
-        try:
-            cuda = torch.autograd.DeviceType.CUDA
-            kernels = sorted({e.name for e in prof.events() if getattr(e, "device_type", None) == cuda
-                              and not e.name.startswith("Memcpy") and not e.name.startswith("Memset")}) or None
-        except Exception:
-            kernels = None
-    return names, kernels
-
-
-def _captured(out_dir):
-    seen = {}
-    for kernel, grid in _launched:
-        try:
-            h = str(getattr(kernel, "hash", "") or "")
-            if not h or h in seen:
-                continue
-            name = getattr(kernel, "name", None) or getattr(kernel.metadata, "name", "kernel")
-            rec = {"name": str(name), "hash": h}
-            asm = getattr(kernel, "asm", {}) or {}
-            os.makedirs(out_dir, exist_ok=True)
-            for key in ("ptx", "cubin"):
-                if key in asm:
-                    p = os.path.join(out_dir, "%s-%s.%s" % (name, h[:12], key))
-                    data = asm[key]
-                    with open(p, "wb") as f:
-                        f.write(data if isinstance(data, (bytes, bytearray)) else str(data).encode())
-                    rec[key] = p
-            warps = getattr(getattr(kernel, "metadata", None), "num_warps", None)
-            if warps:
-                rec["num_warps"] = int(warps)
-            seen[h] = rec
-        except Exception:
-            continue
-    del _launched[:]
-    return list(seen.values())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -236,7 +129,7 @@ def _call(req, state):
     if guards:
         resp["guards"] = guards
     if mode == "cuda":
-        kernels = _captured(os.path.join(state["dir"], "launched"))
+        kernels = rung_launched.captured(os.path.join(state["dir"], "launched"))
         if kernels:
             resp["kernels"] = kernels
     returns = req.get("returns") or {}
@@ -363,7 +256,7 @@ def _problem(req, state):
                 version.custom_kernel(rp.clone(data) if listing else data)
                 mark("call")
                 if listing:
-                    names, gpu_names = _kernel_launches(lambda: version.custom_kernel(data), gpu)
+                    names, gpu_names = rung_launched.kernel_launches(lambda: version.custom_kernel(data), gpu)
                     mark("listing")
                 del data
             else:
@@ -372,7 +265,7 @@ def _problem(req, state):
                 model_new(*inputs)
                 mark("call")
                 if listing:
-                    names, gpu_names = _kernel_launches(lambda: model_new(*inputs), gpu)
+                    names, gpu_names = rung_launched.kernel_launches(lambda: model_new(*inputs), gpu)
                     mark("listing")
                 del inputs
             sync()
@@ -423,7 +316,7 @@ def _problem(req, state):
     resp = {"seconds": sum(c["seconds"] for c in observed), "phases": phases,
             "problem": {"args": args, "cases": [], "observed": observed}}
     if device == "cuda":
-        kernels = _captured(os.path.join(state["dir"], "launched"))
+        kernels = rung_launched.captured(os.path.join(state["dir"], "launched"))
         if kernels:
             resp["kernels"] = kernels
     return resp
@@ -465,7 +358,8 @@ def _serve_child(fork_req, t_fork, gate):
             os._exit(3)
         phases["cuda_init"] = time.perf_counter() - t
         _note_l2_baseline()
-        _hook_triton()
+        rung_launched.hook_triton()
+        rung_launched.hook_dsls()
     if gate is not None:
         # The prewarm's time and how many of its children were killed, when it is done.
         text = b""

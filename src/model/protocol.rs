@@ -701,9 +701,13 @@ pub struct RungOutcome {
 #[serde(deny_unknown_fields)]
 pub struct CapturedKernel {
     pub name: String,
-    /// Triton's hash of the compiled kernel.
+    /// Triton's hash of the compiled kernel; for a DSL's, the SHA-256 of its cubin.
     pub hash: String,
-    /// Files the worker copied out of Triton's cache.
+    /// What compiled it at run time: `cute-dsl` or `tilelang`; absent for Triton.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compiler: Option<String>,
+    /// Files the worker wrote: what the compiler produced for this launch (a CuTe DSL
+    /// kernel has a cubin and no PTX: its runtime module embeds only the cubin).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ptx: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -243,8 +243,9 @@ pub fn captured(
         return None;
     }
     let objects = Objects::new(&ws.state_dir());
+    let compiler = kernels.iter().find_map(|k| k.compiler.clone()).unwrap_or_else(|| "triton".into());
     let mut detail = BuildDetail {
-        compiler: "triton".into(),
+        compiler: compiler.clone(),
         arch: arch.into(),
         arch_reason: "GPU".into(),
         ahead_of_time: false,
@@ -253,9 +254,9 @@ pub fn captured(
         commands: vec![],
         artefacts: vec![],
         kernels: vec![],
-        notes: vec![
-            "compiled by Triton at launch on the GPU; captured by the run rung: these are the kernels that ran".into(),
-        ],
+        notes: vec![format!(
+            "compiled by {compiler} at launch on the GPU; captured by the run rung: these are the kernels that ran"
+        )],
     };
     for k in kernels {
         for path in [&k.ptx, &k.cubin].into_iter().flatten() {
@@ -276,7 +277,7 @@ pub fn captured(
     }
     let names: Vec<String> =
         detail.kernels.iter().map(|k| format!("{} ({} regs)", k.resources.name, k.resources.registers)).collect();
-    let summary = format!("triton at launch for {arch}: {} kernel(s) captured: {}", names.len(), names.join(", "));
+    let summary = format!("{compiler} at launch for {arch}: {} kernel(s) captured: {}", names.len(), names.join(", "));
     Some((Verdict::Pass, summary, detail))
 }
 

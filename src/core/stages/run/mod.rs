@@ -371,9 +371,16 @@ fn keep_launched(
     }
     let dir = ws.state_dir().join(crate::store::DUMPS_DIR).join(&v.id);
     let _ = std::fs::create_dir_all(&dir);
+    // What ran replaces the build's listings; a listing the capture has none of (a CuTe DSL
+    // kernel brings no PTX) stays the ahead-of-time build's, of the same source and arch.
+    let has_ptx = kernels.iter().any(|k| k.ptx.is_some());
+    let has_cubin = kernels.iter().any(|k| k.cubin.is_some());
     for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
         let p = entry.path();
-        if p.extension().is_some_and(|e| e == "ptx" || e == "cubin" || e == "sass") {
+        let replaced = p
+            .extension()
+            .is_some_and(|e| (e == "ptx" && has_ptx) || ((e == "cubin" || e == "sass") && (has_cubin || has_ptx)));
+        if replaced {
             let _ = std::fs::remove_file(&p);
         }
     }
