@@ -126,11 +126,15 @@ unsafe fn upload(file: &std::path::Path, req: &Bench) -> Result<(sys::CUdevicept
     }
 }
 
-fn setup(req: &Bench, launch: &Launch, sms: u32) -> Result<State, WorkerError> {
+/// The series' state: the callee loaded, the kept files held, the flush buffer and every set
+/// on the device. `lap` times each step (`upload_load`, `upload_hold`; the rest is `upload`).
+fn setup(req: &Bench, launch: &Launch, sms: u32, lap: &mut impl FnMut(&str)) -> Result<State, WorkerError> {
     let (extra, flush_bytes) = (&req.sets, req.flush_bytes);
     let callee = Callee::load(launch)?;
+    lap("upload_load");
     // Every kept file read at once, before the sets are uploaded one by one.
     super::resident::hold_all(&req.read_only);
+    lap("upload_hold");
     // SAFETY: driver calls on this thread's context; every allocation is owned by State.
     unsafe {
         let start = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(cuda_error)?;
@@ -394,7 +398,7 @@ fn serve_inner(series: &mut BTreeMap<u32, State>, req: &Bench, sms: u32) -> Resu
     let mut lap = |name: &str| clock.lap(name);
     if let Some(l) = &req.launch {
         series.remove(&req.series);
-        let mut state = setup(req, l, sms)?;
+        let mut state = setup(req, l, sms, &mut lap)?;
         lap("upload");
         if !req.profile {
             start_tracer(&mut state);
