@@ -67,6 +67,8 @@ pub fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
 /// many, run on every core and merged in order. The split depends on the length alone, so the
 /// figures are the same on every machine; up to one part, they are the plain sequential sums.
 pub const PART: usize = 1 << 22;
+/// Elements converted to f64 at a time within a part (two buffers of 64 KiB).
+const PIECE: usize = 1 << 13;
 
 /// One part's sums, extremes, counts, first mismatches and error map.
 struct Part {
@@ -91,23 +93,88 @@ struct Grid<'a> {
     tol: &'a Tolerance,
 }
 
-/// Compares elements `offset..offset + output.len()`.
-fn part(output: &[f64], reference: &[f64], offset: usize, g: &Grid) -> Part {
-    let (rows, cols, map_shape) = (g.rows, g.cols, g.map_shape);
-    let mut p = Part {
-        sums: [0.0; 5],
-        finite: 0,
-        max_abs: 0.0,
-        max_rel: 0.0,
-        mismatches: 0,
-        first: Vec::new(),
-        nan: 0,
-        inf: 0,
-        map: vec![0f64; map_shape[0] * map_shape[1]],
-    };
+impl Part {
+    fn new(g: &Grid) -> Part {
+        Part {
+            sums: [0.0; 5],
+            finite: 0,
+            max_abs: 0.0,
+            max_rel: 0.0,
+            mismatches: 0,
+            first: Vec::new(),
+            nan: 0,
+            inf: 0,
+            map: vec![0f64; g.map_shape[0] * g.map_shape[1]],
+        }
+    }
+}
+
+/// Where element `i` falls in the error map, kept up to date one element at a time: the row,
+/// the column and their cells move by counting, not by dividing for every element.
+struct Cursor {
+    rows: usize,
+    cols: usize,
+    map: [usize; 2],
+    row: usize,
+    col: usize,
+    cell_row: usize,
+    cell_col: usize,
+    /// The first column of the next column cell.
+    next_col: usize,
+}
+
+impl Cursor {
+    fn at(i: usize, g: &Grid) -> Cursor {
+        let (rows, cols) = (g.rows.max(1), g.cols.max(1));
+        let (row, col) = ((i / cols) % rows, i % cols);
+        let map = g.map_shape;
+        let cell_col = col * map[1] / cols;
+        Cursor {
+            rows,
+            cols,
+            map,
+            row,
+            col,
+            cell_row: row * map[0] / rows,
+            cell_col,
+            next_col: Self::first_col(cell_col + 1, cols, map[1]),
+        }
+    }
+
+    /// The first column whose cell is `cell`: ceil(cell · cols / cells). A column's cell is
+    /// floor(col · cells / cols), which grows by at most one a column (cells ≤ cols).
+    fn first_col(cell: usize, cols: usize, cells: usize) -> usize {
+        (cell * cols).div_ceil(cells)
+    }
+
+    fn cell(&self) -> usize {
+        self.cell_row * self.map[1] + self.cell_col
+    }
+
+    fn step(&mut self) {
+        self.col += 1;
+        if self.col == self.cols {
+            self.col = 0;
+            self.cell_col = 0;
+            self.next_col = Self::first_col(1, self.cols, self.map[1]);
+            self.row += 1;
+            if self.row == self.rows {
+                self.row = 0;
+            }
+            self.cell_row = self.row * self.map[0] / self.rows;
+        } else if self.col == self.next_col {
+            self.cell_col += 1;
+            self.next_col = Self::first_col(self.cell_col + 1, self.cols, self.map[1]);
+        }
+    }
+}
+
+/// Adds elements `offset..offset + output.len()` to `p`, in order: a part fed in pieces sums
+/// exactly as one fed whole.
+fn accumulate(p: &mut Part, output: &[f64], reference: &[f64], offset: usize, g: &Grid) {
     let [sum_abs, sum_sq, dot, oo, rr] = &mut p.sums;
+    let mut at = Cursor::at(offset, g);
     for (k, (&o, &r)) in output.iter().zip(reference).enumerate() {
-        let i = offset + k;
         let mismatch;
         if !o.is_finite() {
             if o.is_nan() {
@@ -130,18 +197,17 @@ fn part(output: &[f64], reference: &[f64], offset: usize, g: &Grid) -> Part {
             p.max_abs = p.max_abs.max(err);
             p.max_rel = p.max_rel.max(err / r.abs().max(g.floor));
             mismatch = err > g.tol.atol + g.tol.rtol * r.abs();
-            let (row, col) = ((i / cols.max(1)) % rows.max(1), i % cols.max(1));
-            let cell = (row * map_shape[0] / rows.max(1)) * map_shape[1] + col * map_shape[1] / cols.max(1);
+            let cell = at.cell();
             p.map[cell] = p.map[cell].max(err);
         }
         if mismatch {
             p.mismatches += 1;
             if p.first.len() < MAX_LISTED {
-                p.first.push(Mismatch { index: unravel(i, g.shape), output: o, reference: r });
+                p.first.push(Mismatch { index: unravel(offset + k, g.shape), output: o, reference: r });
             }
         }
+        at.step();
     }
-    p
 }
 
 /// Compares an output with its reference (both already converted to f64), of `shape`.
@@ -150,7 +216,11 @@ pub fn compare(output: &[f64], reference: &[f64], shape: &[usize], tol: &Toleran
     let n = output.len();
     let max_ref = in_parts(n, |a, b, _| finite_max(&reference[a..b])).into_iter().fold(0f64, f64::max);
     let g = Grid::new(shape, max_ref, tol);
-    let parts = in_parts(n, |a, b, _| part(&output[a..b], &reference[a..b], a, &g));
+    let parts = in_parts(n, |a, b, _| {
+        let mut p = Part::new(&g);
+        accumulate(&mut p, &output[a..b], &reference[a..b], a, &g);
+        p
+    });
     merge(parts, n, max_ref, g.map_shape)
 }
 
@@ -161,17 +231,26 @@ pub fn compare_bytes(dtype: DType, output: &[u8], reference: &[u8], shape: &[usi
     assert_eq!(output.len(), reference.len(), "compare: lengths differ");
     let s = dtype.size_bytes();
     let n = output.len() / s;
+    // Each part converted a piece at a time into buffers that stay in the core's cache: whole
+    // parts in f64 went through memory three times over, and the comparison was bound by it.
+    let pieces = |a: usize, b: usize| (a..b).step_by(PIECE).map(move |x| (x, (x + PIECE).min(b)));
     let max_ref = in_parts(n, |a, b, buf| {
-        crate::inputs::to_f64_into(dtype, &reference[a * s..b * s], &mut buf.1);
-        finite_max(&buf.1)
+        pieces(a, b).fold(0f64, |m, (x, y)| {
+            crate::inputs::to_f64_into(dtype, &reference[x * s..y * s], &mut buf.1);
+            m.max(finite_max(&buf.1))
+        })
     })
     .into_iter()
     .fold(0f64, f64::max);
     let g = Grid::new(shape, max_ref, tol);
     let parts = in_parts(n, |a, b, buf| {
-        crate::inputs::to_f64_into(dtype, &output[a * s..b * s], &mut buf.0);
-        crate::inputs::to_f64_into(dtype, &reference[a * s..b * s], &mut buf.1);
-        part(&buf.0, &buf.1, a, &g)
+        let mut p = Part::new(&g);
+        for (x, y) in pieces(a, b) {
+            crate::inputs::to_f64_into(dtype, &output[x * s..y * s], &mut buf.0);
+            crate::inputs::to_f64_into(dtype, &reference[x * s..y * s], &mut buf.1);
+            accumulate(&mut p, &buf.0, &buf.1, x, &g);
+        }
+        p
     });
     merge(parts, n, max_ref, g.map_shape)
 }
@@ -311,7 +390,9 @@ mod tests {
             let c = compare(&output, &reference, shape, &tol);
             let max_ref = reference.iter().fold(0f64, |m, r| m.max(r.abs()));
             let g = Grid::new(shape, max_ref, &tol);
-            let seq = merge(vec![part(&output, &reference, 0, &g)], n, max_ref, g.map_shape);
+            let mut whole = Part::new(&g);
+            accumulate(&mut whole, &output, &reference, 0, &g);
+            let seq = merge(vec![whole], n, max_ref, g.map_shape);
             assert_eq!(c.mismatches, 7, "six moved elements and one NaN");
             assert_eq!((c.mismatches, c.nan_count, c.inf_count), (seq.mismatches, seq.nan_count, seq.inf_count));
             assert_eq!(format!("{:?}", c.first_mismatches), format!("{:?}", seq.first_mismatches), "NaN included");
@@ -326,6 +407,31 @@ mod tests {
             let bytes = |v: &[f64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
             let from_bytes = compare_bytes(DType::F64, &bytes(&output), &bytes(&reference), shape, &tol);
             assert_eq!(format!("{from_bytes:?}"), format!("{c:?}"), "compare_bytes is compare");
+        }
+    }
+
+    /// The error map's cell of every element, counted one element at a time from any start, is
+    /// the one its index gives by division (`(i / cols) % rows`, `i % cols`, scaled to the map).
+    #[test]
+    fn the_cursor_finds_each_element_s_cell_as_division_does() {
+        let tol = tol(0.0, 0.0);
+        for shape in
+            [&[1][..], &[5], &[31], &[32], &[33], &[100], &[3, 5], &[40, 7], &[7, 40], &[2, 64, 70], &[1, 1], &[65, 1]]
+        {
+            let g = Grid::new(shape, 1.0, &tol);
+            let n: usize = shape.iter().product();
+            let (rows, cols) = (g.rows.max(1), g.cols.max(1));
+            let by_division = |i: usize| {
+                let (row, col) = ((i / cols) % rows, i % cols);
+                (row * g.map_shape[0] / rows) * g.map_shape[1] + col * g.map_shape[1] / cols
+            };
+            for start in [0, 1, n / 3, n.saturating_sub(1)] {
+                let mut at = Cursor::at(start, &g);
+                for i in start..n {
+                    assert_eq!(at.cell(), by_division(i), "{shape:?}: element {i} from {start}");
+                    at.step();
+                }
+            }
         }
     }
 

@@ -54,8 +54,7 @@ pub(super) fn recheck_timed(
         let _ = cx.runners.kept.keep(&sets.kept, &paths);
     }
     clock.lap("recheck_reference");
-    let differ = outputs_differ(spec, &sets.files, |name| reference_file(&ref_dir, name));
-    clock.lap("recheck_compare");
+    let differ = outputs_differ(spec, &sets.files, |name| reference_file(&ref_dir, name), &mut clock);
     stats::add_phases(phases, &clock.phases);
     differ
 }
@@ -145,15 +144,24 @@ fn run_python_reference(
 
 /// Why the timed outputs in `files` are not the reference's (read from `reference(name)`), by
 /// each output's tolerance; `None` when every one matches.
-fn outputs_differ(spec: &Spec, files: &Files, reference: impl Fn(&str) -> PathBuf) -> Option<String> {
+/// `clock` times the files' mapping (`recheck_read`: their pages, read in) apart from the
+/// comparison itself (`recheck_compare`).
+fn outputs_differ(
+    spec: &Spec,
+    files: &Files,
+    reference: impl Fn(&str) -> PathBuf,
+    clock: &mut stats::Clock,
+) -> Option<String> {
     for t in &spec.outputs {
         let shape: Vec<usize> = files[&t.name].1.iter().map(|d| *d as usize).collect();
         let (o, r) = (mapped(&files[&t.name].0), mapped(&reference(&t.name)));
         let (o, r) = (o.as_deref().unwrap_or_default(), r.as_deref().unwrap_or_default());
+        clock.lap("recheck_read");
         if o.len() != r.len() {
             return Some(format!("`{}`: {} bytes written back, the reference's {}", t.name, o.len(), r.len()));
         }
         let c = metrics::compare_bytes(t.dtype, o, r, &shape, &t.tolerance);
+        clock.lap("recheck_compare");
         if let Some(why) = metrics::judge(&c, &t.tolerance) {
             return Some(format!("`{}`: {why}", t.name));
         }
@@ -162,13 +170,14 @@ fn outputs_differ(spec: &Spec, files: &Files, reference: impl Fn(&str) -> PathBu
 }
 
 /// A file's bytes mapped rather than read: the outputs and the reference's at a benchmark size
-/// are hundreds of megabytes, and copying them took most of the re-check. `None` for a missing
-/// or empty file (mapped empty files are an error).
+/// are hundreds of megabytes, and copying them took most of the re-check. Its pages are mapped
+/// in at once (MAP_POPULATE), not a fault at a time under the comparison's threads. `None` for
+/// a missing or empty file (mapped empty files are an error).
 fn mapped(path: &std::path::Path) -> Option<memmap2::Mmap> {
     let f = std::fs::File::open(path).ok()?;
     // SAFETY: rung's own files in its scratch and kept folders, written before this and not
     // written while mapped: the worker's write-back has answered and the reference has run.
-    unsafe { memmap2::Mmap::map(&f) }.ok()
+    unsafe { memmap2::MmapOptions::new().populate().map(&f) }.ok()
 }
 
 /// A CUDA reference, launched in the native worker on set 0, its outputs into `dir`.
@@ -334,7 +343,9 @@ mod tests {
         std::fs::write(&r, bytes(&[1.0, 2.0, 3.0, 4.0])).unwrap();
         let mut files = Files::new();
         files.insert(out.name.clone(), (o.clone(), vec![4]));
-        let differ = |files: &Files| outputs_differ(&spec, files, |name| reference_file(tmp.path(), name));
+        let differ = |files: &Files| {
+            outputs_differ(&spec, files, |name| reference_file(tmp.path(), name), &mut stats::Clock::new())
+        };
         std::fs::write(&o, bytes(&[1.0, 2.0, 3.0, 4.0])).unwrap();
         assert_eq!(differ(&files), None);
         std::fs::write(&o, bytes(&[1.0, 2.0, 3.5, 4.0])).unwrap();
