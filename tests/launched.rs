@@ -24,7 +24,9 @@ fn capture(python: &str, version: &str, mode: &str, cache: &Path) -> serde_json:
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    let mut v: serde_json::Value = serde_json::from_str(text.lines().last().unwrap_or_default())
+    // The reply is the last line that is a JSON object (TileLang prints on its way out).
+    let reply = text.lines().rev().find(|l| l.starts_with('{')).unwrap_or_default();
+    let mut v: serde_json::Value = serde_json::from_str(reply)
         .unwrap_or_else(|e| panic!("{mode}: no JSON ({e}): {text}\n{}", String::from_utf8_lossy(&out.stderr)));
     // The files, read before the work folder goes.
     for k in v["kernels"].as_array_mut().unwrap() {
@@ -44,7 +46,7 @@ const ELF: [u8; 4] = [0x7f, b'E', b'L', b'F'];
 
 #[test]
 fn a_cute_dsl_function_s_cubin_comes_out_of_its_host_module() {
-    let Some(python) = common::python_with_module("cutlass") else { return };
+    let Some(python) = common::python_with_package("cutlass", "cute-dsl") else { return };
     let cache = tempfile::tempdir().unwrap();
     let v = capture(&python, "assets/templates/cute-dsl/versions/v004-cute-add.py", "cute", cache.path());
     assert_eq!(v["hooked"], true, "the import hook patched JitCompiledFunction: {v}");
@@ -64,7 +66,7 @@ fn a_tilelang_kernel_its_cache_served_is_found_again_by_its_source() {
     if common::real_nvcc().is_none() {
         return;
     }
-    let Some(python) = common::python_with_module("tilelang") else { return };
+    let Some(python) = common::python_with_package("tilelang", "tilelang") else { return };
     let cache = tempfile::tempdir().unwrap();
     let version = "assets/templates/tilelang/versions/v004-tilelang-add.py";
     let first = capture(&python, version, "tilelang", cache.path());

@@ -74,6 +74,23 @@ pub fn python_with_module(module: &str) -> Option<String> {
     None
 }
 
+/// rung's Python, when `rung doctor` finds `package` in it (a `rung setup --with extra`
+/// package, such as TileLang, that cannot be imported alone: TileLang imports torch, which
+/// rung's stub stands in for when rung runs it). Skipped without it, unless
+/// RUNG_REQUIRE_TOOLCHAIN is set.
+pub fn python_with_package(package: &str, extra: &str) -> Option<String> {
+    let tc = doctor_toolchain();
+    if tc["python"]["packages"][package].is_string() {
+        return tc["python"]["path"].as_str().map(str::to_string);
+    }
+    assert!(
+        std::env::var_os("RUNG_REQUIRE_TOOLCHAIN").is_none(),
+        "RUNG_REQUIRE_TOOLCHAIN is set but rung's Python has no {package}: run `rung setup --with {extra}`"
+    );
+    eprintln!("SKIPPED: rung's Python has no {package} (run `rung setup --with {extra}`)");
+    None
+}
+
 /// A workspace written by `rung new DIR --template TEMPLATE` in a fresh temporary folder (kept
 /// alive by the returned guard).
 pub fn new_workspace(template: &str) -> (tempfile::TempDir, PathBuf) {
