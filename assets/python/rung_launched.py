@@ -348,15 +348,17 @@ def _dsl_captured(out_dir, seen):
                             ptx = f.read()
                     files = [(cubin, ptx)]
             for cubin, ptx in files:
-                h = hashlib.sha256(cubin).hexdigest()
                 for name in cubin_entries(cubin) or ["kernel"]:
-                    if (h, name) in seen:
+                    # One record per entry, each its own hash: a cubin may hold several kernels,
+                    # and rung keeps one record per hash.
+                    h = hashlib.sha256(cubin + b"\0" + name.encode()).hexdigest()
+                    if h in seen:
                         continue
                     stem = "%s-%s" % (name, h[:12])
                     rec = {"name": name, "hash": h, "compiler": compiler, "cubin": _write(out_dir, stem + ".cubin", cubin)}
                     if ptx:
                         rec["ptx"] = _write(out_dir, stem + ".ptx", ptx)
-                    seen[(h, name)] = rec
+                    seen[h] = rec
         except Exception as exc:
             sys.stderr.write("rung: capturing a %s kernel: %s: %s\n" % (compiler, type(exc).__name__, exc))
     _dsl.clear()

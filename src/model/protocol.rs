@@ -701,7 +701,8 @@ pub struct RungOutcome {
 #[serde(deny_unknown_fields)]
 pub struct CapturedKernel {
     pub name: String,
-    /// Triton's hash of the compiled kernel; for a DSL's, the SHA-256 of its cubin.
+    /// Triton's hash of the compiled kernel; for a DSL's, the SHA-256 of its cubin and entry
+    /// name (a cubin may hold several kernels, each a record of its own).
     pub hash: String,
     /// What compiled it at run time: `cute-dsl` or `tilelang`; absent for Triton.
     #[serde(default, skip_serializing_if = "Option::is_none")]
