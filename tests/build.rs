@@ -495,24 +495,9 @@ fn a_rung_run_entry_is_called_through_the_packed_shim_with_every_parameter_in_pl
     assert_eq!(code, 42);
 }
 
-/// Whether rung's Python has `package` (its `rung setup --with` extra `extra`); with
-/// RUNG_REQUIRE_TOOLCHAIN set, its absence is a failure, not a skip.
-fn python_package(package: &str, what: &str, extra: &str) -> bool {
-    let out = Command::new(env!("CARGO_BIN_EXE_rung")).args(["doctor", "--json"]).output().unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    if v["toolchain"]["python"]["packages"][package].is_string() {
-        return true;
-    }
-    if std::env::var_os("RUNG_REQUIRE_TOOLCHAIN").is_some() {
-        panic!("RUNG_REQUIRE_TOOLCHAIN is set but {what} is missing: run `rung setup --with {extra}`");
-    }
-    eprintln!("SKIPPED: no {what} here (run `rung setup --with {extra}`)");
-    false
-}
-
 /// Whether rung's Python has the CuTe DSL (`rung setup --with cute-dsl`).
 fn cute_dsl() -> bool {
-    python_package("cutlass", "the CuTe DSL", "cute-dsl")
+    common::python_with_package("cutlass", "cute-dsl").is_some()
 }
 
 #[test]
@@ -546,7 +531,7 @@ fn cute_dsl_versions_compile_ahead_of_time_and_report_errors_at_their_line() {
 
 /// Whether rung's Python has TileLang (`rung setup --with tilelang`).
 fn tilelang() -> bool {
-    python_package("tilelang", "TileLang", "tilelang")
+    common::python_with_package("tilelang", "tilelang").is_some()
 }
 
 /// `rung new --template tilelang`: its TileLang version compiles ahead of time here, with no GPU

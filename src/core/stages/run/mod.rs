@@ -377,9 +377,8 @@ fn keep_launched(
     let has_cubin = kernels.iter().any(|k| k.cubin.is_some());
     for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
         let p = entry.path();
-        let replaced = p
-            .extension()
-            .is_some_and(|e| (e == "ptx" && has_ptx) || ((e == "cubin" || e == "sass") && (has_cubin || has_ptx)));
+        let replaced =
+            p.extension().is_some_and(|e| (e == "ptx" && has_ptx) || ((e == "cubin" || e == "sass") && has_cubin));
         if replaced {
             let _ = std::fs::remove_file(&p);
         }
