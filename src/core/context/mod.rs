@@ -20,6 +20,7 @@ use std::time::UNIX_EPOCH;
 use include_dir::{Dir, include_dir};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
+mod champions;
 pub mod ptxdoc;
 pub mod sources;
 
@@ -32,7 +33,7 @@ pub const MAX_FILE_BYTES: u64 = 2 * 1024 * 1024;
 const MIN_LINES: usize = 4;
 const MAX_LINES: usize = 14;
 /// Bump when the passages or terms change, so an old index is rebuilt.
-const INDEX_VERSION: i64 = 3;
+const INDEX_VERSION: i64 = 4;
 /// The most files one index reads: a checkout has thousands, a mistaken link to a disk millions.
 pub const MAX_FILES: usize = 50_000;
 /// The index, in the workspace's `.rung/`.
@@ -155,13 +156,40 @@ struct Chunk {
     body_terms: String,
 }
 
+/// A passage's heading terms (its file's name's and its section's) and text terms, each joined
+/// by spaces. Each term at most TF_CAP times: BM25's term frequency saturates well before, and
+/// the index stores a position for every term it is given.
+fn passage_terms(lines: &[&str], name_terms: &str, heading: Option<&str>) -> (String, String) {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let body = lines
+        .iter()
+        .flat_map(|l| terms(l))
+        .filter(|t| {
+            let n = seen.entry(t.clone()).or_default();
+            *n += 1;
+            *n <= TF_CAP
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let head = match heading {
+        Some(h) => format!("{name_terms} {}", terms(h).join(" ")),
+        None => name_terms.to_string(),
+    };
+    (head, body)
+}
+
+/// The terms of a file's name, as its passages' headings hold them.
+fn name_terms(name: &str) -> String {
+    terms(name.rsplit('/').next().unwrap_or(name)).join(" ")
+}
+
 /// Passages of a text: paragraphs (cut at blank lines once long enough), at most `MAX_LINES`,
 /// each starting again at a Markdown heading. `name` is the file's name: its words count as the
 /// heading's, and in a Markdown file each passage is under the `#` line above it.
 fn chunks(text: &str, name: &str) -> Vec<Chunk> {
     let markdown = [".md", ".markdown"].iter().any(|e| name.to_ascii_lowercase().ends_with(e));
     let lines: Vec<&str> = text.lines().collect();
-    let name_terms = terms(name.rsplit('/').next().unwrap_or(name)).join(" ");
+    let name_terms = name_terms(name);
     let heading_of = |l: &str| {
         let h = l.trim_start_matches('#');
         (markdown && l.starts_with('#') && h.starts_with(' ')).then(|| h.trim().to_string())
@@ -169,24 +197,8 @@ fn chunks(text: &str, name: &str) -> Vec<Chunk> {
     let mut out = Vec::new();
     let mut heading: Option<String> = None;
     let mut close = |start: usize, end: usize, heading: &Option<String>| {
-        // Each term at most TF_CAP times: BM25's term frequency saturates well before, and the
-        // index stores a position for every term it is given.
-        let mut seen: HashMap<String, usize> = HashMap::new();
-        let body = lines[start..end]
-            .iter()
-            .flat_map(|l| terms(l))
-            .filter(|t| {
-                let n = seen.entry(t.clone()).or_default();
-                *n += 1;
-                *n <= TF_CAP
-            })
-            .collect::<Vec<_>>()
-            .join(" ");
+        let (head_terms, body) = passage_terms(&lines[start..end], &name_terms, heading.as_deref());
         if !body.is_empty() {
-            let head_terms = match heading {
-                Some(h) => format!("{name_terms} {}", terms(h).join(" ")),
-                None => name_terms.clone(),
-            };
             out.push(Chunk { start, end, heading: heading.clone(), head_terms, body_terms: body });
         }
     };
@@ -299,10 +311,15 @@ fn read(root: &Path, key: &str) -> Option<String> {
     }
 }
 
+/// A passage's file key, its lines `[start, end)` and its section.
+type Place = (String, usize, usize, Option<String>);
+
 /// The open index of a workspace.
 pub struct Index {
     conn: Connection,
     path: PathBuf,
+    /// Which terms get champion lists, and their length.
+    lists: champions::Lists,
 }
 
 impl Index {
@@ -323,22 +340,26 @@ impl Index {
                 "BEGIN IMMEDIATE;
                  DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS files;
                  DROP TABLE IF EXISTS chunks; DROP TABLE IF EXISTS vocab; DROP TABLE IF EXISTS terms;
+                 DROP TABLE IF EXISTS champions;
                  CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER);
                  CREATE TABLE files(id INTEGER PRIMARY KEY, path TEXT UNIQUE NOT NULL,
                                     len INTEGER NOT NULL, stamp INTEGER NOT NULL);
                  CREATE TABLE chunks(id INTEGER PRIMARY KEY, file INTEGER NOT NULL,
-                                     start INTEGER NOT NULL, end INTEGER NOT NULL, heading TEXT);
+                                     start INTEGER NOT NULL, end INTEGER NOT NULL, heading TEXT,
+                                     len INTEGER NOT NULL);
                  CREATE INDEX chunks_file ON chunks(file);
                  CREATE VIRTUAL TABLE terms USING fts5(heading, body, content='', contentless_delete=1,
                      tokenize=\"unicode61 remove_diacritics 0 tokenchars '_.'\");
                  INSERT INTO terms(terms, rank) VALUES ('rank', 'bm25({HEADING_WEIGHT:.1}, 1.0)');
                  CREATE VIRTUAL TABLE vocab USING fts5vocab(terms, 'row');
                  INSERT INTO meta VALUES ('version', {INDEX_VERSION});
-                 COMMIT;"
+                 {}
+                 COMMIT;",
+                champions::SCHEMA
             ))
             .map_err(err)?;
         }
-        Ok(Index { conn, path })
+        Ok(Index { conn, path, lists: champions::Lists::default() })
     }
 
     fn err(&self) -> impl Fn(rusqlite::Error) -> IndexError + '_ {
@@ -390,21 +411,34 @@ impl Index {
         let path = self.path.clone();
         let err = |source| IndexError { path: path.clone(), source };
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(err)?;
+        // The passages' count and length in terms, as FTS5's bm25 has them (for the lists).
+        let before = champions::Stats::read(&tx).map_err(err)?;
+        let (mut after, mut dropped) = (before, (0, 0));
+        let first_new: i64 =
+            tx.query_row("SELECT coalesce(max(id), 0) + 1 FROM chunks", [], |r| r.get(0)).map_err(err)?;
+        let mut added: Vec<(i64, &Chunk)> = Vec::new();
+        let mut thinned = BTreeSet::new();
         {
+            let mut held =
+                tx.prepare("SELECT count(*), coalesce(sum(len), 0) FROM chunks WHERE file = ?1").map_err(err)?;
             let mut file_id = tx.prepare("SELECT id FROM files WHERE path = ?1").map_err(err)?;
             let mut del_terms =
                 tx.prepare("DELETE FROM terms WHERE rowid IN (SELECT id FROM chunks WHERE file = ?1)").map_err(err)?;
             let mut del_chunks = tx.prepare("DELETE FROM chunks WHERE file = ?1").map_err(err)?;
             let mut del_file = tx.prepare("DELETE FROM files WHERE id = ?1").map_err(err)?;
             let mut add_file = tx.prepare("INSERT INTO files(path, len, stamp) VALUES (?1, ?2, ?3)").map_err(err)?;
-            let mut add_chunk =
-                tx.prepare("INSERT INTO chunks(file, start, end, heading) VALUES (?1, ?2, ?3, ?4)").map_err(err)?;
+            let mut add_chunk = tx
+                .prepare("INSERT INTO chunks(file, start, end, heading, len) VALUES (?1, ?2, ?3, ?4, ?5)")
+                .map_err(err)?;
             let mut add_terms =
                 tx.prepare("INSERT INTO terms(rowid, heading, body) VALUES (?1, ?2, ?3)").map_err(err)?;
             // Another process may have updated the same files since the read above: each file
             // is dropped by its path first, so it is never stored twice.
             let drop = |key: &str| -> Result<(), rusqlite::Error> {
                 if let Some(id) = file_id.query_row([key], |r| r.get::<_, i64>(0)).optional()? {
+                    champions::drop_file(&tx, id, &mut thinned)?;
+                    let (n, len) = held.query_row([id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?;
+                    dropped = (dropped.0 + n, dropped.1 + len);
                     del_terms.execute([id])?;
                     del_chunks.execute([id])?;
                     del_file.execute([id])?;
@@ -420,12 +454,33 @@ impl Index {
                 add_file.execute(params![f.key, f.len as i64, f.stamp]).map_err(err)?;
                 let id = tx.last_insert_rowid();
                 for c in cs {
-                    add_chunk.execute(params![id, c.start as i64, c.end as i64, c.heading]).map_err(err)?;
+                    let len = champions::length(&c.head_terms) + champions::length(&c.body_terms);
+                    add_chunk.execute(params![id, c.start as i64, c.end as i64, c.heading, len]).map_err(err)?;
                     let cid = tx.last_insert_rowid();
                     add_terms.execute(params![cid, c.head_terms, c.body_terms]).map_err(err)?;
+                    added.push((cid, c));
+                    after.passages += 1;
+                    after.total_len += len;
                 }
             }
         }
+        after.passages -= dropped.0;
+        after.total_len -= dropped.1;
+        // How many new passages hold each term, and the best of them for the terms that may be common.
+        let mut counts: HashMap<&str, i64> = HashMap::new();
+        for (_, c) in &added {
+            let mut terms: Vec<&str> = c.head_terms.split(' ').chain(c.body_terms.split(' ')).collect();
+            terms.sort_unstable();
+            terms.dedup();
+            for t in terms.into_iter().filter(|t| !t.is_empty()) {
+                *counts.entry(t).or_default() += 1;
+            }
+        }
+        let mut batch = champions::Batch::new(self.lists, counts, before.passages);
+        for (cid, c) in added {
+            batch.add(cid, champions::weights(&c.head_terms, &c.body_terms, &after, HEADING_WEIGHT));
+        }
+        champions::store(&tx, batch, thinned, first_new, before.passages, &after, self.lists).map_err(err)?;
         tx.commit().map_err(err)?;
         Ok(stats)
     }
@@ -440,6 +495,29 @@ impl Index {
         limit: usize,
         budget_tokens: usize,
     ) -> Result<Vec<Passage>, IndexError> {
+        self.query_as(root, query, limit, budget_tokens, false)
+    }
+
+    /// [`Index::query`] with every passage that holds a query term scored (FTS5's full ranking,
+    /// whatever it costs): what the champion lists are measured against.
+    pub fn query_exact(
+        &self,
+        root: &Path,
+        query: &str,
+        limit: usize,
+        budget_tokens: usize,
+    ) -> Result<Vec<Passage>, IndexError> {
+        self.query_as(root, query, limit, budget_tokens, true)
+    }
+
+    fn query_as(
+        &self,
+        root: &Path,
+        query: &str,
+        limit: usize,
+        budget_tokens: usize,
+        exact: bool,
+    ) -> Result<Vec<Passage>, IndexError> {
         let mut q = terms(query);
         q.sort();
         q.dedup();
@@ -450,15 +528,18 @@ impl Index {
         if known.is_empty() {
             return Ok(vec![]);
         }
-        let hits = if spent <= POSTINGS_BUDGET {
+        let quoted: Vec<String> = known.iter().map(|(t, _)| format!("\"{t}\"")).collect();
+        let hits = if exact || spent <= self.lists.budget {
             // Few enough passages hold any of the terms: every one is scored (BM25 exactly).
-            self.ranked(&known.join(" OR "), limit)?
+            self.ranked(&quoted.join(" OR "), limit)?
+        } else if let Some(hits) = self.candidate_hits(root, &known, limit)? {
+            hits
         } else {
-            // Terms common enough to make scoring every passage slow: passages holding all of
-            // them first, then all but the most common, and so on, until `limit` are found.
+            // Common terms with no lists (yet): passages holding all the terms first, then all
+            // but the most common, and so on, until `limit` are found.
             let mut hits: Vec<(i64, f64)> = Vec::new();
             for n in (1..=known.len()).rev() {
-                for h in self.ranked(&known[..n].join(" AND "), limit)? {
+                for h in self.ranked(&quoted[..n].join(" AND "), limit)? {
                     if !hits.iter().any(|(id, _)| *id == h.0) {
                         hits.push(h);
                     }
@@ -470,26 +551,9 @@ impl Index {
             hits.truncate(limit);
             hits
         };
-        let mut chunk = self
-            .conn
-            .prepare_cached(
-                "SELECT f.path, c.start, c.end, c.heading FROM chunks c JOIN files f ON f.id = c.file WHERE c.id = ?1",
-            )
-            .map_err(self.err())?;
         let mut rows = Vec::new();
         for (id, score) in hits {
-            let found = chunk
-                .query_row([id], |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, i64>(1)? as usize,
-                        r.get::<_, i64>(2)? as usize,
-                        r.get::<_, Option<String>>(3)?,
-                    ))
-                })
-                .optional()
-                .map_err(self.err())?;
-            if let Some((path, start, end, heading)) = found {
+            if let Some((path, start, end, heading)) = self.chunk(id)? {
                 rows.push((path, start, end, heading, score));
             }
         }
@@ -515,9 +579,30 @@ impl Index {
         Ok(out)
     }
 
-    /// The query's terms the index has, rarest first and quoted for MATCH, and how many
-    /// passages hold them (summed over the terms).
-    fn frequencies(&self, q: Vec<String>) -> Result<(Vec<String>, i64), IndexError> {
+    /// A passage's file key, line range and section.
+    fn chunk(&self, id: i64) -> Result<Option<Place>, IndexError> {
+        let mut chunk = self
+            .conn
+            .prepare_cached(
+                "SELECT f.path, c.start, c.end, c.heading FROM chunks c JOIN files f ON f.id = c.file WHERE c.id = ?1",
+            )
+            .map_err(self.err())?;
+        chunk
+            .query_row([id], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)? as usize,
+                    r.get::<_, i64>(2)? as usize,
+                    r.get::<_, Option<String>>(3)?,
+                ))
+            })
+            .optional()
+            .map_err(self.err())
+    }
+
+    /// The query's terms the index has, rarest first, with how many passages hold each, and
+    /// how many passages hold them (summed over the terms).
+    fn frequencies(&self, q: Vec<String>) -> Result<(Vec<(String, i64)>, i64), IndexError> {
         let mut df = self.conn.prepare_cached("SELECT doc FROM vocab WHERE term = ?1").map_err(self.err())?;
         let mut known = Vec::new();
         for t in q {
@@ -528,7 +613,7 @@ impl Index {
         }
         known.sort();
         let spent = known.iter().map(|(n, _)| n).sum();
-        Ok((known.into_iter().map(|(_, t)| format!("\"{t}\"")).collect(), spent))
+        Ok((known.into_iter().map(|(n, t)| (t, n)).collect(), spent))
     }
 
     /// The best `limit` passages for a MATCH expression: FTS5 ranks on its own table (the
