@@ -223,7 +223,7 @@ fn main() {
     for q in queries {
         let fast = index.query(ws, q, 8, usize::MAX / 8).unwrap();
         let t = Instant::now();
-        let exact = index.query_exact(ws, q, 8, usize::MAX / 8).unwrap();
+        let exact = index.query_ranked(ws, q, 8, usize::MAX / 8, true).unwrap();
         exact_took.push(t.elapsed());
         let n = exact.iter().filter(|p| fast.iter().any(|f| (&f.path, f.line) == (&p.path, p.line))).count();
         let sum = |v: &[context::Passage]| v.iter().map(|p| p.score).sum::<f64>();

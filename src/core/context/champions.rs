@@ -100,7 +100,7 @@ pub fn idf(passages: i64, holding: i64) -> f64 {
 /// Each term's weight in a passage of these heading and body terms (space-separated, as stored),
 /// as FTS5's bm25 weighs it before the IDF: the term's count in each column times the column's
 /// weight, summed (`f`), against the row's length in terms (`d`): `f(k1+1) / (f + k1(1-b+b d/avg))`.
-pub fn weights(head: &str, body: &str, stats: &Stats, heading_weight: f64) -> HashMap<String, f64> {
+pub fn weights<'a>(head: &'a str, body: &'a str, stats: &Stats, heading_weight: f64) -> HashMap<&'a str, f64> {
     fn count(s: &str) -> (HashMap<&str, usize>, usize) {
         let mut m: HashMap<&str, usize> = HashMap::new();
         let mut n = 0;
@@ -119,23 +119,23 @@ pub fn weights(head: &str, body: &str, stats: &Stats, heading_weight: f64) -> Ha
         *f.entry(t).or_default() += *n as f64;
     }
     let norm = K1 * (1.0 - B + B * (hl + bl) as f64 / stats.avg_len());
-    f.into_iter().map(|(t, f)| (t.to_string(), f * (K1 + 1.0) / (f + norm))).collect()
+    f.into_iter().map(|(t, f)| (t, f * (K1 + 1.0) / (f + norm))).collect()
 }
 
 /// BM25 of a passage for these query terms (with the passages holding each), as FTS5's rank
 /// computes it with the index's averages.
 pub fn score(head: &str, body: &str, query: &[(String, i64)], stats: &Stats, heading_weight: f64) -> f64 {
     let w = weights(head, body, stats, heading_weight);
-    query.iter().map(|(t, n)| w.get(t).map_or(0.0, |w| w * idf(stats.passages, *n))).sum()
+    query.iter().map(|(t, n)| w.get(t.as_str()).map_or(0.0, |w| w * idf(stats.passages, *n))).sum()
 }
 
 /// A term's best passages so far: (weight's bits, passage), least on top.
 type Best = BinaryHeap<Reverse<(u64, i64)>>;
 
-/// The best passages of one update's new ones, by term, and how many hold each term.
+/// The best passages of one update's new ones, for each term that may be common.
 pub struct Batch {
     keep: usize,
-    best: HashMap<String, (i64, Best)>,
+    best: HashMap<String, Best>,
 }
 
 impl Batch {
@@ -145,15 +145,15 @@ impl Batch {
         let best = counts
             .into_iter()
             .filter(|(_, n)| n + before > lists.common)
-            .map(|(t, n)| (t.to_string(), (n, BinaryHeap::new())))
+            .map(|(t, _)| (t.to_string(), BinaryHeap::new()))
             .collect();
         Batch { keep: lists.keep, best }
     }
 
     /// Adds a new passage's terms with their weights.
-    pub fn add(&mut self, chunk: i64, weights: HashMap<String, f64>) {
+    pub fn add(&mut self, chunk: i64, weights: HashMap<&str, f64>) {
         for (t, w) in weights {
-            let Some((_, heap)) = self.best.get_mut(&t) else { continue };
+            let Some(heap) = self.best.get_mut(t) else { continue };
             // A positive f64's bits order as the number does.
             let item = Reverse((w.max(0.0).to_bits(), chunk));
             if heap.len() < self.keep {
@@ -183,17 +183,23 @@ pub fn store(
         let mut s = tx.prepare("SELECT DISTINCT term FROM champions")?;
         s.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?
     };
-    for (term, (n, heap)) in batch.best {
-        let has = listed.contains(&term);
-        if !has && (n + before <= common || (before > 0 && holding(tx, &term)? <= common)) {
-            continue;
-        }
+    for (term, heap) in batch.best {
+        // A term new to the lists: its passages before the update join the update's best. (On a
+        // first build the batch holds only terms that are common.)
+        let older = if listed.contains(&term) || before == 0 {
+            None
+        } else {
+            match holding(tx, &term)? {
+                held if held <= common => continue,
+                held => Some(held),
+            }
+        };
         let mut add = tx.prepare_cached(ADD)?;
         for Reverse((w, chunk)) in heap {
             add.execute(params![term, chunk, f64::from_bits(w)])?;
         }
-        if !has && before > 0 {
-            from_fts(tx, &term, first_new, stats, keep)?;
+        if let Some(held) = older {
+            from_fts(tx, &term, held, first_new, stats, keep)?;
         }
         trim(tx, &term, keep)?;
     }
@@ -203,8 +209,9 @@ pub fn store(
             continue;
         }
         tx.execute("DELETE FROM champions WHERE term = ?1", [&term])?;
-        if holding(tx, &term)? > common {
-            from_fts(tx, &term, i64::MAX, stats, keep)?;
+        let held = holding(tx, &term)?;
+        if held > common {
+            from_fts(tx, &term, held, i64::MAX, stats, keep)?;
             trim(tx, &term, keep)?;
         }
     }
@@ -229,10 +236,10 @@ fn trim(tx: &Transaction, term: &str, keep: usize) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// Adds to `term`'s list its best passages numbered below `below` by FTS5's own ranking (its
-/// rank divided by the term's IDF is the weight).
-fn from_fts(tx: &Transaction, term: &str, below: i64, stats: &Stats, keep: usize) -> rusqlite::Result<()> {
-    let idf = idf(stats.passages, holding(tx, term)?);
+/// Adds to `term`'s list (in `held` passages) its best passages numbered below `below` by FTS5's
+/// own ranking (its rank divided by the term's IDF is the weight).
+fn from_fts(tx: &Transaction, term: &str, held: i64, below: i64, stats: &Stats, keep: usize) -> rusqlite::Result<()> {
+    let idf = idf(stats.passages, held);
     let mut fts =
         tx.prepare_cached("SELECT rowid, -rank FROM terms WHERE terms MATCH ?1 AND rowid < ?2 ORDER BY rank LIMIT ?3")?;
     let rows: Vec<(i64, f64)> = fts
@@ -367,8 +374,7 @@ mod tests {
     }
 
     fn places(index: &Index, ws: &Path, q: &str, exact: bool, n: usize) -> Vec<(String, f64)> {
-        let found =
-            if exact { index.query_exact(ws, q, n, usize::MAX / 8) } else { index.query(ws, q, n, usize::MAX / 8) };
+        let found = index.query_ranked(ws, q, n, usize::MAX / 8, exact);
         found.unwrap().into_iter().map(|p| (p.place(), p.score)).collect()
     }
 

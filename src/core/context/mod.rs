@@ -495,22 +495,12 @@ impl Index {
         limit: usize,
         budget_tokens: usize,
     ) -> Result<Vec<Passage>, IndexError> {
-        self.query_as(root, query, limit, budget_tokens, false)
+        self.query_ranked(root, query, limit, budget_tokens, false)
     }
 
-    /// [`Index::query`] with every passage that holds a query term scored (FTS5's full ranking,
-    /// whatever it costs): what the champion lists are measured against.
-    pub fn query_exact(
-        &self,
-        root: &Path,
-        query: &str,
-        limit: usize,
-        budget_tokens: usize,
-    ) -> Result<Vec<Passage>, IndexError> {
-        self.query_as(root, query, limit, budget_tokens, true)
-    }
-
-    fn query_as(
+    /// [`Index::query`]; with `exact`, every passage that holds a query term is scored (FTS5's
+    /// full ranking, whatever it costs): what the champion lists are measured against.
+    pub fn query_ranked(
         &self,
         root: &Path,
         query: &str,
