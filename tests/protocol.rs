@@ -455,6 +455,10 @@ fn the_compile_only_prewarm_fills_the_triton_cache_without_a_gpu() {
     // The hash of Triton's installation, which every compile and cache lookup asks for, is
     // computed once in the zygote, so neither the prewarm's children nor the check's compute it.
     assert!(hello.warmed.contains_key("triton_key"), "{:?}", hello.warmed);
+    // On a thread started as Triton is imported, beside torch's import: the zygote waited for it
+    // only as long as it outlasted the imports after Triton's.
+    let wait = hello.warmed.get("triton_key wait").copied();
+    assert!(wait.is_some_and(|w| w <= hello.warmed["triton_key"] + 0.01), "{:?}", hello.warmed);
     // Two test sizes of the demo, as the run rung builds them (the files' contents do not matter).
     let call = |rows: i64, cols: i64| {
         let t = |name: &str, shape: Vec<i64>| {

@@ -43,7 +43,50 @@ def preimport(proto):
     restore()
 
 
-def warm_triton(proto):
+class TritonKey(object):
+    """triton_key() on a thread of its own, started as soon as Triton is imported: it hashes
+    Triton's sources and libtriton (hundreds of megabytes, hashlib working without the GIL), which
+    then overlaps torch's import instead of following it. Joined by warm_triton before the
+    zygote forks anything, so no child inherits a running thread."""
+
+    def __init__(self):
+        import threading
+        self.seconds = None
+        self.error = None
+        self.thread = threading.Thread(target=self._run, name="rung-triton-key", daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        import importlib
+        t = time.perf_counter()
+        for name in ("triton.runtime.cache", "triton.compiler.compiler"):
+            try:
+                key = getattr(importlib.import_module(name), "triton_key", None)
+                if callable(key):
+                    key()
+                    self.seconds = time.perf_counter() - t
+                    return
+            except Exception as exc:  # noqa: BLE001 - said, and the first compile pays instead
+                self.error = "triton_key from %s: %s: %s" % (name, type(exc).__name__, exc)
+
+    def join(self, warmed):
+        t = time.perf_counter()
+        self.thread.join()
+        if self.seconds is not None:
+            warmed["triton_key"] = self.seconds
+            warmed["triton_key wait"] = time.perf_counter() - t
+        elif self.error:
+            sys.stderr.write("rung: %s\n" % self.error)
+
+
+def start_triton_key():
+    """The thread that computes triton_key(), or None where the warm-up is off."""
+    if os.environ.get("RUNG_NO_TRITON_WARM") == "1":
+        return None
+    return TritonKey()
+
+
+def warm_triton(proto, key=None):
     """What Triton computes once per process at its first compile or cache lookup, computed here
     once so that every forked child inherits it: triton_key() hashes Triton's own sources and
     libtriton (0.34 s of a 0.55 s first compile on the CPU machine), which every prewarm child
@@ -55,16 +98,7 @@ def warm_triton(proto):
     if os.environ.get("RUNG_NO_TRITON_WARM") == "1":
         return warmed
     import importlib
-    t = time.perf_counter()
-    for name in ("triton.runtime.cache", "triton.compiler.compiler"):
-        try:
-            key = getattr(importlib.import_module(name), "triton_key", None)
-            if callable(key):
-                key()
-                warmed["triton_key"] = time.perf_counter() - t
-                break
-        except Exception as exc:
-            sys.stderr.write("rung: triton_key from %s: %s: %s\n" % (name, type(exc).__name__, exc))
+    (key or TritonKey()).join(warmed)
     for name in ("triton_capture", "triton.experimental.gluon"):
         t = time.perf_counter()
         try:

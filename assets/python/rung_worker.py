@@ -566,20 +566,24 @@ def _serve():
     # How long each step of the start took, by name: the hello carries them (`warmed`), and a
     # check that waited for this zygote reports them.
     took = {}
+    key = None
     for mod in wanted if reference else ("numpy", "triton", "torch"):
         t = time.perf_counter()
         try:
             packages[mod] = str(__import__(mod).__version__)
             took["import " + mod] = time.perf_counter() - t
         except Exception:
-            pass
+            continue
+        if mod == "triton" and not interpret:
+            # Hashing Triton for its cache key overlaps torch's import (rung_warm.TritonKey).
+            key = rung_warm.start_triton_key()
     if "torch" in packages:
         t = time.perf_counter()
         rung_warm.preimport(_proto)
         rp.save_timers()
         rp.watch_torch()
         took["preimport"] = time.perf_counter() - t
-    warmed = rung_warm.warm_triton(_proto) if "triton" in packages and not interpret and not reference else {}
+    warmed = rung_warm.warm_triton(_proto, key) if "triton" in packages and not interpret and not reference else {}
     warmed.update(took)
     caps = ["call", "checks", "fork"]
     if "triton" in packages:

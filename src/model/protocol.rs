@@ -89,7 +89,8 @@ pub struct Hello {
     pub start_seconds: Option<f64>,
     /// What the Python zygote did once before it forks, by name, in seconds, so that every child
     /// inherits it: its imports (`import torch`), and `triton_key`, the hash of Triton's
-    /// installation that each compile and cache lookup asks for.
+    /// installation that each compile and cache lookup asks for (on a thread beside torch's
+    /// import; `triton_key wait` is how long the zygote waited for it after its imports).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub warmed: BTreeMap<String, f64>,
     /// Why the worker cannot serve (it exits after saying so).
