@@ -528,3 +528,94 @@ fn what_a_version_starts_does_not_outlive_its_check() {
         assert!(gone(pid), "the `sleep 600` of {file} (pid {pid}) outlived its check");
     }
 }
+
+/// The Python worker's bulk copies (rung_host.Guarded) of a buffer larger than one staging
+/// part: loaded from its file and written back on several threads at once, byte for byte, the
+/// guard zones kept; a link planted at the write-back path replaced, not written through; the
+/// first error a thread meets raised, the other threads stopped. torch's CUDA side is a
+/// stand-in over host memory (rung's CI has no GPU), so what is tested is the parts, the
+/// threads and the files.
+#[test]
+fn the_workers_bulk_copies_go_in_parts_on_several_threads_byte_for_byte() {
+    let Some(python) = common::python_with_numpy() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let scripts = tmp.path().join("scripts");
+    rung::assets::write_python(&scripts).unwrap();
+    let script = r#"
+import contextlib, os, sys, threading, time, types
+import numpy as np
+
+class T:
+    """A tensor over host memory, with the little of torch's API that rung_host uses."""
+    def __init__(self, a): self.a = a
+    device = "cuda:0"
+    def __getitem__(self, k): return T(self.a[k])
+    def copy_(self, src, non_blocking=False):
+        self.a[...] = src.a if isinstance(src, T) else src
+        THREADS.add(threading.current_thread().name)
+        return self
+    def fill_(self, v): self.a[...] = v; return self
+    def numpy(self): return self.a
+    def cpu(self): return T(self.a.copy())
+    def view(self, x): return T(self.a.reshape(x) if isinstance(x, tuple) else self.a.view(x))
+
+class Event:
+    def record(self): pass
+    def synchronize(self): pass
+
+THREADS = set()
+torch = types.ModuleType("torch")
+torch.uint8, torch.float32 = np.uint8, np.float32
+torch.empty = lambda n, dtype=None, device=None, pin_memory=False: T(np.empty(n, dtype))
+torch.frombuffer = lambda b, dtype=None: T(np.frombuffer(b, dtype))
+torch.cuda = types.SimpleNamespace(Event=Event, device=lambda d: contextlib.nullcontext(),
+                                   current_stream=lambda: Event())
+sys.modules["torch"] = torch
+sys.path.insert(0, sys.argv[1])
+import rung_host as h
+h.STAGE_BYTES, h.DIRECT_BYTES = 64 << 10, 1 << 10
+d = sys.argv[2]
+n = (1 << 20) + 12344  # 17 parts of 64 KiB, the last short
+data = np.random.default_rng(7).integers(0, 256, n, dtype=np.uint8)
+src = os.path.join(d, "x.bin")
+data.tofile(src)
+g = h.Guarded(src, "f32", [n // 4], 64)
+assert (g.raw.a[64:64 + n] == data).all(), "loaded bytes differ"
+assert (g.raw.a[:64] == h.GUARD_BYTE).all() and (g.raw.a[64 + n:] == h.GUARD_BYTE).all()
+assert len(THREADS) == h.IO_LANES, THREADS
+g.raw.a[64:64 + n] = data[::-1]
+g.path = os.path.join(d, "y.bin")
+planted = os.path.join(d, "planted")
+open(planted, "wb").write(b"keep")
+os.symlink(planted, g.path)
+assert g.write_back() is None
+assert open(planted, "rb").read() == b"keep", "written through a link"
+assert not os.path.islink(g.path)
+assert (np.fromfile(g.path, np.uint8) == data[::-1]).all(), "written-back bytes differ"
+g.raw.a[64 + n + 3] = 0
+assert g.write_back() == {"before": 0, "after": 1, "farthest": 4}
+seen = []
+def part(off, m, host, done):
+    seen.append(off)
+    if off == h.STAGE_BYTES:
+        raise OSError("part 1")
+    time.sleep(0.05)
+try:
+    h._in_lanes(n, "cuda:0", part)
+    raise AssertionError("no error")
+except OSError as e:
+    assert str(e) == "part 1", e
+assert len(seen) <= 8, "the other lanes went on after the error: %d of 17 parts" % len(seen)
+print("ok")
+"#;
+    let out = Command::new(&python)
+        .args(["-c", script, scripts.to_str().unwrap(), tmp.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok",
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

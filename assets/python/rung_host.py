@@ -208,7 +208,8 @@ class Guarded(object):
 
     def load(self, path):
         """Copies the file at `path`, of this buffer's size, into it (the guards stay): a large one
-        read into two pinned buffers in turn, each copied to the GPU while the other is read."""
+        in parts, read on IO_LANES threads at once into pinned buffers, each part copied to the
+        GPU while the next is read."""
         import torch
         g, n = self.guard, self.nbytes
         with open(path, "rb", buffering=0) as f:
@@ -218,15 +219,17 @@ class Guarded(object):
             if n <= DIRECT_BYTES:
                 # A test size's buffer: no pinned buffers to allocate in this child for it.
                 host = bytearray(n)
-                _read_exact(f, memoryview(host), path)
+                _read_exact(f.fileno(), memoryview(host), 0, path)
                 if n:
                     self.raw[g:g + n].copy_(torch.frombuffer(host, dtype=torch.uint8))
                 return
-            for off, m, host, done in _stages(n):
+
+            def part(off, m, host, done):
                 done.synchronize()  # the last copy out of this staging buffer has ended
-                _read_exact(f, memoryview(host.numpy())[:m], path)
+                _read_exact(f.fileno(), memoryview(host.numpy())[:m], off, path)
                 self.raw[g + off:g + off + m].copy_(host[:m], non_blocking=True)
                 done.record()
+            _in_lanes(n, self.raw.device, part)
         torch.cuda.current_stream().synchronize()
 
     def write_back(self):
@@ -237,20 +240,29 @@ class Guarded(object):
             os.unlink(self.path)
         except FileNotFoundError:
             pass
-        with open(self.path, "xb", buffering=0) as f:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
             if n <= DIRECT_BYTES:
-                _write_part(f, (n, self.raw[g:g + n].cpu(), None))
+                _write_exact(fd, memoryview(self.raw[g:g + n].cpu().numpy()))
                 return self._breach()
-            # Each part copied from the GPU into a pinned buffer while the one before is written.
-            pending = None
-            for off, m, host, done in _stages(n):
-                host[:m].copy_(self.raw[g + off:g + off + m], non_blocking=True)
-                done.record()
-                if pending is not None:
-                    _write_part(f, pending)
-                pending = (m, host, done)
-            if pending is not None:
-                _write_part(f, pending)
+            # Each part copied from the GPU into a pinned buffer, then into a mapping of the file,
+            # on IO_LANES threads at once (writes to one file take its lock one at a time; a
+            # mapping's pages are filled side by side).
+            import mmap
+            np = _np()
+            os.ftruncate(fd, n)
+            mapped = mmap.mmap(fd, n)
+            try:
+                def part(off, m, host, done):
+                    host[:m].copy_(self.raw[g + off:g + off + m], non_blocking=True)
+                    done.record()
+                    done.synchronize()
+                    np.frombuffer(mapped, np.uint8, m, off)[:] = host.numpy()[:m]
+                _in_lanes(n, self.raw.device, part)
+            finally:
+                mapped.close()
+        finally:
+            os.close(fd)
         return self._breach()
 
     def _breach(self):
@@ -260,42 +272,64 @@ class Guarded(object):
         return _breach(self.raw[:g].cpu().numpy(), self.raw[g + self.nbytes:].cpu().numpy(), g)
 
 
-# Bytes in each of the two pinned buffers a GPU buffer is loaded and written back through; a
+# Bytes in each pinned buffer a GPU buffer is loaded and written back through, and how many
+# such buffers there are, each with a thread of its own: reading a benchmark size's input sets
+# (gigabytes, in shared memory) on one thread took most of a Python version's bench set-up. A
 # buffer of DIRECT_BYTES or fewer goes through pageable memory at once.
 STAGE_BYTES = 16 << 20
+IO_LANES = 4
 DIRECT_BYTES = 8 << 20
 _STAGING = []
 
 
-def _stages(n):
-    """(offset, length, pinned buffer, its event) for each part of `n` bytes, the two buffers in
-    turn (made on first use, in the child that has the GPU)."""
+def _in_lanes(n, device, part):
+    """part(offset, length, pinned buffer, its event) for each STAGE_BYTES part of `n` bytes:
+    lane k takes parts k, k + lanes, ... in order through pinned buffer k (made on first use, in
+    the child that has the GPU), so a buffer is filled again only after its last copy ended. The
+    first error a lane met is raised once every lane has stopped."""
+    import threading
     import torch
     if not _STAGING:
-        for _ in range(2):
+        for _ in range(IO_LANES):
             _STAGING.append((torch.empty(STAGE_BYTES, dtype=torch.uint8, pin_memory=True), torch.cuda.Event()))
-    for k, off in enumerate(range(0, n, STAGE_BYTES)):
-        host, done = _STAGING[k % 2]
-        yield off, min(STAGE_BYTES, n - off), host, done
+    parts = [(off, min(STAGE_BYTES, n - off)) for off in range(0, n, STAGE_BYTES)]
+    lanes = min(len(_STAGING), len(parts))
+    errors = []
+
+    def lane(k):
+        host, done = _STAGING[k]
+        try:
+            with torch.cuda.device(device):  # the thread's current device: the buffer's
+                for off, m in parts[k::lanes]:
+                    if errors:
+                        break
+                    part(off, m, host, done)
+                done.synchronize()  # this lane's last copy has ended
+        except BaseException as exc:  # noqa: BLE001 - raised by the caller's thread below
+            errors.append(exc)
+    threads = [threading.Thread(target=lane, args=(k,), name="rung-io-%d" % k) for k in range(1, lanes)]
+    for t in threads:
+        t.start()
+    lane(0)
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
 
 
-def _read_exact(f, view, path):
+def _read_exact(fd, view, off, path):
     got = 0
     while got < len(view):
-        r = f.readinto(view[got:])
+        r = os.preadv(fd, [view[got:]], off + got)
         if not r:
-            raise ValueError("%s ended after %d bytes" % (path, got))
+            raise ValueError("%s ended after %d bytes" % (path, off + got))
         got += r
 
 
-def _write_part(f, part):
-    """Writes a part copied into a pinned buffer to `f`, once its copy has ended."""
-    m, host, done = part
-    if done is not None:
-        done.synchronize()
-    view, written = memoryview(host.numpy())[:m], 0
-    while written < m:
-        written += f.write(view[written:])
+def _write_exact(fd, view):
+    written = 0
+    while written < len(view):
+        written += os.write(fd, view[written:])
 
 
 def _breach(head, tail, guard):

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# rung's GPU measurements, step by step, on a machine with a GPU and rung's release binary (no
+# Rust needed there). After every step the logs so far are packed again into OUT/logs.tgz, so a
+# run stopped part way still leaves what it did.
+#
+#   RUNG=path/to/rung scripts/gpu-run.sh OUT STEP...
+#
+# Steps:
+#   info         the GPU, its driver and clocks, `rung doctor`
+#   demo         `rung demo` from scratch (wall time), then the recorded phases of every rung
+#   warm         `rung selftest --gpu --only warm`: save-to-row times, warm and fresh
+#   st-PART      `rung selftest --gpu --only PART` (workspaces, faults, profile, auto, trace)
+#   repeat       five benches of the demo's v003 in a row: the spread of their medians
+#   suite        scripts/gpu-suite.sh (every selftest part, the bench validation, ncu agreement)
+#   conf         scripts/conformance.py on CONFORMANCE (default ../shared/conformance)
+#   confbench    the same with CONFORMANCE_BENCH=1 (CONFORMANCE_ONLY narrows it)
+#   outslot      `rung check --json` on tests/fixtures/gpu-mode/outslot
+set -uo pipefail
+OUT=${1:?OUT folder}
+shift
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(dirname "$HERE")
+RUNG=$(realpath "${RUNG:-$ROOT/target/release/rung}")
+WORK=${GPU_RUN_WORK:-/tmp/rung-gpu-run}
+LOGS="$WORK/logs"
+mkdir -p "$OUT" "$LOGS"
+PY=${RUNG_PYTHON:-python3}
+
+pack() { tar czf "$OUT/logs.tgz.part" -C "$WORK" logs && mv "$OUT/logs.tgz.part" "$OUT/logs.tgz"; }
+stamp() { date +%s.%N; }
+took() { "$PY" -c "import sys; print('%.2f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$(stamp)"; }
+
+for step in "$@"; do
+  log="$LOGS/$step.log"
+  echo "== $step" | tee "$log"
+  t0=$(stamp)
+  case "$step" in
+    info)
+      nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,persistence_mode --format=csv 2>&1 | tee -a "$log"
+      nproc | tee -a "$log"
+      "$RUNG" --version 2>&1 | tee -a "$log"
+      "$RUNG" doctor 2>&1 | tee -a "$log"
+      ;;
+    demo)
+      rm -rf "$WORK/demo"
+      /usr/bin/time -v "$RUNG" demo "$WORK/demo" >> "$log" 2>&1
+      echo "rung demo: exit $?" | tee -a "$log"
+      "$RUNG" -C "$WORK/demo" history --json --limit 200 > "$LOGS/demo-history.json" 2>> "$log"
+      "$PY" "$HERE/phases.py" "$LOGS/demo-history.json" 2>&1 | tee -a "$log"
+      ;;
+    warm)
+      "$RUNG" selftest --gpu --only warm --dir "$WORK/st-warm" --out "$LOGS/warm.json" >> "$log" 2>&1
+      echo "exit $?" | tee -a "$log"
+      ;;
+    st-*)
+      part=${step#st-}
+      "$RUNG" selftest --gpu --only "$part" --dir "$WORK/st-$part" --out "$LOGS/st-$part.json" >> "$log" 2>&1
+      echo "exit $?" | tee -a "$log"
+      ;;
+    repeat)
+      [ -d "$WORK/demo" ] || "$RUNG" demo "$WORK/demo" > /dev/null 2>&1
+      for i in 1 2 3 4 5; do
+        "$RUNG" -C "$WORK/demo" check v003 --json > "$LOGS/repeat-$i.json" 2>> "$log"
+      done
+      "$PY" "$HERE/phases.py" --repeat "$LOGS"/repeat-*.json 2>&1 | tee -a "$log"
+      ;;
+    suite)
+      GPU_SUITE_WORK="$WORK/suite" RUNG_PYTHON="$PY" bash "$HERE/gpu-suite.sh" "$RUNG" "$LOGS/suite" >> "$log" 2>&1
+      echo "exit $?" | tee -a "$log"
+      ;;
+    conf | confbench)
+      [ "$step" = confbench ] && export CONFORMANCE_BENCH=1
+      PYTHONUNBUFFERED=1 "$PY" "$HERE/conformance.py" "$RUNG" "${CONFORMANCE:-$ROOT/../shared/conformance}" "$WORK/$step" >> "$log" 2>&1
+      echo "exit $?" | tee -a "$log"
+      unset CONFORMANCE_BENCH
+      ;;
+    outslot)
+      rm -rf "$WORK/outslot" && cp -r "$ROOT/tests/fixtures/gpu-mode/outslot" "$WORK/outslot"
+      "$RUNG" -C "$WORK/outslot" check --json > "$LOGS/outslot.json" 2>> "$log"
+      echo "exit $?" | tee -a "$log"
+      ;;
+    *)
+      echo "unknown step $step" | tee -a "$log"
+      ;;
+  esac
+  echo "== $step took $(took "$t0") s" | tee -a "$log"
+  pack
+done
