@@ -619,3 +619,21 @@ print("ok")
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `rung selftest --gpu --only sandbox`'s hostile rows, without a GPU (the versions run in
+/// Triton's interpreter, inside the same sandbox): every hostile version refused with what it
+/// reached for, the honest Triton one passing with the sandbox recorded, nothing reached
+/// outside. Its CUDA and bench rows need a GPU and are left to the GPU suite.
+#[test]
+fn the_sandbox_selftest_refuses_every_hostile_version() {
+    let Some((tmp, _, _)) = sandbox_workspace() else { return };
+    let rows =
+        rung::selftest::run_sandbox(&tmp.path().join("selftest"), Path::new(env!("CARGO_BIN_EXE_rung"))).unwrap();
+    let (bench, mut rows): (Vec<_>, Vec<_>) = rows.iter().partition(|r| r.name.ends_with(" bench"));
+    // The CUDA version (v002) runs only on a GPU.
+    rows.retain(|r| !r.name.starts_with("v002"));
+    assert_eq!((rows.len(), bench.len()), (7, 2), "{rows:?} {bench:?}");
+    for r in rows {
+        assert!(r.ok, "{r:?}");
+    }
+}

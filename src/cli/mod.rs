@@ -274,8 +274,8 @@ pub struct SelftestArgs {
     /// Run everything on the GPU (fails without one).
     #[arg(long)]
     pub gpu: bool,
-    /// Parts to run: faults, workspaces, warm, profile, auto, trace, bench (default: faults,
-    /// plus workspaces, warm, profile, auto and trace with --gpu).
+    /// Parts to run: faults, workspaces, warm, profile, auto, trace, sandbox, bench (default:
+    /// faults, plus workspaces, warm, profile, auto, trace and sandbox with --gpu).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Print the results as JSON.

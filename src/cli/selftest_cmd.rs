@@ -22,7 +22,7 @@ pub(super) fn selftest(args: &SelftestArgs) -> Result<i32> {
     }
     let parts: Vec<String> = if args.only.is_empty() {
         if args.gpu {
-            vec!["faults".into(), "workspaces".into(), "warm".into(), "profile".into(), "auto".into(), "trace".into()]
+            ["faults", "workspaces", "warm", "profile", "auto", "trace", "sandbox"].map(String::from).to_vec()
         } else {
             vec!["faults".into()]
         }
@@ -34,8 +34,10 @@ pub(super) fn selftest(args: &SelftestArgs) -> Result<i32> {
         parts.push("bench".into());
     }
     for p in &parts {
-        if !["faults", "workspaces", "warm", "bench", "profile", "auto", "trace"].contains(&p.as_str()) {
-            eprintln!("rung selftest: unknown part `{p}` (faults, workspaces, warm, bench, profile, auto, trace)");
+        if !["faults", "workspaces", "warm", "bench", "profile", "auto", "trace", "sandbox"].contains(&p.as_str()) {
+            eprintln!(
+                "rung selftest: unknown part `{p}` (faults, workspaces, warm, bench, profile, auto, trace, sandbox)"
+            );
             return Ok(exit::USAGE);
         }
     }
@@ -230,6 +232,18 @@ pub(super) fn selftest(args: &SelftestArgs) -> Result<i32> {
         }
         all_ok &= runs.len() == 3 && runs.iter().all(|r| r.ok) && why.starts_with("target reached");
         doc.insert("auto".into(), serde_json::json!({"steps": runs, "stopped": why}));
+    }
+    if parts.iter().any(|p| p == "sandbox") {
+        let exe = std::env::current_exe().context("finding rung's own binary")?;
+        let rows = st::run_sandbox(&dir.join("sandbox"), &exe)?;
+        if !args.json {
+            println!("\nsandbox (hostile versions on the GPU inside it; the demo's medians inside and outside)");
+            for r in &rows {
+                println!("{} {:<18} {}\n    expected {}", if r.ok { "✓" } else { "✗" }, r.name, r.got, r.expected);
+            }
+        }
+        all_ok &= rows.iter().all(|r| r.ok);
+        doc.insert("sandbox".into(), serde_json::to_value(&rows)?);
     }
     if parts.iter().any(|p| p == "bench") {
         let (runs, reports) =

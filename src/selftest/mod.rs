@@ -10,17 +10,21 @@
 //! - warm: a changed Triton version's file, written with a recompile forced, to its check row in
 //!   the history, with the zygote warm, against a fresh worker that imports torch;
 //! - profile: Nsight Compute on each demo version against rung's own bench, memcheck on the
-//!   out-of-bounds fault and a good version, racecheck on a reduction without its barrier.
+//!   out-of-bounds fault and a good version, racecheck on a reduction without its barrier;
+//! - sandbox: versions that reach for secrets, files outside or the network refused on the GPU,
+//!   and the demo's bench medians inside the sandbox against outside it.
 
 mod auto;
 mod bench;
 mod profile;
+mod sandbox;
 mod trace;
 mod workspaces;
 
 pub use auto::*;
 pub use bench::*;
 pub use profile::*;
+pub use sandbox::*;
 pub use trace::*;
 pub use workspaces::*;
 
