@@ -8,7 +8,7 @@ import sys
 import time
 
 import rung_problem as rp
-from rung_host import RUNG_DTYPES, Guarded, _load, _modules
+from rung_host import Guarded, _load, _modules
 
 # ---------------------------------------------------------------------------------------------
 # Timing

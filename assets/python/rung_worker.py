@@ -29,7 +29,7 @@ import rung_problem as rp
 import rung_sandbox
 import rung_warm
 # The host side of a call (rung_host.py) and the timing (rung_bench.py), written beside this file.
-from rung_host import RUNG_DTYPES, Guarded, HostGuarded, HostTensor, _error, _load, _map, _modules, _np
+from rung_host import Guarded, HostGuarded, HostTensor, _error, _load, _map, _modules, _np
 from rung_host import _sync_and_pending
 from rung_bench import _bench_req, _ceiling, _note_l2_baseline, _problem_modules, _seeded_model
 
