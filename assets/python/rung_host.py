@@ -208,28 +208,40 @@ class Guarded(object):
 
     def load(self, path):
         """Copies the file at `path`, of this buffer's size, into it (the guards stay): a large one
-        in parts, read on IO_LANES threads at once into pinned buffers, each part copied to the
-        GPU while the next is read."""
+        in parts, read by IO_LANES threads at once into pinned buffers, each part copied to the
+        GPU (by this thread, the only one that calls CUDA) as soon as it is read."""
         import torch
         g, n = self.guard, self.nbytes
         with open(path, "rb", buffering=0) as f:
-            size = os.fstat(f.fileno()).st_size
+            fd = f.fileno()
+            size = os.fstat(fd).st_size
             if size != n:
                 raise ValueError("%s holds %d bytes, the buffer %d" % (path, size, n))
             if n <= DIRECT_BYTES:
                 # A test size's buffer: no pinned buffers to allocate in this child for it.
                 host = bytearray(n)
-                _read_exact(f.fileno(), memoryview(host), 0, path)
+                _read_exact(fd, memoryview(host), 0, path)
                 if n:
                     self.raw[g:g + n].copy_(torch.frombuffer(host, dtype=torch.uint8))
                 return
+            staging, parts = _staging(), _parts(n)
+            lanes = len(staging)
+            with _pool() as pool:
+                reads = {}
 
-            def part(off, m, host, done):
-                done.synchronize()  # the last copy out of this staging buffer has ended
-                _read_exact(f.fileno(), memoryview(host.numpy())[:m], off, path)
-                self.raw[g + off:g + off + m].copy_(host[:m], non_blocking=True)
-                done.record()
-            _in_lanes(n, self.raw.device, part)
+                def read(i):
+                    off, m = parts[i]
+                    reads[i] = pool.submit(_read_exact, fd, memoryview(staging[i % lanes][0].numpy())[:m], off, path)
+                for i in range(min(lanes, len(parts))):
+                    read(i)
+                for i, (off, m) in enumerate(parts):
+                    host, done = staging[i % lanes]
+                    reads.pop(i).result()
+                    self.raw[g + off:g + off + m].copy_(host[:m], non_blocking=True)
+                    done.record()
+                    if i + lanes < len(parts):
+                        done.synchronize()  # the copy out of this buffer has ended: refill it
+                        read(i + lanes)
         torch.cuda.current_stream().synchronize()
 
     def write_back(self):
@@ -245,20 +257,27 @@ class Guarded(object):
             if n <= DIRECT_BYTES:
                 _write_exact(fd, memoryview(self.raw[g:g + n].cpu().numpy()))
                 return self._breach()
-            # Each part copied from the GPU into a pinned buffer, then into a mapping of the file,
-            # on IO_LANES threads at once (writes to one file take its lock one at a time; a
-            # mapping's pages are filled side by side).
+            # Each part copied from the GPU into a pinned buffer (by this thread), then into a
+            # mapping of the file by IO_LANES threads at once: writes to one file take its lock
+            # one at a time, while a mapping's pages are filled side by side.
             import mmap
-            np = _np()
             os.ftruncate(fd, n)
             mapped = mmap.mmap(fd, n)
             try:
-                def part(off, m, host, done):
-                    host[:m].copy_(self.raw[g + off:g + off + m], non_blocking=True)
-                    done.record()
-                    done.synchronize()
-                    np.frombuffer(mapped, np.uint8, m, off)[:] = host.numpy()[:m]
-                _in_lanes(n, self.raw.device, part)
+                staging, parts = _staging(), _parts(n)
+                lanes = len(staging)
+                with _pool() as pool:
+                    fills = {}
+                    for i, (off, m) in enumerate(parts):
+                        host, done = staging[i % lanes]
+                        if i >= lanes:
+                            fills.pop(i - lanes).result()  # this buffer's last part is in the file
+                        host[:m].copy_(self.raw[g + off:g + off + m], non_blocking=True)
+                        done.record()
+                        done.synchronize()
+                        fills[i] = pool.submit(_fill, mapped, off, host.numpy()[:m])
+                    for i in sorted(fills):
+                        fills.pop(i).result()
             finally:
                 mapped.close()
         finally:
@@ -273,48 +292,41 @@ class Guarded(object):
 
 
 # Bytes in each pinned buffer a GPU buffer is loaded and written back through, and how many
-# such buffers there are, each with a thread of its own: reading a benchmark size's input sets
-# (gigabytes, in shared memory) on one thread took most of a Python version's bench set-up. A
-# buffer of DIRECT_BYTES or fewer goes through pageable memory at once.
+# such buffers there are, as many as threads that read and fill them: reading a benchmark size's
+# input sets (gigabytes, in shared memory) on one thread took most of a Python version's bench
+# set-up. A buffer of DIRECT_BYTES or fewer goes through pageable memory at once.
 STAGE_BYTES = 16 << 20
 IO_LANES = 4
 DIRECT_BYTES = 8 << 20
 _STAGING = []
 
 
-def _in_lanes(n, device, part):
-    """part(offset, length, pinned buffer, its event) for each STAGE_BYTES part of `n` bytes:
-    lane k takes parts k, k + lanes, ... in order through pinned buffer k (made on first use, in
-    the child that has the GPU), so a buffer is filled again only after its last copy ended. The
-    first error a lane met is raised once every lane has stopped."""
-    import threading
+def _staging():
+    """The pinned buffers (each with its event) a large buffer goes through, made on first use
+    in the child that has the GPU."""
     import torch
     if not _STAGING:
         for _ in range(IO_LANES):
             _STAGING.append((torch.empty(STAGE_BYTES, dtype=torch.uint8, pin_memory=True), torch.cuda.Event()))
-    parts = [(off, min(STAGE_BYTES, n - off)) for off in range(0, n, STAGE_BYTES)]
-    lanes = min(len(_STAGING), len(parts))
-    errors = []
+    return _STAGING
 
-    def lane(k):
-        host, done = _STAGING[k]
-        try:
-            with torch.cuda.device(device):  # the thread's current device: the buffer's
-                for off, m in parts[k::lanes]:
-                    if errors:
-                        break
-                    part(off, m, host, done)
-                done.synchronize()  # this lane's last copy has ended
-        except BaseException as exc:  # noqa: BLE001 - raised by the caller's thread below
-            errors.append(exc)
-    threads = [threading.Thread(target=lane, args=(k,), name="rung-io-%d" % k) for k in range(1, lanes)]
-    for t in threads:
-        t.start()
-    lane(0)
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+
+def _parts(n):
+    """(offset, length) of each STAGE_BYTES part of `n` bytes."""
+    return [(off, min(STAGE_BYTES, n - off)) for off in range(0, n, STAGE_BYTES)]
+
+
+def _pool():
+    """The threads that read and fill the parts: file and memory work only, never CUDA (one
+    thread calling CUDA is what profilers and sanitizers that wrap every call expect)."""
+    from concurrent.futures import ThreadPoolExecutor
+    return ThreadPoolExecutor(max_workers=IO_LANES, thread_name_prefix="rung-io")
+
+
+def _fill(mapped, off, src):
+    """Copies `src` (a part in a pinned buffer) into the mapping at `off`."""
+    np = _np()
+    np.frombuffer(mapped, np.uint8, len(src), off)[:] = src
 
 
 def _read_exact(fd, view, off, path):
