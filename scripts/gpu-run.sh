@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # rung's GPU measurements, step by step, on a machine with a GPU and rung's release binary (no
-# Rust needed there). After every step the logs so far are packed again into OUT/logs.tgz, so a
-# run stopped part way still leaves what it did.
+# Rust needed there). After every step, and every 20 s, the logs so far are packed again into
+# OUT/logs.tgz, so a run stopped part way still leaves what it did.
 #
 #   RUNG=path/to/rung scripts/gpu-run.sh OUT STEP...
 #
@@ -26,7 +26,14 @@ LOGS="$WORK/logs"
 mkdir -p "$OUT" "$LOGS"
 PY=${RUNG_PYTHON:-python3}
 
-pack() { tar czf "$OUT/logs.tgz.part" -C "$WORK" logs && mv "$OUT/logs.tgz.part" "$OUT/logs.tgz"; }
+pack() {
+  local part="$OUT/.logs.$BASHPID.tgz"
+  tar czf "$part" -C "$WORK" logs 2>/dev/null && mv "$part" "$OUT/logs.tgz"
+}
+# Packed every 20 s as well, so a step stopped by a time limit still leaves its log so far.
+( while sleep 20; do pack; done ) &
+packer=$!
+trap 'kill $packer 2>/dev/null' EXIT
 stamp() { date +%s.%N; }
 took() { "$PY" -c "import sys; print('%.2f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$(stamp)"; }
 
