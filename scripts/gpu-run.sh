@@ -9,9 +9,12 @@
 #   info         the GPU, its driver and clocks, `rung doctor`
 #   demo         `rung demo` from scratch (wall time), then the recorded phases of every rung
 #   warm         `rung selftest --gpu --only warm`: save-to-row times, warm and fresh
-#   st-PART      `rung selftest --gpu --only PART` (workspaces, faults, profile, auto, trace)
+#   st-PARTS     `rung selftest --gpu --only PARTS` (a comma list of faults, workspaces, warm,
+#                profile, auto, trace, sandbox)
 #   repeat       five benches of the demo's v003 in a row: the spread of their medians
-#   suite        scripts/gpu-suite.sh (every selftest part, the bench validation, ncu agreement)
+#   suite        scripts/gpu-suite.sh (every selftest part, the bench validation, ncu agreement;
+#                past ten minutes on an H100: SELFTEST_ARGS="--only bench" keeps the bench part
+#                and the ncu table, the other parts go in st-PARTS steps)
 #   conf         scripts/conformance.py on CONFORMANCE (default ../shared/conformance)
 #   confbench    the same with CONFORMANCE_BENCH=1 (CONFORMANCE_ONLY narrows it)
 #   outslot      `rung check --json` on tests/fixtures/gpu-mode/outslot

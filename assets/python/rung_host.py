@@ -233,6 +233,7 @@ class Guarded(object):
                     off, m = parts[i]
                     reads[i] = pool.submit(_read_exact, fd, memoryview(staging[i % lanes][0].numpy())[:m], off, path)
                 for i in range(min(lanes, len(parts))):
+                    staging[i][1].synchronize()  # a copy an earlier call left running has ended
                     read(i)
                 for i, (off, m) in enumerate(parts):
                     host, done = staging[i % lanes]
