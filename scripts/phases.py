@@ -69,7 +69,8 @@ def main(argv):
     for path in argv:
         doc = json.load(open(path))
         rows = list(results(doc))
-        rows.reverse() if "results" in doc else None  # history is newest first
+        if "results" in doc:  # a history, newest first
+            rows.reverse()
         for version, r in rows:
             parts = []
             for ph in phases(r.get("detail", {})):

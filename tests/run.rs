@@ -355,10 +355,7 @@ fn sandbox_workspace() -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {
 
 /// Writes `versions/{name}.py`: the template's Triton version with `line` first in its run().
 fn hostile_version(ws: &Path, name: &str, line: &str) {
-    let src = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
-    let bad = src.replace("def run(a, b, out, n):\n", &format!("def run(a, b, out, n):\n    {line}\n"));
-    assert_ne!(bad, src, "the template's run() changed");
-    std::fs::write(ws.join(format!("versions/{name}.py")), bad).unwrap();
+    rung::selftest::write_hostile(ws, name, line).unwrap();
 }
 
 /// `rung check --json ARGS` in `ws` with HOME at `home`, the sandbox's variable as given (`None`
@@ -390,53 +387,31 @@ fn the_sandbox_refuses_secrets_writes_outside_and_the_network() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let outside = tmp.path().join("outside.txt");
-    let cases = [
-        (
-            "v004-ssh",
-            format!("print(open({:?}).read())", home.join(".ssh/id_ed25519").to_str().unwrap()),
-            ".ssh/id_ed25519",
-        ),
-        (
-            "v005-config",
-            format!("open({:?}).read()", home.join(".config/rung/config.toml").to_str().unwrap()),
-            "config.toml",
-        ),
-        ("v006-write", format!("open({:?}, 'w').write('x')", outside.to_str().unwrap()), "outside.txt"),
-        ("v007-net", format!("import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5)"), ""),
-        // rung's own state: the history (a version could set its own status) and the cached
-        // reference outputs (the answer it is judged against).
-        ("v009-history", "open('.rung/history.db', 'ab').write(b'x')".to_string(), "history.db"),
-        ("v010-cache", "import os; os.listdir('.rung/cache')".to_string(), ".rung/cache"),
-        // Another process's /proc entries (here the zygote's): the CUDA driver needs /proc
-        // written, but only the version's own tasks.
-        (
-            "v011-proc",
-            "import os; p = '/proc/%d/oom_score_adj' % os.getppid(); open(p, 'w').write(open(p).read())".to_string(),
-            "oom_score_adj",
-        ),
-    ];
+    // The GPU suite's own cases (`rung selftest --gpu --only sandbox`).
+    let cases = rung::selftest::hostile_cases(&home, &outside, port);
     // The resource limits: no core dumps, a file-size and a private-memory cap (passes only
     // with all three in place).
     hostile_version(
         &ws,
-        "v008-limits",
+        "v011-limits",
         "import resource as r; assert r.getrlimit(r.RLIMIT_CORE) == (0, 0) and all(0 < r.getrlimit(x)[0] != r.RLIM_INFINITY for x in (r.RLIMIT_FSIZE, r.RLIMIT_DATA)), [r.getrlimit(x) for x in (r.RLIMIT_CORE, r.RLIMIT_FSIZE, r.RLIMIT_DATA)]",
     );
-    for (name, line, _) in &cases {
-        hostile_version(&ws, name, line);
+    for c in &cases {
+        hostile_version(&ws, c.name, &c.line);
     }
     let no_config = tmp.path().join("no-config.toml");
-    let versions = ["v003", "v004", "v005", "v006", "v007", "v009", "v010", "v011", "v008"];
+    let versions = ["v003", "v004", "v005", "v006", "v007", "v008", "v009", "v010", "v011"];
     let v = check_as(&ws, &home, &versions, Some("strict"), &no_config);
     assert_eq!(stage(&v["versions"][0], "check")["verdict"], "pass", "the honest version passes inside: {v}");
-    for (i, (name, _, path)) in cases.iter().enumerate() {
+    for (i, c) in cases.iter().enumerate() {
         let run = stage(&v["versions"][i + 1], "run");
         assert_eq!(
             (run["verdict"].as_str(), run["reason"].as_str()),
             (Some("fail"), Some("sandbox-denied")),
-            "{name}: {run}"
+            "{}: {run}",
+            c.name
         );
-        assert!(run["summary"].as_str().unwrap().contains(path), "{name}: {run}");
+        assert!(run["summary"].as_str().unwrap().contains(c.reaches), "{}: {run}", c.name);
     }
     assert!(!outside.exists(), "nothing was written outside");
     listener.set_nonblocking(true).unwrap();
@@ -650,7 +625,7 @@ fn the_sandbox_selftest_refuses_every_hostile_version() {
     let (bench, mut rows): (Vec<_>, Vec<_>) = rows.iter().partition(|r| r.name.ends_with(" bench"));
     // The CUDA version (v002) runs only on a GPU.
     rows.retain(|r| !r.name.starts_with("v002"));
-    assert_eq!((rows.len(), bench.len()), (7, 2), "{rows:?} {bench:?}");
+    assert_eq!((rows.len(), bench.len()), (9, 2), "{rows:?} {bench:?}");
     for r in rows {
         assert!(r.ok, "{r:?}");
     }

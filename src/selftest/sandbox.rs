@@ -1,5 +1,6 @@
 //! The GPU suite's sandbox rows: versions that reach for an SSH key, rung's config, a file
-//! outside the workspace, a local port or rung's history, run on the GPU inside the sandbox and
+//! outside the workspace, a local port, rung's history or cache or another process's `/proc`
+//! entry, run on the GPU inside the sandbox and
 //! each refused with what it reached for; and the demo's bench medians inside the sandbox beside
 //! the same benches outside it.
 
@@ -21,6 +22,49 @@ pub struct SandboxRow {
 const ROUNDS: usize = 2;
 /// The most the mean of a version's medians inside may differ from outside, percent.
 const MEDIAN_TOLERANCE_PERCENT: f64 = 1.0;
+
+/// A version that reaches past its sandbox: its file's name in `versions/`, the line put first
+/// in the vector-add template's Triton `run()`, and what its denial must name.
+pub struct Hostile {
+    pub name: &'static str,
+    pub line: String,
+    pub reaches: &'static str,
+}
+
+/// Every hostile version, for a home folder holding `.ssh/id_ed25519` and rung's config, a file
+/// `outside` the workspace and a local `port`: reading the key and the config, writing outside,
+/// connecting, writing rung's history, listing its reference cache, and writing another
+/// process's `/proc` entry (the zygote's: CUDA needs `/proc` written, but only the version's own).
+pub fn hostile_cases(home: &Path, outside: &Path, port: u16) -> Vec<Hostile> {
+    let path = |p: &Path| p.to_string_lossy().into_owned();
+    let case = |name, line: String, reaches| Hostile { name, line, reaches };
+    vec![
+        case("v004-ssh", format!("print(open({:?}).read())", path(&home.join(".ssh/id_ed25519"))), ".ssh/id_ed25519"),
+        case("v005-config", format!("open({:?}).read()", path(&home.join(".config/rung/config.toml"))), "config.toml"),
+        case("v006-write", format!("open({:?}, 'w').write('x')", path(outside)), "outside.txt"),
+        case("v007-net", format!("import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5)"), ""),
+        case("v008-history", "open('.rung/history.db', 'ab').write(b'x')".into(), "history.db"),
+        case("v009-cache", "import os; os.listdir('.rung/cache')".into(), ".rung/cache"),
+        case(
+            "v010-proc",
+            "import os; p = '/proc/%d/oom_score_adj' % os.getppid(); open(p, 'w').write(open(p).read())".into(),
+            "oom_score_adj",
+        ),
+    ]
+}
+
+/// Writes `versions/{name}.py` in a vector-add workspace: its Triton version with `line` first in
+/// its `run()`.
+pub fn write_hostile(ws: &Path, name: &str, line: &str) -> anyhow::Result<()> {
+    let template = std::fs::read_to_string(ws.join("versions/v003-triton.py"))?;
+    let anchor = "def run(a, b, out, n):\n";
+    anyhow::ensure!(template.contains(anchor), "the vector-add template's run() changed; update the sandbox's cases");
+    std::fs::write(
+        ws.join(format!("versions/{name}.py")),
+        template.replacen(anchor, &format!("{anchor}    {line}\n"), 1),
+    )?;
+    Ok(())
+}
 
 /// `exe check --json ARGS` in `ws` with HOME at `home`, `RUNG_SANDBOX=mode` and no config file
 /// (rung's own folder named outright, or the versions would not find the toolchain).
@@ -59,11 +103,12 @@ pub fn run_sandbox(dir: &Path, exe: &Path) -> anyhow::Result<Vec<SandboxRow>> {
     let abi = crate::sandbox::kernel_abi();
     if abi == 0 {
         // What the sandbox promises there: no denial, said by `rung doctor` and the TUI's header.
+        let said = crate::sandbox::describe();
         rows.push(SandboxRow {
             name: "landlock (skipped)".into(),
             expected: "a kernel with Landlock, or rung doctor saying it has none".into(),
-            got: crate::sandbox::describe(),
-            ok: crate::sandbox::describe().contains("no Landlock"),
+            ok: said.contains("no Landlock"),
+            got: said,
         });
         return Ok(rows);
     }
@@ -77,23 +122,12 @@ pub fn run_sandbox(dir: &Path, exe: &Path) -> anyhow::Result<Vec<SandboxRow>> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     let port = listener.local_addr()?.port();
     let outside: PathBuf = dir.join("outside.txt");
-    let path = |p: &Path| p.to_string_lossy().into_owned();
-    let cases = [
-        ("v004-ssh", format!("open({:?}).read()", path(&home.join(".ssh/id_ed25519"))), ".ssh/id_ed25519"),
-        ("v005-config", format!("open({:?}).read()", path(&home.join(".config/rung/config.toml"))), "config.toml"),
-        ("v006-write", format!("open({:?}, 'w').write('x')", path(&outside)), "outside.txt"),
-        ("v007-net", format!("import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5)"), ""),
-        ("v008-history", "open('.rung/history.db', 'ab').write(b'x')".to_string(), "history.db"),
-    ];
-    let template = std::fs::read_to_string(ws.join("versions/v003-triton.py"))?;
-    let anchor = "def run(a, b, out, n):\n";
-    anyhow::ensure!(template.contains(anchor), "the vector-add template's run() changed; update the selftest");
-    for (name, line, _) in &cases {
-        let bad = template.replacen(anchor, &format!("{anchor}    {line}\n"), 1);
-        std::fs::write(ws.join(format!("versions/{name}.py")), bad)?;
+    let cases = hostile_cases(&home, &outside, port);
+    for c in &cases {
+        write_hostile(&ws, c.name, &c.line)?;
     }
     let mut ids = vec!["v002", "v003"];
-    ids.extend(cases.iter().map(|(name, _, _)| &name[..4]));
+    ids.extend(cases.iter().map(|c| &c.name[..4]));
     ids.push("--no-bench");
     let report = check_as(exe, &ws, &home, "strict", &ids)?;
     for honest in ["v002", "v003"] {
@@ -106,7 +140,7 @@ pub fn run_sandbox(dir: &Path, exe: &Path) -> anyhow::Result<Vec<SandboxRow>> {
             ok: check.as_deref() == Some("pass") && recorded.starts_with("strict: Landlock ABI"),
         });
     }
-    for (name, _, reached) in &cases {
+    for Hostile { name, reaches, .. } in &cases {
         let run = stage(&report, &name[..4], "run");
         let (verdict, reason, summary) = run.map_or(("missing", "", ""), |s| {
             (
@@ -117,9 +151,9 @@ pub fn run_sandbox(dir: &Path, exe: &Path) -> anyhow::Result<Vec<SandboxRow>> {
         });
         rows.push(SandboxRow {
             name: name.to_string(),
-            expected: format!("run fail sandbox-denied naming `{reached}`"),
+            expected: format!("run fail sandbox-denied naming `{reaches}`"),
             got: format!("run {verdict} {reason}: {summary}"),
-            ok: verdict == "fail" && reason == "sandbox-denied" && summary.contains(reached),
+            ok: verdict == "fail" && reason == "sandbox-denied" && summary.contains(reaches),
         });
     }
     listener.set_nonblocking(true)?;
