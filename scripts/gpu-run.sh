@@ -18,6 +18,11 @@
 #   conf         scripts/conformance.py on CONFORMANCE (default ../shared/conformance)
 #   confbench    the same with CONFORMANCE_BENCH=1 (CONFORMANCE_ONLY narrows it)
 #   outslot      `rung check --json` on tests/fixtures/gpu-mode/outslot
+#   dsl          the cute-dsl and tilelang templates: check, approve the float4 CUDA version, check
+#                and bench the DSL version (`launched` must name its kernels), its SASS beside
+#                the Triton one, and a copy with an undefined name in the kernel (the error's
+#                line); DSL_SITE names a folder holding the DSL wheels unpacked
+#   profile-V    `rung profile V` (Nsight Compute) on the demo workspace left by `demo`
 set -uo pipefail
 OUT=${1:?OUT folder}
 shift
@@ -87,6 +92,51 @@ for step in "$@"; do
     outslot)
       rm -rf "$WORK/outslot" && cp -r "$ROOT/tests/fixtures/gpu-mode/outslot" "$WORK/outslot"
       "$RUNG" -C "$WORK/outslot" check --json > "$LOGS/outslot.json" 2>> "$log"
+      echo "exit $?" | tee -a "$log"
+      ;;
+    dsl)
+      site=$(realpath "${DSL_SITE:?DSL_SITE: the unpacked DSL wheels}")
+      # A wheel's .pth is not read from PYTHONPATH: the CUTLASS DSL's own packages go first.
+      export PYTHONPATH="$site/nvidia_cutlass_dsl/dsl_packages:$site${PYTHONPATH:+:$PYTHONPATH}"
+      for t in cute-dsl tilelang; do
+        ws="$WORK/$t"
+        rm -rf "$ws"
+        "$RUNG" new "$ws" --template "$t" >> "$log" 2>&1
+        v4=$(ls "$ws"/versions/v004-*.py)
+        # The same kernel with an undefined name in its body: its error must name this line.
+        sed -E '0,/^( +)(gC\[i\]|C\[idx\]) = /s//\1\2 = undefined_name + /' "$v4" > "$ws/versions/v005-broken.py"
+        grep -n undefined_name "$ws/versions/v005-broken.py" | tee -a "$log"
+        "$RUNG" -C "$ws" check --json > "$LOGS/$t-check.json" 2>> "$log"
+        echo "$t check: exit $?" | tee -a "$log"
+        "$RUNG" -C "$ws" approve v002 >> "$log" 2>&1
+        "$RUNG" -C "$ws" check v004 --json > "$LOGS/$t-v004.json" 2>> "$log"
+        echo "$t check v004: exit $?" | tee -a "$log"
+        "$RUNG" -C "$ws" diff v003 v004 --sass > "$LOGS/$t-sass.txt" 2>> "$log"
+        "$RUNG" -C "$ws" history --json --limit 50 > "$LOGS/$t-history.json" 2>> "$log"
+        "$PY" - "$LOGS/$t-check.json" "$LOGS/$t-v004.json" <<'PYEOF' 2>&1 | tee -a "$log"
+import json, sys
+for path in sys.argv[1:]:
+    try:
+        doc = json.load(open(path))
+    except Exception as e:
+        print(path, "unreadable:", e)
+        continue
+    for v in doc.get("versions", []):
+        print(v.get("id"), v.get("verdict"))
+        for s in v.get("stages", []):
+            print("  ", s.get("stage"), s.get("verdict"), s.get("reason") or "", "|", (s.get("summary") or "")[:160])
+            d = s.get("detail") or {}
+            if d.get("launched"):
+                print("     launched:", [(k.get("compiler"), k.get("name"), bool(k.get("cubin"))) for k in d["launched"]])
+            for m in (s.get("diagnostics") or [])[:2]:
+                print("     diag: %s:%s:%s %s" % (m.get("file"), m.get("line"), m.get("column"), (m.get("message") or "")[:160]))
+PYEOF
+      done
+      ;;
+    profile-*)
+      version=${step#profile-}
+      [ -d "$WORK/demo" ] || "$RUNG" demo "$WORK/demo" > /dev/null 2>&1
+      "$RUNG" -C "$WORK/demo" profile "$version" >> "$log" 2>&1
       echo "exit $?" | tee -a "$log"
       ;;
     *)
