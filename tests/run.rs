@@ -508,8 +508,10 @@ fn what_a_version_starts_does_not_outlive_its_check() {
 /// part: loaded from its file and written back in parts, the file work on several threads at
 /// once and every CUDA call on the calling thread alone (as profilers and sanitizers that wrap
 /// each call expect), byte for byte, the guard zones kept; a link planted at the write-back path
-/// replaced, not written through; a part's error raised. torch's CUDA side is a stand-in over host
-/// memory (rung's CI has no GPU), so what is tested is the parts, the threads and the files.
+/// replaced, not written through; a part's error raised. With `RUNG_IO_LANES=1` (what `rung
+/// profile` gives its child) the same, every part on the calling thread and no thread started.
+/// torch's CUDA side is a stand-in over host memory (rung's CI has no GPU), so what is tested is
+/// the parts, the threads and the files.
 #[test]
 fn the_workers_bulk_copies_go_in_parts_on_several_threads_byte_for_byte() {
     let Some(python) = common::python_with_numpy() else { return };
@@ -551,10 +553,11 @@ import rung_host as h
 h.STAGE_BYTES, h.DIRECT_BYTES = 64 << 10, 1 << 10
 
 # Each part's file work takes a moment, so that the parts overlap; the most at once is counted.
-busy, most, lock, fail_at = [0], [0], threading.Lock(), [None]
+busy, most, lock, fail_at, workers = [0], [0], threading.Lock(), [None], set()
 def slowed(work):
     def wrapped(*args):
         with lock:
+            workers.add(threading.current_thread().name)
             busy[0] += 1
             most[0] = max(most[0], busy[0])
         try:
@@ -590,6 +593,10 @@ assert open(planted, "rb").read() == b"keep", "written through a link"
 assert not os.path.islink(g.path)
 assert (np.fromfile(g.path, np.uint8) == data[::-1]).all(), "written-back bytes differ"
 assert CUDA == {"MainThread"}, CUDA
+if h.IO_LANES == 1:
+    assert workers == {"MainThread"} and threading.active_count() == 1, workers
+else:
+    assert len(workers) == h.IO_LANES and "MainThread" not in workers, workers
 g.raw.a[64 + n + 3] = 0
 assert g.write_back() == {"before": 0, "after": 1, "farthest": 4}
 for what in (lambda: g.load(src), g.write_back):
@@ -599,18 +606,24 @@ for what in (lambda: g.load(src), g.write_back):
         raise AssertionError("no error")
     except OSError as e:
         assert str(e) == "part at %d" % fail_at[0], e
-print("ok")
+print("ok", h.IO_LANES)
 "#;
-    let out = Command::new(&python)
-        .args(["-c", script, scripts.to_str().unwrap(), tmp.path().to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok",
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    for (lanes, want) in [(None, "ok 4"), (Some("1"), "ok 1")] {
+        let files = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(&python);
+        cmd.args(["-c", script, scripts.to_str().unwrap(), files.path().to_str().unwrap()]);
+        match lanes {
+            Some(l) => cmd.env("RUNG_IO_LANES", l),
+            None => cmd.env_remove("RUNG_IO_LANES"),
+        };
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == want,
+            "RUNG_IO_LANES={lanes:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 /// `rung selftest --gpu --only sandbox`'s hostile rows, without a GPU (the versions run in

@@ -266,13 +266,25 @@ fn run_tool(ws: &Workspace, v: &VersionFile, machine: &Machine, tool: Tool, exe:
 /// targets start inside it: Nsight Compute's, and compute-sanitizer's once the sandbox lets its
 /// process tracker's folder be written ([`crate::sandbox::ToolTracking`]; measured on an H100:
 /// memcheck of a Triton version 10.2 s sandboxed, 9.3 s not).
+///
+/// A Python version's bench set-up loads its inputs on the worker's thread alone there
+/// ([`IO_LANES_VAR`] = 1, unless the caller set it): since that set-up reads on four threads,
+/// Nsight Compute's child has had no answer from the worker at the benchmark size (on an H100
+/// and an H200), where it was answered when one thread read; why is not known yet. The set-up
+/// is not what a profile times.
 fn command(program: &Path, args: &[String], root: &Path) -> Command {
     let mut cmd = Command::new(program);
     cmd.args(args).current_dir(root);
     let sandboxed = crate::sandbox::strict();
     cmd.env(crate::sandbox::MODE_VAR, if sandboxed { "strict" } else { "off" });
+    if std::env::var_os(IO_LANES_VAR).is_none() {
+        cmd.env(IO_LANES_VAR, "1");
+    }
     cmd
 }
+
+/// How many threads the Python worker's bulk copies use (rung_host.py reads it).
+pub const IO_LANES_VAR: &str = "RUNG_IO_LANES";
 
 /// Runs a tool in the workspace's root within [`TOOL_LIMIT`]: the command as run, how it ended,
 /// and its standard output and error together.
@@ -501,6 +513,18 @@ mod tests {
         for tool in ["ncu", "compute-sanitizer"] {
             let cmd = command(Path::new(tool), &[], Path::new("/"));
             assert_eq!(mode_given(&cmd).as_deref(), Some(here), "{tool}");
+        }
+    }
+
+    /// The profilers' child loads a Python version's inputs on one thread unless the caller
+    /// chose otherwise.
+    #[test]
+    fn the_profilers_child_loads_inputs_on_one_thread() {
+        let cmd = command(Path::new("ncu"), &[], Path::new("/"));
+        let given = cmd.get_envs().find(|(k, _)| *k == IO_LANES_VAR).and_then(|(_, v)| v);
+        match std::env::var_os(IO_LANES_VAR) {
+            None => assert_eq!(given, Some(std::ffi::OsStr::new("1"))),
+            Some(_) => assert_eq!(given, None, "the caller's choice is inherited"),
         }
     }
 }
