@@ -21,8 +21,11 @@
 #   dsl          the cute-dsl and tilelang templates: check, approve the float4 CUDA version, check
 #                and bench the DSL version (`launched` must name its kernels), its SASS beside
 #                the Triton one, and a copy with an undefined name in the kernel (the error's
-#                line); DSL_SITE names a folder holding the DSL wheels unpacked
+#                line); DSL_SITE names a folder holding the DSL wheels unpacked (made by
+#                scripts/dsl-wheels.sh); DSL_ONLY=tilelang (or cute-dsl) takes one template
 #   profile-V    `rung profile V` (Nsight Compute) on the demo workspace left by `demo`
+#                (RUNG_IO_LANES=4 in the environment: the Python worker's inputs loaded on four
+#                threads under the profiler, as a bench loads them; rung profile's default is one)
 set -uo pipefail
 OUT=${1:?OUT folder}
 shift
@@ -98,7 +101,7 @@ for step in "$@"; do
       site=$(realpath "${DSL_SITE:?DSL_SITE: the unpacked DSL wheels}")
       # A wheel's .pth is not read from PYTHONPATH: the CUTLASS DSL's own packages go first.
       export PYTHONPATH="$site/nvidia_cutlass_dsl/dsl_packages:$site${PYTHONPATH:+:$PYTHONPATH}"
-      for t in cute-dsl tilelang; do
+      for t in ${DSL_ONLY:-cute-dsl tilelang}; do
         ws="$WORK/$t"
         rm -rf "$ws"
         "$RUNG" new "$ws" --template "$t" >> "$log" 2>&1
