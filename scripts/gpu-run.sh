@@ -45,6 +45,8 @@ pack() {
 ( while sleep 20; do pack; done ) &
 packer=$!
 trap 'kill $packer 2>/dev/null' EXIT
+# The demo workspace a step works in: the `demo` step's, else one made now.
+demo_ws() { [ -d "$WORK/demo" ] || "$RUNG" demo "$WORK/demo" > /dev/null 2>&1; }
 stamp() { date +%s.%N; }
 took() { "$PY" -c "import sys; print('%.2f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$(stamp)"; }
 
@@ -76,7 +78,7 @@ for step in "$@"; do
       echo "exit $?" | tee -a "$log"
       ;;
     repeat)
-      [ -d "$WORK/demo" ] || "$RUNG" demo "$WORK/demo" > /dev/null 2>&1
+      demo_ws
       for i in 1 2 3 4 5; do
         "$RUNG" -C "$WORK/demo" check v003 --json > "$LOGS/repeat-$i.json" 2>> "$log"
       done
@@ -138,7 +140,7 @@ PYEOF
       ;;
     profile-*)
       version=${step#profile-}
-      [ -d "$WORK/demo" ] || "$RUNG" demo "$WORK/demo" > /dev/null 2>&1
+      demo_ws
       "$RUNG" -C "$WORK/demo" profile "$version" >> "$log" 2>&1
       echo "exit $?" | tee -a "$log"
       ;;

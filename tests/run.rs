@@ -519,7 +519,7 @@ fn the_workers_bulk_copies_go_in_parts_on_several_threads_byte_for_byte() {
     let scripts = tmp.path().join("scripts");
     rung::assets::write_python(&scripts).unwrap();
     let script = r#"
-import contextlib, os, sys, threading, time, types
+import os, sys, threading, time, types
 import numpy as np
 
 CUDA = set()  # the threads that called the stand-in's CUDA side

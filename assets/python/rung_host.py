@@ -231,9 +231,10 @@ class Guarded(object):
 
                 def read(i):
                     off, m = parts[i]
-                    reads[i] = pool.submit(_read_exact, fd, memoryview(staging[i % lanes][0].numpy())[:m], off, path)
+                    host, done = staging[i % lanes]
+                    done.synchronize()  # its last copy out, this call's or an earlier one's, has ended
+                    reads[i] = pool.submit(_read_exact, fd, memoryview(host.numpy())[:m], off, path)
                 for i in range(min(lanes, len(parts))):
-                    staging[i][1].synchronize()  # a copy an earlier call left running has ended
                     read(i)
                 for i, (off, m) in enumerate(parts):
                     host, done = staging[i % lanes]
@@ -241,7 +242,6 @@ class Guarded(object):
                     self.raw[g + off:g + off + m].copy_(host[:m], non_blocking=True)
                     done.record()
                     if i + lanes < len(parts):
-                        done.synchronize()  # the copy out of this buffer has ended: refill it
                         read(i + lanes)
         torch.cuda.current_stream().synchronize()
 

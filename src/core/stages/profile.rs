@@ -284,7 +284,7 @@ fn command(program: &Path, args: &[String], root: &Path) -> Command {
 }
 
 /// How many threads the Python worker's bulk copies use (rung_host.py reads it).
-pub const IO_LANES_VAR: &str = "RUNG_IO_LANES";
+const IO_LANES_VAR: &str = "RUNG_IO_LANES";
 
 /// Runs a tool in the workspace's root within [`TOOL_LIMIT`]: the command as run, how it ended,
 /// and its standard output and error together.
