@@ -216,7 +216,16 @@ fn a_workspace_under_a_folder_with_a_comma_builds_and_a_missing_header_is_named_
     assert_eq!(stage["verdict"], "pass", "{stage}");
     assert!(d.is_empty(), "{d:?}");
     let scratch = ws.join(".rung/tmp/traced");
-    let t = rung::trace::build_traced(&nvcc, &ws.join("versions/v010-traced.cu"), "sm_90", &[], &scratch, &ws).unwrap();
+    let t = rung::trace::build_traced(
+        &nvcc,
+        &ws.join("versions/v010-traced.cu"),
+        "sm_90",
+        &[],
+        &scratch,
+        &ws,
+        rung::trace::Leader::Warp,
+    )
+    .unwrap();
     assert_eq!(t.ptx.matches("%globaltimer").count(), 2, "one clock read per marker");
 
     let (stage, d) = build_diagnostics(&ws, "v011-missing-header.cu", &format!("#include \"tiles.cuh\"\n{src}"));
@@ -656,8 +665,15 @@ fn the_tracer_header_is_found_and_compiles_to_nothing_until_traced() {
     assert!(!ptx.contains("globaltimer") && !ptx.contains("rung_trace"), "the markers are nothing untraced");
 
     let scratch = tempfile::tempdir().unwrap();
-    let t = rung::trace::build_traced(&nvcc, &ws.join("versions/v004-traced.cu"), "sm_90", &[], scratch.path(), &ws)
-        .unwrap();
+    let traced_as = |leader| {
+        rung::trace::build_traced(&nvcc, &ws.join("versions/v004-traced.cu"), "sm_90", &[], scratch.path(), &ws, leader)
+            .unwrap()
+    };
+    let t = traced_as(rung::trace::Leader::Warp);
+    // One leader per block: thread 0 writes (no lane test, no warp index), as many clock reads.
+    let b = traced_as(rung::trace::Leader::Block);
+    assert_eq!(b.ptx.matches("%globaltimer").count(), 3, "{}", b.ptx);
+    assert!(t.ptx.contains(", 31;") && !b.ptx.contains(", 31;"), "the lane test is per warp only:\n{}", b.ptx);
     assert_eq!(t.ptx.matches("%globaltimer").count(), 3, "one clock read per marker");
     assert!(t.ptx.contains("%smid") && t.ptx.contains(".global .align 8 .b8 rung_trace[32]"), "{}", t.ptx);
     // One counter per SM's part of the buffer (%smid modulo the parts), not one for the kernel.
@@ -674,7 +690,9 @@ fn the_tracer_header_is_found_and_compiles_to_nothing_until_traced() {
     assert_eq!(out.status.code(), Some(0), "{said}{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(said.lines().count(), 1, "{said}");
     assert!(
-        said.starts_with("no GPU here: v004's traced variant builds for sm_90 (markers: index, indexed)"),
+        said.starts_with(
+            "no GPU here: v004's traced variant builds for sm_90 (markers: index, indexed; one leader per warp)"
+        ),
         "{said}"
     );
     let out = rung(&ws, &["trace", "v001"], &[]);
@@ -703,6 +721,11 @@ fn the_tracer_header_is_found_and_compiles_to_nothing_until_traced() {
     let said = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{said}{}", String::from_utf8_lossy(&out.stderr));
     assert!(said.starts_with("no GPU here: v003's kernels compile with its markers (load)"), "{said}");
+    // Triton's markers are written by every warp's lane 0: asking for block leaders is refused.
+    let out = rung(&ws, &["trace", "v003", "--leader", "block"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(rung::exit::USAGE), "{err}");
+    assert!(err.contains("Triton versions are traced by lane 0 of every warp"), "{err}");
 
     // The demo's traced version: its three sections build into the traced variant, and its
     // checked build (markers compiled to nothing) passes.
@@ -710,7 +733,22 @@ fn the_tracer_header_is_found_and_compiles_to_nothing_until_traced() {
     let out = rung(&demo, &["trace", "v002"], &[]);
     let said = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{said}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(said.contains("(markers: reduce, sum_squares, normalise)"), "{said}");
+    assert!(said.contains("(markers: reduce, sum_squares, normalise; one leader per block)"), "{said}");
+    // Its source defines RUNG_TRACE_PER_BLOCK; --leader overrides it, in what is built too.
+    let out = rung(&demo, &["trace", "v002", "--leader", "warp"], &[]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("; one leader per warp)"), "{said}");
+    let v002 = std::fs::read_dir(demo.join("versions"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("v002"))
+        .unwrap();
+    let demo_as = |leader| {
+        let dir = tempfile::tempdir().unwrap();
+        rung::trace::build_traced(&nvcc, &v002, "sm_90", &[], dir.path(), &demo, leader).unwrap().ptx
+    };
+    let (warp, block) = (demo_as(rung::trace::Leader::Warp), demo_as(rung::trace::Leader::Block));
+    assert!(warp.contains(", 31;") && !block.contains(", 31;"), "the lane test is per warp only:\n{warp}");
     let v = json(&rung(&demo, &["check", "--json", "v002"], &[]));
     assert_eq!(v["versions"][0]["stages"][1]["verdict"], "pass", "{v}");
 
@@ -723,6 +761,7 @@ fn the_tracer_header_is_found_and_compiles_to_nothing_until_traced() {
         &[],
         scratch.path(),
         scratch.path(),
+        rung::trace::Leader::Warp,
     )
     .unwrap_err();
     assert!(e.to_string().contains("has no RUNG_TRACE_BEGIN"), "{e}");

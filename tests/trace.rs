@@ -13,7 +13,15 @@ mod common;
 fn record(ws: &Path, id: &str) -> rung::model::trace::TraceRecord {
     let w = rung::workspace::Workspace::open(ws).unwrap();
     let v = w.version(id).unwrap();
-    let r = |t, name: &str, kind, warp| Record { time_ns: t, tag: hash(name), kind, sm: warp, block: 0, warp };
+    let r = |t, name: &str, kind, warp| Record {
+        time_ns: t,
+        tag: hash(name),
+        kind,
+        sm: warp,
+        block: 0,
+        warp,
+        per_block: false,
+    };
     let rs = [
         r(1_000, "load", Kind::Begin, 0),
         r(1_000, "load", Kind::Begin, 1),
@@ -33,6 +41,7 @@ fn record(ws: &Path, id: &str) -> rung::model::trace::TraceRecord {
         untraced_basis: Some("gpu".into()),
         chrome_trace: format!(".rung/dumps/{id}/{id}.trace.json"),
         summary: summarise(&d, rung::trace::HEADER_MECHANISM),
+        leader: rung::trace::Leader::Warp,
         first_capacity: None,
     }
 }
@@ -53,7 +62,10 @@ fn get_trace_says_what_is_recorded_and_whether_it_is_of_the_file_as_it_is() {
     let got = get_trace(&ctx, &args).unwrap();
     assert_eq!((got.data["available"].as_bool(), got.data["current"].as_bool()), (Some(true), Some(true)));
     let text = &got.text;
-    assert!(text.contains("v001 traced at n=1048576 (sm_90, rung_trace.cuh): 2 leaders on 2 SMs, 0.9 µs"), "{text}");
+    assert!(
+        text.contains("v001 traced at n=1048576 (sm_90, rung_trace.cuh): 2 warp leaders on 2 SMs, 0.9 µs"),
+        "{text}"
+    );
     // load: 600 and 900 ns; median (nearest rank) 600, p99 900; all of each leader's time.
     assert!(
         text.contains("load") && text.contains("0.6 µs") && text.contains("0.9 µs") && text.contains("100.0%"),
@@ -208,4 +220,19 @@ fn the_python_tracer_splits_and_reads_back_the_buffer_as_the_native_worker_does(
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(got, serde_json::json!([[132, 8], [1, 1], [[[0, 3], [1, 4]], 9, 18], [[], 0, 0]]));
+}
+
+/// A record written before the leader was recorded reads back as one of warp leaders (all
+/// traces were then), and the leader round-trips as the schema names it.
+#[test]
+fn a_record_without_a_leader_was_per_warp() {
+    let (_tmp, ws) = common::new_workspace("vector-add");
+    let mut v = serde_json::to_value(record(&ws, "v001")).unwrap();
+    assert_eq!(v["leader"], "warp");
+    v["leader"] = "block".into();
+    let back: rung::model::trace::TraceRecord = serde_json::from_value(v.clone()).unwrap();
+    assert_eq!(back.leader, rung::trace::Leader::Block);
+    v.as_object_mut().unwrap().remove("leader");
+    let old: rung::model::trace::TraceRecord = serde_json::from_value(v).unwrap();
+    assert_eq!(old.leader, rung::trace::Leader::Warp);
 }

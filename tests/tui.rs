@@ -2170,7 +2170,15 @@ fn the_best_to_diff_against_is_picked_on_one_timer() {
 fn t_shows_the_trace_statistics_and_a_timeline_that_zooms_and_scrolls() {
     use rung::trace::{Kind, Record, chrome_trace, decode, hash, names_in, summarise};
     let (_tmp, ws) = new_workspace();
-    let r = |t: u64, name: &str, kind, sm: u32| Record { time_ns: t, tag: hash(name), kind, sm, block: sm, warp: 0 };
+    let r = |t: u64, name: &str, kind, sm: u32| Record {
+        time_ns: t,
+        tag: hash(name),
+        kind,
+        sm,
+        block: sm,
+        warp: 0,
+        per_block: true,
+    };
     // SM 0: load for 600 ns, then store for 400 ns; SM 1: load alone, 1000 ns.
     let rs = [
         r(0, "load", Kind::Begin, 0),
@@ -2184,7 +2192,11 @@ fn t_shows_the_trace_statistics_and_a_timeline_that_zooms_and_scrolls() {
     let w = rung::workspace::Workspace::open(&ws).unwrap();
     let dumps = ws.join(".rung/dumps/v001");
     std::fs::create_dir_all(&dumps).unwrap();
-    std::fs::write(dumps.join("v001.trace.json"), serde_json::to_vec(&chrome_trace(&d)).unwrap()).unwrap();
+    std::fs::write(
+        dumps.join("v001.trace.json"),
+        serde_json::to_vec(&chrome_trace(&d, rung::trace::Leader::Warp)).unwrap(),
+    )
+    .unwrap();
     let record = rung::model::trace::TraceRecord {
         version: "v001".into(),
         source_hash: w.source_hash(w.version("v001").unwrap()).unwrap(),
@@ -2197,6 +2209,7 @@ fn t_shows_the_trace_statistics_and_a_timeline_that_zooms_and_scrolls() {
         untraced_basis: None,
         chrome_trace: ".rung/dumps/v001/v001.trace.json".into(),
         summary: summarise(&d, rung::trace::HEADER_MECHANISM),
+        leader: rung::trace::Leader::Block,
         first_capacity: None,
     };
     std::fs::write(rung::stages::trace::record_path(&w, "v001"), serde_json::to_vec(&record).unwrap()).unwrap();
@@ -2206,7 +2219,7 @@ fn t_shows_the_trace_statistics_and_a_timeline_that_zooms_and_scrolls() {
     press(&mut app, "T");
     let text = screen_text(&app, 100, 30);
     assert!(text.contains("v001 trace · n=1048576 · sm_90 · Esc closes"), "{text}");
-    assert!(text.contains("2 leaders on 2 SMs, 1.0 µs from the first record to the last"), "{text}");
+    assert!(text.contains("2 block leaders on 2 SMs, 1.0 µs from the first record to the last"), "{text}");
     let row = |text: &str, sm: &str| text.lines().find(|l| l.contains(sm)).unwrap_or_default().to_string();
     let (sm0, sm1) = (row(&text, "SM 0 "), row(&text, "SM 1 "));
     // SM 0 is load then store, about 6 to 4; SM 1 is load throughout.

@@ -10,7 +10,7 @@
 //
 // Every macro compiles to nothing unless rung builds the traced variant (-DRUNG_TRACE), so the
 // version that is checked and benched is the version as written. In the traced variant one
-// leader lane per warp (or thread 0 of each block, with -DRUNG_TRACE_PER_BLOCK) writes a record
+// leader lane per warp (or thread 0 of each block, see below) writes a record
 // at each marker: the %globaltimer nanosecond clock, the section's name as a 32-bit hash (FNV-1a
 // of the name, computed at compile time; rung hashes the names it finds in the source the same
 // way), what happened (begin, end, mark), the SM, the block and the warp. The buffer is rung's:
@@ -18,7 +18,10 @@
 // so the kernel's signature does not change. The buffer has one part per SM, each with its own
 // counter, so leaders on different SMs never add to the same address (one counter for the whole
 // kernel serialised every leader's record: a vector add ran 77x its untraced time). A full part
-// is counted, never written past.
+// is counted, never written past. Which leader writes: rung builds with -DRUNG_TRACE_LEADER_WARP
+// or -DRUNG_TRACE_LEADER_BLOCK (`rung trace --leader`); with neither, a source's own
+// `#define RUNG_TRACE_PER_BLOCK` before the include asks for block leaders. Each record says which
+// wrote it, and rung reports what the records say.
 //
 // A .ptx version gets the same by hand: `mov.u64 %rd, %globaltimer;`, `mov.u32 %r, %smid;`, the
 // part `%smid % rung_trace.regions`, an `atom.global.add.u64` on that part's counter
@@ -35,8 +38,8 @@ struct RungTraceRecord {
     uint32_t kind;     // 0 begin, 1 end, 2 mark
     uint32_t sm;       // %smid
     uint32_t block;    // linear block index
-    uint32_t warp;     // warp within the block (0 with RUNG_TRACE_PER_BLOCK)
-    uint32_t pad;
+    uint32_t warp;     // warp within the block (0 for block leaders)
+    uint32_t leader;   // 0: lane 0 of a warp wrote it; 1: thread 0 of a block
 };
 
 // The buffer rung hands the traced kernel: `regions` parts of `per_region` records each (a
@@ -58,11 +61,19 @@ __host__ __device__ constexpr uint32_t rung_trace_hash(const char* s, uint32_t h
 
 #ifdef RUNG_TRACE
 
+#if defined(RUNG_TRACE_LEADER_WARP)
+#define RUNG_TRACE_BLOCK_LEADERS_ 0
+#elif defined(RUNG_TRACE_LEADER_BLOCK) || defined(RUNG_TRACE_PER_BLOCK)
+#define RUNG_TRACE_BLOCK_LEADERS_ 1
+#else
+#define RUNG_TRACE_BLOCK_LEADERS_ 0
+#endif
+
 __device__ RungTraceBuffer rung_trace;
 
 __device__ __forceinline__ void rung_trace_record(uint32_t tag, uint32_t kind) {
     const uint32_t tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-#ifdef RUNG_TRACE_PER_BLOCK
+#if RUNG_TRACE_BLOCK_LEADERS_
     if (tid != 0) return;
     const uint32_t warp = 0;
 #else
@@ -79,7 +90,7 @@ __device__ __forceinline__ void rung_trace_record(uint32_t tag, uint32_t kind) {
     if (rung_trace.records == nullptr || i >= rung_trace.per_region) return;
     const uint32_t block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
     rung_trace.records[static_cast<unsigned long long>(part) * rung_trace.per_region + i] =
-        RungTraceRecord{t, tag, kind, sm, block, warp, 0u};
+        RungTraceRecord{t, tag, kind, sm, block, warp, RUNG_TRACE_BLOCK_LEADERS_};
 }
 
 #define RUNG_TRACE_BEGIN(name) rung_trace_record(rung_trace_hash(#name), 0u)

@@ -500,7 +500,8 @@ fn demo(dir: PathBuf) -> Result<i32> {
     // normalisation. Its outcome is shown, not the demo's exit code.
     if rung::check::Machine::discover().gpu.first().is_some() {
         println!("\nrung demo: the sections inside v002's kernel (`rung trace v002`):");
-        let args = super::trace::TraceArgs { version: "v002".into(), json: false, capacity: None, seed: None };
+        let args =
+            super::trace::TraceArgs { version: "v002".into(), json: false, capacity: None, seed: None, leader: None };
         super::trace::trace_cmd(&dir, &args);
     }
     println!("\nnext: cd {} and edit versions/, then `rung check` (or `rung diff v001 v004`)", dir.display());

@@ -8,6 +8,7 @@ use clap::Args;
 use rung::exit;
 use rung::stages::trace::{self, TraceRunError};
 use rung::toolchain::Toolchain;
+use rung::trace::Leader;
 
 #[derive(Debug, Args)]
 pub struct TraceArgs {
@@ -23,6 +24,11 @@ pub struct TraceArgs {
     /// The seed that draws the inputs (default: drawn).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Who writes the records: lane 0 of every warp, or thread 0 of every block (fewer records,
+    /// less overhead; a section then times the first warp's path). Default: `block` where the
+    /// source defines RUNG_TRACE_PER_BLOCK, else `warp`. `.cu` versions only.
+    #[arg(long, value_parser = ["warp", "block"])]
+    pub leader: Option<String>,
 }
 
 fn code_of(e: &TraceRunError) -> i32 {
@@ -32,6 +38,7 @@ fn code_of(e: &TraceRunError) -> i32 {
         TraceRunError::Kind(_)
         | TraceRunError::NoTritonMarkers(_)
         | TraceRunError::NotRungFormat
+        | TraceRunError::TritonPerBlock
         | TraceRunError::NoSizes => exit::USAGE,
         _ => exit::INTERNAL,
     }
@@ -49,6 +56,14 @@ pub fn trace_cmd(dir: &Path, args: &TraceArgs) -> i32 {
         let ids: Vec<&str> = ws.versions.iter().map(|v| v.id.as_str()).collect();
         eprintln!("rung trace: no version `{}`\n  help: versions here: {}", args.version, ids.join(", "));
         return exit::USAGE;
+    };
+    let asked = args.leader.as_deref().map(|l| if l == "block" { Leader::Block } else { Leader::Warp });
+    let leader = match trace::choose_leader(v.kind, &ws.read_source(&v).unwrap_or_default(), asked) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("rung trace: {e}");
+            return code_of(&e);
+        }
     };
     let tc = Toolchain::discover();
     let machine = rung::check::Machine::discover();
@@ -78,15 +93,16 @@ pub fn trace_cmd(dir: &Path, args: &TraceArgs) -> i32 {
                 return exit::INTERNAL;
             }
         };
-        let built = trace::build(&ws, &v, &tc, None, &scratch);
+        let built = trace::build(&ws, &v, &tc, None, &scratch, leader);
         let _ = std::fs::remove_dir_all(&scratch);
         return match built {
             Ok((t, arch)) => {
                 let names: Vec<&str> = t.names.values().map(String::as_str).collect();
                 println!(
-                    "no GPU here: {}'s traced variant builds for {arch} (markers: {}); `rung trace` launches it on a GPU",
+                    "no GPU here: {}'s traced variant builds for {arch} (markers: {}; one leader per {}); `rung trace` launches it on a GPU",
                     v.id,
-                    names.join(", ")
+                    names.join(", "),
+                    leader.as_str()
                 );
                 exit::OK
             }
@@ -107,7 +123,7 @@ pub fn trace_cmd(dir: &Path, args: &TraceArgs) -> i32 {
         }
     }
     let seed = args.seed.unwrap_or_else(rung::check::draw_seed);
-    match trace::trace_once(&ws, &v, &tc, seed, args.capacity) {
+    match trace::trace_once(&ws, &v, &tc, seed, args.capacity, Some(leader)) {
         Ok(record) => {
             if args.json {
                 println!("{}", serde_json::to_string(&record).expect("a trace record serialises"));

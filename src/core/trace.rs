@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-pub use crate::model::trace::{SectionStats, TraceSummary};
+pub use crate::model::trace::{Leader, SectionStats, TraceSummary};
 
 /// The size of one record.
 pub const RECORD_BYTES: usize = 32;
@@ -43,6 +43,8 @@ pub struct Record {
     pub sm: u32,
     pub block: u32,
     pub warp: u32,
+    /// Written by thread 0 of a block (the record's last word 1), not lane 0 of a warp.
+    pub per_block: bool,
 }
 
 impl Record {
@@ -56,7 +58,7 @@ impl Record {
         };
         let mut b = [0u8; RECORD_BYTES];
         b[0..8].copy_from_slice(&self.time_ns.to_le_bytes());
-        for (i, v) in [self.tag, kind, self.sm, self.block, self.warp].iter().enumerate() {
+        for (i, v) in [self.tag, kind, self.sm, self.block, self.warp, u32::from(self.per_block)].iter().enumerate() {
             b[8 + 4 * i..12 + 4 * i].copy_from_slice(&v.to_le_bytes());
         }
         b
@@ -81,9 +83,16 @@ pub fn parse(bytes: &[u8]) -> Vec<Record> {
                 sm: u32_at(16),
                 block: u32_at(20),
                 warp: u32_at(24),
+                per_block: u32_at(28) == 1,
             }
         })
         .collect()
+}
+
+/// Which leader wrote a launch's records, as they say it (none: no record).
+pub fn leader_of(records: &[Record]) -> Option<Leader> {
+    let first = records.first()?;
+    Some(if first.per_block && records.iter().all(|r| r.per_block) { Leader::Block } else { Leader::Warp })
 }
 
 /// FNV-1a, 32 bits: the tracer's `rung_trace_hash`.
@@ -134,6 +143,7 @@ pub fn build_traced(
     flags: &[String],
     scratch: &Path,
     cwd: &Path,
+    leader: Leader,
 ) -> Result<Traced, TraceError> {
     let text = std::fs::read_to_string(source).map_err(|e| TraceError::Build(format!("{}: {e}", source.display())))?;
     let names = names_in(&text);
@@ -149,6 +159,10 @@ pub fn build_traced(
             .arg(what)
             .arg(format!("-arch={arch}"))
             .args(["-lineinfo", "-O3", "-std=c++17", "-DRUNG_TRACE"])
+            .arg(match leader {
+                Leader::Warp => "-DRUNG_TRACE_LEADER_WARP",
+                Leader::Block => "-DRUNG_TRACE_LEADER_BLOCK",
+            })
             .args(flags)
             .arg(&include_flag)
             .arg("-o")
@@ -165,6 +179,18 @@ pub fn build_traced(
     let cubin = out.pop().unwrap_or_default();
     let ptx = String::from_utf8_lossy(&out.pop().unwrap_or_default()).into_owned();
     Ok(Traced { ptx, cubin, names })
+}
+
+/// The leader a `.cu` source asks for: per block where it defines `RUNG_TRACE_PER_BLOCK` itself
+/// (a `#define` line outside a comment, before it includes rung_trace.cuh), else per warp.
+pub fn leader_declared(source: &str) -> Leader {
+    let defines = source.lines().any(|l| {
+        let l = l.trim_start();
+        l.strip_prefix('#').map(str::trim_start).and_then(|l| l.strip_prefix("define")).is_some_and(|rest| {
+            rest.starts_with([' ', '\t']) && rest.split_whitespace().next() == Some("RUNG_TRACE_PER_BLOCK")
+        })
+    });
+    if defines { Leader::Block } else { Leader::Warp }
 }
 
 /// One begin/end pair.
@@ -327,9 +353,9 @@ pub fn summarise(d: &Decoded, mechanism: &str) -> TraceSummary {
 }
 
 /// The launch as Chrome trace events (Perfetto and chrome://tracing open it): one process per
-/// SM, one thread per leader (`block b warp w`), sections as complete events and marks as
-/// instants, in microseconds from the first record.
-pub fn chrome_trace(d: &Decoded) -> serde_json::Value {
+/// SM, one thread per leader (`block b warp w`, or `block b` for block leaders), sections as
+/// complete events and marks as instants, in microseconds from the first record.
+pub fn chrome_trace(d: &Decoded, leader: Leader) -> serde_json::Value {
     let t0 = d.streams.values().map(|s| s.0).min().unwrap_or(0);
     let us = |t: u64| (t - t0) as f64 / 1000.0;
     let tid = |block: u32, warp: u32| u64::from(block) * 64 + u64::from(warp);
@@ -349,7 +375,10 @@ pub fn chrome_trace(d: &Decoded) -> serde_json::Value {
         if named.insert((i.sm, i.block, i.warp)) {
             events.push(serde_json::json!({
                 "name": "thread_name", "ph": "M", "pid": i.sm, "tid": tid(i.block, i.warp),
-                "args": {"name": format!("block {} warp {}", i.block, i.warp)}
+                "args": {"name": match leader {
+                    Leader::Warp => format!("block {} warp {}", i.block, i.warp),
+                    Leader::Block => format!("block {}", i.block),
+                }}
             }));
         }
         events.push(serde_json::json!({
@@ -371,7 +400,7 @@ pub fn chrome_trace(d: &Decoded) -> serde_json::Value {
     serde_json::json!({
         "traceEvents": events,
         "displayTimeUnit": "ns",
-        "otherData": {"leaders": all.len(), "leaders_shown": shown.len()},
+        "otherData": {"leaders": all.len(), "leaders_shown": shown.len(), "leader": leader.as_str()},
     })
 }
 
@@ -383,7 +412,7 @@ mod tests {
     use super::*;
 
     fn rec(time_ns: u64, name: &str, kind: Kind, sm: u32, block: u32, warp: u32) -> Record {
-        Record { time_ns, tag: hash(name), kind, sm, block, warp }
+        Record { time_ns, tag: hash(name), kind, sm, block, warp, per_block: false }
     }
 
     fn bytes(records: &[Record]) -> Vec<u8> {
@@ -476,7 +505,7 @@ mod tests {
         use Kind::*;
         let names = names_in("RUNG_TRACE_BEGIN(load) RUNG_TRACE_MARK(m)");
         let rs = [rec(5_000, "load", Begin, 2, 4, 1), rec(7_500, "load", End, 2, 4, 1), rec(8_000, "m", Mark, 2, 4, 1)];
-        let text = serde_json::to_string(&chrome_trace(&decode(&rs, &names, 3, 8))).unwrap();
+        let text = serde_json::to_string(&chrome_trace(&decode(&rs, &names, 3, 8), Leader::Warp)).unwrap();
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         let events = v["traceEvents"].as_array().unwrap();
         let x = events.iter().find(|e| e["ph"] == "X").unwrap();
@@ -487,6 +516,44 @@ mod tests {
         assert!(events.iter().any(|e| e["ph"] == "M" && e["args"]["name"] == "SM 2"));
         assert!(events.iter().any(|e| e["ph"] == "M" && e["args"]["name"] == "block 4 warp 1"));
         assert!(events.iter().all(|e| e["ph"] != "X" || e["dur"].as_f64().unwrap() >= 0.0));
+        // Block leaders are named by their block alone, and the file says which leader wrote.
+        let v = chrome_trace(&decode(&rs, &names, 3, 8), Leader::Block);
+        let events = v["traceEvents"].as_array().unwrap();
+        assert!(events.iter().any(|e| e["ph"] == "M" && e["args"]["name"] == "block 4"));
+        assert!(!events.iter().any(|e| e["args"]["name"].as_str().is_some_and(|n| n.contains("warp"))));
+        assert_eq!(v["otherData"]["leader"], "block");
+    }
+
+    /// Each record says which leader wrote it (its last word), and the launch's leader is what
+    /// its records say: block only when every one was written by a block's thread 0.
+    #[test]
+    fn the_records_say_which_leader_wrote_them() {
+        use Kind::*;
+        let by_block = |r: Record| Record { per_block: true, ..r };
+        let block = [by_block(rec(1, "a", Begin, 0, 3, 0)), by_block(rec(2, "a", End, 0, 3, 0))];
+        let parsed = parse(&block.iter().flat_map(Record::to_bytes).collect::<Vec<u8>>());
+        assert_eq!(parsed, block);
+        assert_eq!(leader_of(&parsed), Some(Leader::Block));
+        assert_eq!(leader_of(&[rec(1, "a", Begin, 0, 3, 1)]), Some(Leader::Warp));
+        assert_eq!(leader_of(&[block[0], rec(1, "a", Begin, 0, 3, 1)]), Some(Leader::Warp));
+        assert_eq!(leader_of(&[]), None);
+        // A last word other than 0 or 1 is not a block leader's.
+        let mut raw = block[0].to_bytes();
+        raw[28] = 7;
+        assert!(!parse(&raw)[0].per_block);
+    }
+
+    /// A source chooses block leaders by defining RUNG_TRACE_PER_BLOCK itself; a mention in a
+    /// comment, another macro with that prefix or an #undef does not.
+    #[test]
+    fn a_source_that_defines_per_block_is_traced_per_block() {
+        let with = |line: &str| leader_declared(&format!("// rung: block=256\n{line}\n#include <rung_trace.cuh>\n"));
+        assert_eq!(with("#define RUNG_TRACE_PER_BLOCK"), Leader::Block);
+        assert_eq!(with("  #  define\tRUNG_TRACE_PER_BLOCK 1"), Leader::Block);
+        assert_eq!(with("// #define RUNG_TRACE_PER_BLOCK"), Leader::Warp);
+        assert_eq!(with("#define RUNG_TRACE_PER_BLOCKS"), Leader::Warp);
+        assert_eq!(with("#undef RUNG_TRACE_PER_BLOCK"), Leader::Warp);
+        assert_eq!(with("#defineRUNG_TRACE_PER_BLOCK"), Leader::Warp);
     }
 
     /// A launch of more leaders than the file shows: an even sample of them, every SM still
@@ -504,7 +571,7 @@ mod tests {
             .collect();
         let d = decode(&rs, &names, rs.len() as u64, rs.len() as u64);
         assert_eq!(summarise(&d, HEADER_MECHANISM).sections[0].calls as usize, leaders);
-        let v = chrome_trace(&d);
+        let v = chrome_trace(&d, Leader::Warp);
         let shown = v["otherData"]["leaders_shown"].as_u64().unwrap() as usize;
         assert_eq!(v["otherData"]["leaders"].as_u64(), Some(leaders as u64));
         assert!(shown <= CHROME_MAX_STREAMS && shown > CHROME_MAX_STREAMS / 2, "{shown}");

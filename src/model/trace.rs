@@ -52,6 +52,26 @@ pub struct SectionStats {
     pub sm_mean_max_ns: f64,
 }
 
+/// Who writes a traced kernel's records: lane 0 of every warp, or thread 0 of every block
+/// (`rung_trace.cuh` with `RUNG_TRACE_PER_BLOCK`: a block's warps share one stream, eight times
+/// fewer records for a block of 256, and a section then times the first warp's path only).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Leader {
+    #[default]
+    Warp,
+    Block,
+}
+
+impl Leader {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Leader::Warp => "warp",
+            Leader::Block => "block",
+        }
+    }
+}
+
 /// A version's latest trace as `rung trace` records it (`.rung/dumps/<id>/<id>.trace.record.json`):
 /// what `get_trace` returns.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -72,6 +92,10 @@ pub struct TraceRecord {
     /// The Chrome trace-event file, relative to the workspace.
     pub chrome_trace: String,
     pub summary: TraceSummary,
+    /// One stream of records per warp or per block (a record written before this field existed
+    /// was per warp).
+    #[serde(default)]
+    pub leader: Leader,
     /// With no capacity given, a first launch whose buffer (this many records) overflowed was
     /// followed by a second with room for every record it asked for: this record is the second's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -91,12 +115,13 @@ impl TraceRecord {
         let s = &self.summary;
         let sizes: Vec<String> = self.sizes.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let mut out = format!(
-            "{} traced at {} ({}, {}): {} leaders on {} SMs, {} from the first record to the last; launch {:.3} ms\n",
+            "{} traced at {} ({}, {}): {} {} leaders on {} SMs, {} from the first record to the last; launch {:.3} ms\n",
             self.version,
             sizes.join(" "),
             self.arch,
             s.mechanism,
             s.streams,
+            self.leader.as_str(),
             s.sms,
             t(s.span_ns as f64),
             self.launch_ms

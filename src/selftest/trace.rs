@@ -108,7 +108,7 @@ pub fn run_trace(dir: &Path) -> anyhow::Result<Vec<TraceRow>> {
             .to_string();
         let v = ws.version(id).ok_or_else(|| anyhow::anyhow!("no {id}"))?.clone();
         let untraced_ms = crate::service::latest_bench(&store, id).map(|b| b.headline.median);
-        rows.push(match crate::stages::trace::trace_once(&ws, &v, &tc, 7, None) {
+        rows.push(match crate::stages::trace::trace_once(&ws, &v, &tc, 7, None, None) {
             Ok(run) => {
                 let s = &run.summary;
                 let names: Vec<&str> = s.sections.iter().map(|x| x.name.as_str()).collect();

@@ -80,8 +80,9 @@ pub fn draw(view: &TraceView, theme: &Theme, zoom: u32, offset: f64, top: usize,
     block.render(body, buf);
     let bold = Style::new().add_modifier(Modifier::BOLD);
     let mut lines = vec![Line::from(format!(
-        "{} leaders on {} SMs, {} from the first record to the last; launch {:.3} ms{}",
+        "{} {} leaders on {} SMs, {} from the first record to the last; launch {:.3} ms{}",
         s.streams,
+        r.leader.as_str(),
         s.sms,
         time(s.span_ns as f64 / 1e3),
         r.launch_ms,

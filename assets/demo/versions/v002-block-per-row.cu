@@ -5,8 +5,12 @@
 // and the second pass reads x again (mostly from L2).
 //
 // Its three sections are marked for `rung trace v002` (rung_trace.cuh, found without copying
-// it): the markers compile to nothing in the version that is checked and benched.
+// it): the markers compile to nothing in the version that is checked and benched. Thread 0 of
+// each block writes the records (RUNG_TRACE_PER_BLOCK): a block's eight warps run the same
+// phases in step, and one record per block instead of one per warp keeps the traced kernel near
+// the untraced one. `rung trace v002 --leader warp` traces every warp.
 
+#define RUNG_TRACE_PER_BLOCK
 #include <rung_trace.cuh>
 
 extern "C" __global__ void rmsnorm(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,

@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::check;
 use crate::check::Machine;
 use crate::model::protocol::{self, CallMode, Op, TensorFile, TraceRequest};
-use crate::model::trace::TraceRecord;
+use crate::model::trace::{Leader, TraceRecord};
 use crate::stages::{bench, run};
 use crate::toolchain::Toolchain;
 use crate::trace::{self, Traced};
@@ -37,6 +37,10 @@ pub enum TraceRunError {
         "{0} has no rung_trace.section(\"name\"): `import rung_trace as rt`, name each section at module level (LOAD = rt.section(\"load\")) and mark it in the kernel with rt.begin(LOAD) and rt.end(LOAD)"
     )]
     NoTritonMarkers(String),
+    #[error(
+        "Triton versions are traced by lane 0 of every warp: one leader per block is for `.cu` versions (rung_trace.cuh)"
+    )]
+    TritonPerBlock,
     #[error("no nvcc here: `rung setup` installs it")]
     NoNvcc,
     #[error("rung.toml has no sizes")]
@@ -69,6 +73,7 @@ pub fn build(
     tc: &Toolchain,
     gpu_arch: Option<&str>,
     scratch: &Path,
+    leader: Leader,
 ) -> Result<(Traced, String), TraceRunError> {
     let spec = ws.spec.as_ref().ok_or(TraceRunError::NotRungFormat)?;
     if v.kind != VersionKind::Cuda {
@@ -77,12 +82,13 @@ pub fn build(
     let nvcc = tc.nvcc.as_ref().ok_or(TraceRunError::NoNvcc)?;
     let source = ws.read_source(v).map_err(|source| TraceRunError::Read { path: v.path.clone(), source })?;
     let (arch, _) = crate::stages::build::choose_arch(gpu_arch, spec.build.arch.as_deref(), &source);
-    let traced = trace::build_traced(&nvcc.path, &ws.root.join(&v.path), &arch, &spec.build.flags, scratch, &ws.root)
-        .map_err(|e| match e {
-        // Named as the user knows the file.
-        trace::TraceError::NoMarkers(_) => trace::TraceError::NoMarkers(v.path.display().to_string()),
-        e => e,
-    })?;
+    let traced =
+        trace::build_traced(&nvcc.path, &ws.root.join(&v.path), &arch, &spec.build.flags, scratch, &ws.root, leader)
+            .map_err(|e| match e {
+                // Named as the user knows the file.
+                trace::TraceError::NoMarkers(_) => trace::TraceError::NoMarkers(v.path.display().to_string()),
+                e => e,
+            })?;
     Ok((traced, arch))
 }
 
@@ -116,20 +122,33 @@ pub fn second_capacity(given: Option<u64>, held: u64, asked: u64, first: Option<
     (given.is_none() && first.is_none() && asked > held && room <= MAX_AUTO_CAPACITY).then_some(room)
 }
 
+/// The leader a trace uses: the one asked for, else the one a `.cu` source declares
+/// ([`trace::leader_declared`]), else one per warp. Triton versions have warp leaders only.
+pub fn choose_leader(kind: VersionKind, source: &str, asked: Option<Leader>) -> Result<Leader, TraceRunError> {
+    match kind {
+        VersionKind::Triton if asked == Some(Leader::Block) => Err(TraceRunError::TritonPerBlock),
+        VersionKind::Triton => Ok(Leader::Warp),
+        _ => Ok(asked.unwrap_or_else(|| trace::leader_declared(source))),
+    }
+}
+
 /// Builds the traced variant, launches it once at the first benchmark size, and keeps the record
-/// ([`record_path`]) and the Chrome trace-event file beside the version's dumps.
+/// ([`record_path`]) and the Chrome trace-event file beside the version's dumps. `leader`: see
+/// [`choose_leader`].
 pub fn trace_once(
     ws: &Workspace,
     v: &VersionFile,
     tc: &Toolchain,
     seed: u64,
     capacity: Option<u64>,
+    leader: Option<Leader>,
 ) -> Result<TraceRecord, TraceRunError> {
     let spec = ws.spec.as_ref().ok_or(TraceRunError::NotRungFormat)?;
     let machine = Machine::discover();
     let gpu = machine.gpu.first().ok_or(TraceRunError::NoGpu)?;
     let sizes = spec.bench_sizes.first().or(spec.test_sizes.last()).cloned().ok_or(TraceRunError::NoSizes)?;
     let source = ws.read_source(v).map_err(|source| TraceRunError::Read { path: v.path.clone(), source })?;
+    let leader = choose_leader(v.kind, &source, leader)?;
     let mut slot = None;
     let runners = check::runners_for(ws, &machine, &mut slot).map_err(TraceRunError::Workers)?;
     let dir = runners.scratch(&format!("{}-trace", v.id));
@@ -154,7 +173,7 @@ pub fn trace_once(
             .map_err(|e| TraceRunError::Plan(e.to_string()))?;
             (How::Triton(args), names, gpu.arch(), trace::TRITON_MECHANISM)
         } else {
-            let (traced, arch) = build(ws, v, tc, Some(&gpu.arch()), &dir)?;
+            let (traced, arch) = build(ws, v, tc, Some(&gpu.arch()), &dir, leader)?;
             // build_traced wrote it there.
             let cubin = dir.join("traced.cubin");
             let plan = run::NativePlan::new(ws, spec, v, &source, Some(gpu.sm_count))
@@ -211,12 +230,16 @@ pub fn trace_once(
             }
         };
         let bytes = std::fs::read(&out).map_err(|source| TraceRunError::Read { path: out.clone(), source })?;
-        let decoded = trace::decode(&trace::parse(&bytes), &names, resp.trace_requested.unwrap_or(0), held);
+        let records = trace::parse(&bytes);
+        // The leader the records say wrote them (a source can define the header's macros
+        // itself); what was asked for when none was written.
+        let leader = trace::leader_of(&records).unwrap_or(leader);
+        let decoded = trace::decode(&records, &names, resp.trace_requested.unwrap_or(0), held);
         let summary = trace::summarise(&decoded, mechanism);
         let dumps = ws.state_dir().join(crate::store::DUMPS_DIR).join(&v.id);
         std::fs::create_dir_all(&dumps).map_err(|source| TraceRunError::Read { path: dumps.clone(), source })?;
         let chrome = dumps.join(format!("{}.trace.json", v.id));
-        let text = serde_json::to_string(&trace::chrome_trace(&decoded)).expect("trace events serialise");
+        let text = serde_json::to_string(&trace::chrome_trace(&decoded, leader)).expect("trace events serialise");
         std::fs::write(&chrome, text).map_err(|source| TraceRunError::Read { path: chrome.clone(), source })?;
         let source_hash = ws.source_hash(v).unwrap_or_default();
         // The untraced time beside it: the latest bench of this source at this size.
@@ -237,6 +260,7 @@ pub fn trace_once(
             untraced_basis: untraced.map(|b| b.basis),
             chrome_trace: chrome.strip_prefix(&ws.root).unwrap_or(&chrome).display().to_string(),
             summary,
+            leader,
             first_capacity,
         };
         let path = record_path(ws, &v.id);
