@@ -417,6 +417,68 @@ fn the_python_worker_speaks_the_protocol_and_the_zygote_survives_a_crashed_child
     assert!(child.wait().unwrap().success());
 }
 
+/// Under a profiler (RUNG_WORKER_NO_FORK=1) the zygote serves its fork's requests itself, in
+/// the process the tool started and attached to, and ends when the child would have.
+#[test]
+fn an_unforked_zygote_serves_the_check_itself_and_ends_with_it() {
+    let Some(python) = common::python_with_numpy() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("reference.py"), "def reference(x):\n    return x * 2\n").unwrap();
+    let x: Vec<u8> = [1f32, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(dir.join("x.bin"), &x).unwrap();
+    let mut child = Command::new(&python)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python/rung_worker.py"))
+        .arg("--interpret")
+        .env("RUNG_WORKER_NO_FORK", "1")
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let _hello = lines.next().unwrap().unwrap();
+    let mut next = || -> Response { serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap() };
+    let mut send = |req: Request| {
+        writeln!(stdin, "{}", serde_json::to_string(&req).unwrap()).unwrap();
+        stdin.flush().unwrap();
+    };
+    let fork = Fork {
+        mode: CallMode::Reference,
+        prewarm: vec![],
+        prewarm_seconds: None,
+        prewarm_arch: None,
+        token: Some("t".into()),
+    };
+    send(Request { id: 1, op: Op::Fork(fork) });
+    let forked = next();
+    assert!(forked.ok, "{forked:?}");
+    assert_eq!(forked.pid, Some(child.id()), "the zygote is the child");
+    let x_file = TensorFile { path: dir.join("x.bin"), dtype: DType::F32, shape: vec![2] };
+    let y_file = TensorFile { path: dir.join("y.bin"), dtype: DType::F32, shape: vec![2] };
+    send(Request {
+        id: 2,
+        op: Op::Call(Call {
+            file: "reference.py".into(),
+            function: "reference".into(),
+            mode: CallMode::Reference,
+            args: BTreeMap::from([("x".into(), Arg::Tensor(x_file))]),
+            returns: BTreeMap::from([("y".into(), y_file)]),
+            guard_bytes: 0,
+            trace: None,
+        }),
+    });
+    let r = next();
+    assert!(r.ok && r.token.as_deref() == Some("t"), "{r:?}");
+    let y: Vec<u8> = [2f32, 4.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    assert_eq!(std::fs::read(dir.join("y.bin")).unwrap(), y);
+    send(Request { id: 3, op: Op::Exit });
+    assert!(next().ok);
+    assert!(child.wait().unwrap().success(), "the child's exit is the zygote's");
+}
+
 /// The zygote's compile-only prewarm (what a GPU check of a new Triton source starts with): the
 /// prewarm children call run() with fake tensors and compile for the named compute capability
 /// into the workspace's Triton cache, without opening a GPU, while the check's child is forked at

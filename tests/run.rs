@@ -508,8 +508,8 @@ fn what_a_version_starts_does_not_outlive_its_check() {
 /// part: loaded from its file and written back in parts, the file work on several threads at
 /// once and every CUDA call on the calling thread alone (as profilers and sanitizers that wrap
 /// each call expect), byte for byte, the guard zones kept; a link planted at the write-back path
-/// replaced, not written through; a part's error raised. With `RUNG_IO_LANES=1` (what `rung
-/// profile` gives its child) the same, every part on the calling thread and no thread started.
+/// replaced, not written through; a part's error raised. With `RUNG_IO_LANES=1` the same, every
+/// part on the calling thread and no thread started.
 /// torch's CUDA side is a stand-in over host memory (rung's CI has no GPU), so what is tested is
 /// the parts, the threads and the files.
 #[test]

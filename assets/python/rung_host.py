@@ -296,8 +296,7 @@ class Guarded(object):
 # such buffers there are, as many as threads that read and fill them: reading a benchmark size's
 # input sets (gigabytes, in shared memory) on one thread took most of a Python version's bench
 # set-up. A buffer of DIRECT_BYTES or fewer goes through pageable memory at once. RUNG_IO_LANES
-# sets the number of lanes; with one, no thread is started (rung profile's child: its tools wrap
-# the process, and its bench set-up is not timed).
+# sets the number of lanes; with one, no thread is started.
 STAGE_BYTES = 16 << 20
 
 

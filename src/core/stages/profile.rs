@@ -267,24 +267,22 @@ fn run_tool(ws: &Workspace, v: &VersionFile, machine: &Machine, tool: Tool, exe:
 /// process tracker's folder be written ([`crate::sandbox::ToolTracking`]; measured on an H100:
 /// memcheck of a Triton version 10.2 s sandboxed, 9.3 s not).
 ///
-/// A Python version's bench set-up loads its inputs on the worker's thread alone there
-/// ([`IO_LANES_VAR`] = 1, unless the caller set it): since that set-up reads on four threads,
-/// Nsight Compute's child has had no answer from the worker at the benchmark size (on an H100
-/// and an H200), where it was answered when one thread read; why is not known yet. The set-up
-/// is not what a profile times.
+/// The Python worker does not fork there ([`NO_FORK_VAR`]): the tools attach to processes that
+/// are started, and a zygote's forked child inherits the injected library without its threads.
+/// On an H100, with the four-thread input loader and with one, Nsight Compute's forked child
+/// waited on a lock in its main thread for good (the zygote it forked from held the tool's
+/// threads); unforked, the tool attaches to the process that runs the version.
 fn command(program: &Path, args: &[String], root: &Path) -> Command {
     let mut cmd = Command::new(program);
     cmd.args(args).current_dir(root);
     let sandboxed = crate::sandbox::strict();
     cmd.env(crate::sandbox::MODE_VAR, if sandboxed { "strict" } else { "off" });
-    if std::env::var_os(IO_LANES_VAR).is_none() {
-        cmd.env(IO_LANES_VAR, "1");
-    }
+    cmd.env(NO_FORK_VAR, "1");
     cmd
 }
 
-/// How many threads the Python worker's bulk copies use (rung_host.py reads it).
-const IO_LANES_VAR: &str = "RUNG_IO_LANES";
+/// Tells the Python zygote to serve its first fork's requests itself (rung_worker.py reads it).
+const NO_FORK_VAR: &str = "RUNG_WORKER_NO_FORK";
 
 /// Runs a tool in the workspace's root within [`TOOL_LIMIT`]: the command as run, how it ended,
 /// and its standard output and error together.
@@ -516,15 +514,11 @@ mod tests {
         }
     }
 
-    /// The profilers' child loads a Python version's inputs on one thread unless the caller
-    /// chose otherwise.
+    /// The profilers' child runs the Python worker unforked.
     #[test]
-    fn the_profilers_child_loads_inputs_on_one_thread() {
+    fn the_profilers_child_runs_the_python_worker_unforked() {
         let cmd = command(Path::new("ncu"), &[], Path::new("/"));
-        let given = cmd.get_envs().find(|(k, _)| *k == IO_LANES_VAR).and_then(|(_, v)| v);
-        match std::env::var_os(IO_LANES_VAR) {
-            None => assert_eq!(given, Some(std::ffi::OsStr::new("1"))),
-            Some(_) => assert_eq!(given, None, "the caller's choice is inherited"),
-        }
+        let given = cmd.get_envs().find(|(k, _)| *k == NO_FORK_VAR).and_then(|(_, v)| v);
+        assert_eq!(given, Some(std::ffi::OsStr::new("1")));
     }
 }
