@@ -344,8 +344,7 @@ pub fn watch(
 
     // Build threads.
     let builds: Arc<Queue<BuildJob>> = Queue::new();
-    let threads =
-        opts.build_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()).min(8));
+    let threads = opts.build_threads.unwrap_or_else(|| crate::check::build_lanes(usize::MAX));
     for _ in 0..threads.max(1) {
         let (q, tx, machine, seed) = (builds.clone(), tx.clone(), machine.clone(), opts.seed);
         std::thread::spawn(move || {
