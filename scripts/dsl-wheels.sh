@@ -4,6 +4,9 @@
 #
 #   scripts/dsl-wheels.sh OUTDIR [PART_BYTES]
 #
+# DSLS="tilelang" (or "cute-dsl") fetches one DSL's set only: fewer parts to carry when the other
+# is already there or not wanted (default: both).
+#
 # leaves OUTDIR/part.aa, part.ab, ... (PART_BYTES each, default 37 MB) and OUTDIR/dsl.sha256.
 # On the GPU machine: `cat part.* | xz -dc | tar xf - -C DIR`, then `DSL_SITE=DIR/dslsite
 # scripts/gpu-run.sh OUT dsl` (it puts the folder on PYTHONPATH, the CUTLASS DSL's own packages
@@ -19,14 +22,20 @@ PART=${2:-37000000}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$OUT" "$WORK/wheels" "$WORK/dslsite"
+DSLS=${DSLS:-cute-dsl tilelang}
+wanted=("ml-dtypes>=0.5.1" cloudpickle cuda-bindings cuda-pathfinder protobuf psutil tqdm "typing-extensions>=4.10")
+for dsl in $DSLS; do
+  case "$dsl" in
+    cute-dsl) wanted+=("nvidia-cutlass-dsl==4.8.1" "nvidia-cutlass-dsl-libs-base==4.8.1"
+                       "nvidia-cutlass-dsl-libs-core==4.8.1" "nvidia-cutlass-dsl-libs-cu13==4.8.1") ;;
+    tilelang) wanted+=("tilelang==0.1.15" "apache-tvm-ffi==0.1.12" "z3-solver==4.15.4.0" torch-c-dlpack-ext) ;;
+    *) echo "DSLS: unknown DSL '$dsl' (cute-dsl or tilelang)" >&2; exit 2 ;;
+  esac
+done
 pip download --no-deps --only-binary=:all: --python-version 3.12 \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any \
-  -d "$WORK/wheels" \
-  "nvidia-cutlass-dsl==4.8.1" "nvidia-cutlass-dsl-libs-base==4.8.1" "nvidia-cutlass-dsl-libs-core==4.8.1" \
-  "nvidia-cutlass-dsl-libs-cu13==4.8.1" "tilelang==0.1.15" "apache-tvm-ffi==0.1.12" "z3-solver==4.15.4.0" \
-  "ml-dtypes>=0.5.1" cloudpickle torch-c-dlpack-ext cuda-bindings cuda-pathfinder protobuf psutil tqdm \
-  "typing-extensions>=4.10"
+  -d "$WORK/wheels" "${wanted[@]}"
 for w in "$WORK"/wheels/*.whl; do
   python3 -m zipfile -e "$w" "$WORK/dslsite/"
 done

@@ -25,7 +25,13 @@
 #                scripts/dsl-wheels.sh); DSL_ONLY=tilelang (or cute-dsl) takes one template
 #   profile-V    `rung profile V` (Nsight Compute) on the demo workspace left by `demo`
 #                (RUNG_IO_LANES=4 in the environment: the Python worker's inputs loaded on four
-#                threads under the profiler, as a bench loads them; rung profile's default is one)
+#                threads under the profiler, as a bench loads them; rung profile's default is one);
+#                past 60 s without an answer, every rung and Python thread's state and kernel wait
+#                channel from /proc go in the log (a stalled worker says where it waits)
+#   trace-leaders the demo's v002 traced twice with one leader per warp and twice with one per
+#                block (`--leader`): the overhead of each
+#   builds       benches/check_builds.sh: BUILDS_N (default 200) CUDA versions built one at a time
+#                and as rung chooses
 set -uo pipefail
 OUT=${1:?OUT folder}
 shift
@@ -50,8 +56,21 @@ demo_ws() { [ -d "$WORK/demo" ] || "$RUNG" demo "$WORK/demo" > /dev/null 2>&1; }
 stamp() { date +%s.%N; }
 took() { "$PY" -c "import sys; print('%.2f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$(stamp)"; }
 
+# Every rung and Python process's threads: state and kernel wait channel, from /proc.
+procs() {
+  for d in /proc/[0-9]*; do
+    cmd=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null) || continue
+    case "$cmd" in *rung*|*python*) ;; *) continue ;; esac
+    echo "pid ${d#/proc/}: ${cmd:0:160}"
+    for t in "$d"/task/*; do
+      echo "  tid ${t##*/} $(cat "$t/comm" 2>/dev/null) state=$(awk '{print $3}' "$t/stat" 2>/dev/null) wchan=$(cat "$t/wchan" 2>/dev/null)"
+    done
+  done
+}
+
 for step in "$@"; do
-  log="$LOGS/$step.log"
+  # A step run again under another RUNG_IO_LANES keeps its own log.
+  log="$LOGS/$step${RUNG_IO_LANES:+-lanes$RUNG_IO_LANES}.log"
   echo "== $step" | tee "$log"
   t0=$(stamp)
   case "$step" in
@@ -141,7 +160,25 @@ PYEOF
     profile-*)
       version=${step#profile-}
       demo_ws
+      ( sleep 60; echo "-- threads at 60 s"; procs ) >> "$log.procs" 2>&1 &
+      watcher=$!
       "$RUNG" -C "$WORK/demo" profile "$version" >> "$log" 2>&1
+      echo "exit $?" | tee -a "$log"
+      kill "$watcher" 2>/dev/null
+      [ -s "$log.procs" ] && cat "$log.procs" >> "$log" && rm -f "$log.procs"
+      ;;
+    trace-leaders)
+      demo_ws
+      "$RUNG" -C "$WORK/demo" check v002 --json > "$LOGS/trace-check.json" 2>> "$log"
+      echo "check: exit $?" | tee -a "$log"
+      for leader in warp block warp block; do
+        "$RUNG" -C "$WORK/demo" trace v002 --leader "$leader" >> "$log" 2>&1
+        echo "trace v002 --leader $leader: exit $?" | tee -a "$log"
+      done
+      "$RUNG" -C "$WORK/demo" trace v002 --json > "$LOGS/trace-v002.json" 2>> "$log"
+      ;;
+    builds)
+      bash "$ROOT/benches/check_builds.sh" "$RUNG" "${BUILDS_N:-200}" >> "$log" 2>&1
       echo "exit $?" | tee -a "$log"
       ;;
     *)
