@@ -276,6 +276,44 @@ fn a_response_with_an_unknown_field_is_refused() {
     assert!(serde_json::from_str::<Response>(bad).is_err());
 }
 
+/// A call of `function` in the workspace's reference.py on the tensor `x`, returning `y`.
+fn reference_call(id: u64, function: &str, x: &TensorFile, y: Option<&TensorFile>) -> Request {
+    Request {
+        id,
+        op: Op::Call(Call {
+            file: "reference.py".into(),
+            function: function.into(),
+            mode: CallMode::Reference,
+            args: BTreeMap::from([("x".into(), Arg::Tensor(x.clone()))]),
+            returns: y.map(|y| BTreeMap::from([("y".into(), y.clone())])).unwrap_or_default(),
+            guard_bytes: 0,
+            trace: None,
+        }),
+    }
+}
+
+/// The Python worker in Triton's interpreter mode in `dir`, with `env` set: the process, its
+/// standard input and its lines out.
+fn interpret_worker(
+    python: &str,
+    dir: &std::path::Path,
+    env: &[(&str, &str)],
+) -> (std::process::Child, std::process::ChildStdin, std::io::Lines<BufReader<std::process::ChildStdout>>) {
+    let mut child = Command::new(python)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python/rung_worker.py"))
+        .arg("--interpret")
+        .envs(env.iter().copied())
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    (child, stdin, lines)
+}
+
 #[test]
 fn the_python_worker_speaks_the_protocol_and_the_zygote_survives_a_crashed_child() {
     let Some(python) = common::python_with_numpy() else { return };
@@ -289,17 +327,7 @@ fn the_python_worker_speaks_the_protocol_and_the_zygote_survives_a_crashed_child
     std::fs::write(dir.join("checks.py"), "from rung import rung\n\n@rung(\"positive\")\ndef p(i, o, s):\n    assert (o[\"y\"] > 0).all(), \"not positive\"\n").unwrap();
     let x: Vec<u8> = [1f32, 2.0, 3.0, 4.0].iter().flat_map(|v| v.to_le_bytes()).collect();
     std::fs::write(dir.join("x.bin"), &x).unwrap();
-    let mut child = Command::new(&python)
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python/rung_worker.py"))
-        .arg("--interpret")
-        .current_dir(dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut child, mut stdin, mut lines) = interpret_worker(&python, dir, &[]);
     let validator = jsonschema::validator_for(&committed()).unwrap();
     let mut next = |validate: bool| -> serde_json::Value {
         let line = lines.next().unwrap().unwrap();
@@ -337,18 +365,7 @@ fn the_python_worker_speaks_the_protocol_and_the_zygote_survives_a_crashed_child
         // The child's answers carry its fork's token; the zygote's death reports do not.
         assert_eq!(forked.token.as_deref(), Some(format!("token-{round}").as_str()));
         assert!(forked.phases.contains_key("fork"));
-        send(Request {
-            id: 2,
-            op: Op::Call(Call {
-                file: "reference.py".into(),
-                function: "reference".into(),
-                mode: CallMode::Reference,
-                args: BTreeMap::from([("x".into(), Arg::Tensor(x_file.clone()))]),
-                returns: BTreeMap::from([("y".into(), y_file.clone())]),
-                guard_bytes: 0,
-                trace: None,
-            }),
-        });
+        send(reference_call(2, "reference", &x_file, Some(&y_file)));
         let r: Response = serde_json::from_value(next(true)).unwrap();
         assert!(r.ok, "{r:?}");
         let y: Vec<f32> = std::fs::read(dir.join("y.bin"))
@@ -371,18 +388,7 @@ fn the_python_worker_speaks_the_protocol_and_the_zygote_survives_a_crashed_child
         assert!(r.rungs[0].ok);
         if round == 2 {
             let t = std::time::Instant::now();
-            send(Request {
-                id: 7,
-                op: Op::Call(Call {
-                    file: "reference.py".into(),
-                    function: "leave".into(),
-                    mode: CallMode::Reference,
-                    args: BTreeMap::from([("x".into(), Arg::Tensor(x_file.clone()))]),
-                    returns: BTreeMap::new(),
-                    guard_bytes: 0,
-                    trace: None,
-                }),
-            });
+            send(reference_call(7, "leave", &x_file, None));
             let died: Response = serde_json::from_value(next(true)).unwrap();
             let e = died.error.unwrap();
             assert_eq!(e.kind, "WorkerDied");
@@ -390,18 +396,7 @@ fn the_python_worker_speaks_the_protocol_and_the_zygote_survives_a_crashed_child
             assert!(t.elapsed() < std::time::Duration::from_secs(5), "reported at once, not at a time-out");
         } else if round == 0 {
             // The child dies; the zygote says so, and the next fork works.
-            send(Request {
-                id: 4,
-                op: Op::Call(Call {
-                    file: "reference.py".into(),
-                    function: "crash".into(),
-                    mode: CallMode::Reference,
-                    args: BTreeMap::from([("x".into(), Arg::Tensor(x_file.clone()))]),
-                    returns: BTreeMap::new(),
-                    guard_bytes: 0,
-                    trace: None,
-                }),
-            });
+            send(reference_call(4, "crash", &x_file, None));
             let died: Response = serde_json::from_value(next(true)).unwrap();
             assert!(!died.ok);
             let e = died.error.unwrap();
@@ -427,18 +422,7 @@ fn an_unforked_zygote_serves_the_check_itself_and_ends_with_it() {
     std::fs::write(dir.join("reference.py"), "def reference(x):\n    return x * 2\n").unwrap();
     let x: Vec<u8> = [1f32, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
     std::fs::write(dir.join("x.bin"), &x).unwrap();
-    let mut child = Command::new(&python)
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python/rung_worker.py"))
-        .arg("--interpret")
-        .env("RUNG_WORKER_NO_FORK", "1")
-        .current_dir(dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut child, mut stdin, mut lines) = interpret_worker(&python, dir, &[("RUNG_WORKER_NO_FORK", "1")]);
     let _hello = lines.next().unwrap().unwrap();
     let mut next = || -> Response { serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap() };
     let mut send = |req: Request| {
@@ -458,18 +442,7 @@ fn an_unforked_zygote_serves_the_check_itself_and_ends_with_it() {
     assert_eq!(forked.pid, Some(child.id()), "the zygote is the child");
     let x_file = TensorFile { path: dir.join("x.bin"), dtype: DType::F32, shape: vec![2] };
     let y_file = TensorFile { path: dir.join("y.bin"), dtype: DType::F32, shape: vec![2] };
-    send(Request {
-        id: 2,
-        op: Op::Call(Call {
-            file: "reference.py".into(),
-            function: "reference".into(),
-            mode: CallMode::Reference,
-            args: BTreeMap::from([("x".into(), Arg::Tensor(x_file))]),
-            returns: BTreeMap::from([("y".into(), y_file)]),
-            guard_bytes: 0,
-            trace: None,
-        }),
-    });
+    send(reference_call(2, "reference", &x_file, Some(&y_file)));
     let r = next();
     assert!(r.ok && r.token.as_deref() == Some("t"), "{r:?}");
     let y: Vec<u8> = [2f32, 4.0].iter().flat_map(|v| v.to_le_bytes()).collect();
