@@ -471,6 +471,63 @@ print(json.dumps(out))
     assert!(memo[1].as_str().unwrap().contains("refilled with fresh values"), "{v}");
 }
 
+/// A GPU MODE bench poisons the output slots the judge named, in every input set, before each
+/// timed call (the version's and the reference's alike): a call cannot find the last call's
+/// answer still in its output. Slots the reference also reads keep their values, and a
+/// KernelBench bench, whose model returns new tensors, poisons nothing.
+#[test]
+fn a_problem_bench_poisons_the_output_slots_before_each_timed_call() {
+    let Some(python) = python_with_torch() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = outslot(tmp.path(), "outslot");
+    let kb = fixture(tmp.path(), "kernelbench", "kb");
+    let script = format!(
+        r#"
+import json, sys
+sys.path.insert(0, {assets:?})
+import torch
+import rung_problem as rp
+import rung_bench as w
+out = {{}}
+
+def setup(hints, reference=False):
+    return w._problem_bench_setup({{"series": 0, "hints": hints, "problem": {{"problem": {ws:?} + "/reference.py",
+        "version": {ws:?} + "/versions/v001-fills-output.py", "format": "gpu-mode", "seed": 5, "reference": reference,
+        "args": {{"size": 8, "seed": 5}}, "sets": 3, "device": "cpu"}}}})
+
+b = setup({{"output_slots": ["data[2]"]}})
+out["poisoned"] = len(b["poison"])
+for g in b["poison"]:
+    g.refill()
+out["all_poison"] = all(bool((kw["data"][2].view(torch.uint8) == 0xFF).all()) for kw, _ in b["sets"])
+out["inputs_kept"] = all(bool(torch.isfinite(kw["data"][0]).all()) for kw, _ in b["sets"])
+c = b["fn"](**b["sets"][1][0])
+a, bb, _ = b["sets"][1][0]["data"]
+out["recomputed"] = bool(torch.equal(c, a + bb))
+out["reference"] = len(setup({{"output_slots": ["data[2]"]}}, reference=True)["poison"])
+out["inout"] = len(setup({{"output_slots": ["data[2]"], "inout_slots": ["data[2]"]}})["poison"])
+out["no_hints"] = len(setup({{}})["poison"])
+kb = {kb:?}
+k = w._problem_bench_setup({{"series": 0, "hints": {{"output_slots": ["inputs[0]"]}}, "problem": {{
+    "problem": kb + "/19_Linear_ReLU.py", "version": kb + "/versions/v001-torch.py", "format": "kernel-bench",
+    "seed": 5, "sets": 2, "device": "cpu"}}}})
+out["kernelbench"] = len(k["poison"])
+print(json.dumps(out))
+"#,
+        assets = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python"),
+        ws = ws.display().to_string(),
+        kb = kb.display().to_string(),
+    );
+    let out = Command::new(&python).args(["-c", &script]).current_dir(&ws).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["poisoned"], 3, "one output per set: {v}");
+    assert_eq!((v["all_poison"].as_bool(), v["inputs_kept"].as_bool()), (Some(true), Some(true)), "{v}");
+    assert_eq!(v["recomputed"], true, "{v}");
+    assert_eq!((v["reference"].as_u64(), v["inout"].as_u64()), (Some(3), Some(0)), "{v}");
+    assert_eq!((v["no_hints"].as_u64(), v["kernelbench"].as_u64()), (Some(0), Some(0)), "{v}");
+}
+
 #[test]
 fn an_input_the_problem_cannot_draw_twice_is_not_a_mutation() {
     let Some(_) = python_with_torch() else { return };

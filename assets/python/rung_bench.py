@@ -128,9 +128,32 @@ def _problem_bench_setup(req):
 
     cuda = device == "cuda"
     _bench[series] = dict(fn=timed, sets=sets, flush=flush, next=0, observe=observe, fresh=fresh,
+                          poison=_output_slots(pb["format"], sets, req.get("hints") or {}),
                           start=torch.cuda.Event(enable_timing=True) if cuda else None,
                           end=torch.cuda.Event(enable_timing=True) if cuda else None)
     return _bench[series]
+
+
+class _SlotPoison:
+    """One output tensor of a GPU MODE input set, poisoned again before each timed call (as a
+    rung.toml version's outputs are): a call that finds its answer still there from the last one
+    cannot skip its work."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def refill(self):
+        rp.poison(self.t, rp.POISONS[0])
+
+
+def _output_slots(fmt, sets, hints):
+    """The tensors of every set's `data` the judge found the reference writes (`output_slots`),
+    less those it also reads (`inout_slots`, whose drawn values are part of the answer). A
+    KernelBench model returns new tensors: nothing to poison."""
+    if fmt != "gpu-mode":
+        return []
+    outs = set(hints.get("output_slots", ())) - set(hints.get("inout_slots", ()))
+    return [_SlotPoison(x) for kw, _ in sets for n, x in rp.flatten(kw["data"], "data", []) if n in outs]
 
 
 def _bench_setup(req):

@@ -220,6 +220,17 @@ fn run_native(
     }
 }
 
+/// What the judge learns of a problem at one benchmark ([`protocol::Judge::learn`]): what a
+/// bench's timed calls poison and its re-check acts on.
+pub(super) fn learn(
+    runners: &mut Runners,
+    judge: &protocol::Judge,
+    limit: Duration,
+) -> Result<protocol::JudgeHints, crate::stages::run::JudgeFailed> {
+    let asked = protocol::Judge { learn: true, ..judge.clone() };
+    crate::stages::run::judge_call(runners, CallMode::Cuda, asked, limit).map(|r| r.hints.unwrap_or_default())
+}
+
 /// A GPU MODE or KernelBench bench's re-check, judged in a process that never ran the version:
 /// what the judge learns of the problem (`judge` carries the problem, its arguments and seed),
 /// the version's two calls (set 0's buffers refilled with a fresh draw, then new buffers), and
@@ -229,14 +240,15 @@ pub(super) fn problem_recheck(
     runners: &mut Runners,
     target: &Target,
     judge: protocol::Judge,
+    learnt: Result<protocol::JudgeHints, crate::stages::run::JudgeFailed>,
     limit: Duration,
     size: &mut SizeBench,
     timed: &[protocol::Sample],
 ) {
     use crate::stages::run::{JudgeFailed, judge_call};
     let failed = |f: JudgeFailed| (Some(format!("the judge: {}", f.2)), f.1);
-    let mut hints = match judge_call(runners, CallMode::Cuda, protocol::Judge { learn: true, ..judge.clone() }, limit) {
-        Ok(r) => r.hints.unwrap_or_default(),
+    let mut hints = match learnt {
+        Ok(h) => h,
         Err(f) => return problem_rechecked(size, failed(f), None, timed),
     };
     let mut fresh = None;
