@@ -184,6 +184,8 @@ pub fn build_traced(
 /// The leader a `.cu` source asks for: per block where it defines `RUNG_TRACE_PER_BLOCK` itself
 /// (a `#define` line outside a comment, before it includes rung_trace.cuh), else per warp.
 pub fn leader_declared(source: &str) -> Leader {
+    let block_comment = regex::Regex::new(r"(?s)/\*.*?\*/").expect("a valid pattern");
+    let source = block_comment.replace_all(source, "");
     let defines = source.lines().any(|l| {
         let l = l.trim_start();
         l.strip_prefix('#').map(str::trim_start).and_then(|l| l.strip_prefix("define")).is_some_and(|rest| {
@@ -551,6 +553,8 @@ mod tests {
         assert_eq!(with("#define RUNG_TRACE_PER_BLOCK"), Leader::Block);
         assert_eq!(with("  #  define\tRUNG_TRACE_PER_BLOCK 1"), Leader::Block);
         assert_eq!(with("// #define RUNG_TRACE_PER_BLOCK"), Leader::Warp);
+        assert_eq!(with("/* one per block:\n#define RUNG_TRACE_PER_BLOCK\n*/"), Leader::Warp);
+        assert_eq!(with("/* a note */ #define RUNG_TRACE_PER_BLOCK"), Leader::Block);
         assert_eq!(with("#define RUNG_TRACE_PER_BLOCKS"), Leader::Warp);
         assert_eq!(with("#undef RUNG_TRACE_PER_BLOCK"), Leader::Warp);
         assert_eq!(with("#defineRUNG_TRACE_PER_BLOCK"), Leader::Warp);
