@@ -403,24 +403,34 @@ fn a_forward_that_draws_is_seeded_alike_in_both_processes() {
     assert_eq!((v.as_str(), r.as_str()), ("fail", "problem-check"), "{summary}");
 }
 
-#[test]
-fn a_bench_re_check_refills_the_timed_buffers_and_names_a_remembered_result() {
-    let Some(python) = python_with_torch() else { return };
+/// Runs `body` (Python) in a copy of the outslot fixture with torch and rung's worker modules
+/// imported (`rp`, `w`), `WS` and `KB` naming the outslot and KernelBench fixture copies: what it
+/// prints, as JSON. None (the test skips) without torch.
+fn worker_script(body: &str) -> Option<serde_json::Value> {
+    let python = python_with_torch()?;
     let tmp = tempfile::tempdir().unwrap();
     let ws = outslot(tmp.path(), "outslot");
     let kb = fixture(tmp.path(), "kernelbench", "kb");
-    // The worker's bench set-up on the CPU: the timed calls, then the re-check on set 0.
     let script = format!(
+        "import json, sys\nsys.path.insert(0, {assets:?})\nimport torch\nimport rung_problem as rp\nimport rung_bench as w\nWS = {ws:?}\nKB = {kb:?}\n{body}",
+        assets = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python"),
+        ws = ws.display().to_string(),
+        kb = kb.display().to_string(),
+    );
+    let out = Command::new(python).args(["-c", &script]).current_dir(&ws).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    Some(serde_json::from_slice(&out.stdout).unwrap())
+}
+
+#[test]
+fn a_bench_re_check_refills_the_timed_buffers_and_names_a_remembered_result() {
+    // The worker's bench set-up on the CPU: the timed calls, then the re-check on set 0.
+    let Some(v) = worker_script(
         r#"
-import json, sys
-sys.path.insert(0, {assets:?})
-import torch
-import rung_problem as rp
-import rung_bench as w
 from rung_host import RUNG_DTYPES
 rp.save_timers()
 rp.watch_torch()
-out = {{}}
+out = {}
 
 def recheck(b, judge):
     # The version's side on set 0's buffers and on new ones, then the judge's.
@@ -429,38 +439,34 @@ def recheck(b, judge):
         return rp.recheck_verdict(*judge(recs))
 
 for v in ["v001-fills-output.py", "v019-memoised-in-bench.py", "v002-new-tensor.py"]:
-    b = w._problem_bench_setup({{"series": 0, "problem": {{"problem": {ws:?} + "/reference.py",
-        "version": {ws:?} + "/versions/" + v, "format": "gpu-mode", "seed": 5,
-        "args": {{"size": 64, "seed": 5}}, "sets": 2, "device": "cpu"}}}})
-    prob = w._problem_module({ws:?} + "/reference.py", "gpu-mode")
-    st = {{}}
+    b = w._problem_bench_setup({"series": 0, "problem": {"problem": WS + "/reference.py",
+        "version": WS + "/versions/" + v, "format": "gpu-mode", "seed": 5,
+        "args": {"size": 64, "seed": 5}, "sets": 2, "device": "cpu"}})
+    prob = w._problem_module(WS + "/reference.py", "gpu-mode")
+    st = {}
     draw = lambda: (torch.manual_seed(9), prob.generate_input(size=64, seed=9))[1]
     rp.learn_ref_slots(prob, draw(), st, "cpu", draw)
-    hints = {{"output_slots": sorted(st["ref_slots"]), "regenerable": sorted(st["regenerable"])}}
+    hints = {"output_slots": sorted(st["ref_slots"]), "regenerable": sorted(st["regenerable"])}
     for _ in range(20):
         b["fn"](**b["sets"][0][0])
-    out[v] = recheck(b, lambda recs: rp.judge_gpu_mode(prob, {{"size": 64, "seed": 5}}, recs, {{}}, RUNG_DTYPES,
+    out[v] = recheck(b, lambda recs: rp.judge_gpu_mode(prob, {"size": 64, "seed": 5}, recs, {}, RUNG_DTYPES,
                                                           False, "cpu", st))
-kb = {kb:?}
+kb = KB
 for v in ["v001-torch.py", "v003-wrong.py"]:
-    b = w._problem_bench_setup({{"series": 0, "problem": {{"problem": kb + "/19_Linear_ReLU.py",
-        "version": kb + "/versions/" + v, "format": "kernel-bench", "seed": 5, "sets": 2, "device": "cpu"}}}})
+    b = w._problem_bench_setup({"series": 0, "problem": {"problem": kb + "/19_Linear_ReLU.py",
+        "version": kb + "/versions/" + v, "format": "kernel-bench", "seed": 5, "sets": 2, "device": "cpu"}})
     prob = w._problem_module(kb + "/19_Linear_ReLU.py", "kernel-bench")
-    hints = {{}}
+    hints = {}
     torch.manual_seed(5)
     init = prob.get_init_inputs()
     b["fn"](**b["sets"][0][0])
     out[v] = recheck(b, lambda recs: rp.judge_kernelbench(prob, lambda: w._seeded_model(prob.Model, init, 5, "cpu"),
-                                                            recs, {{}}, RUNG_DTYPES, "cpu"))
+                                                            recs, {}, RUNG_DTYPES, "cpu"))
 print(json.dumps(out))
 "#,
-        assets = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python"),
-        ws = ws.display().to_string(),
-        kb = kb.display().to_string(),
-    );
-    let out = Command::new(&python).args(["-c", &script]).current_dir(&ws).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    ) else {
+        return;
+    };
     assert!(v["v001-fills-output.py"].is_null(), "{v}");
     assert!(v["v002-new-tensor.py"].is_null(), "{v}");
     // KernelBench: Model beside the timed ModelNew; a wrong version is wrong by the rule.
@@ -477,25 +483,16 @@ print(json.dumps(out))
 /// KernelBench bench, whose model returns new tensors, poisons nothing.
 #[test]
 fn a_problem_bench_poisons_the_output_slots_before_each_timed_call() {
-    let Some(python) = python_with_torch() else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = outslot(tmp.path(), "outslot");
-    let kb = fixture(tmp.path(), "kernelbench", "kb");
-    let script = format!(
+    let Some(v) = worker_script(
         r#"
-import json, sys
-sys.path.insert(0, {assets:?})
-import torch
-import rung_problem as rp
-import rung_bench as w
-out = {{}}
+out = {}
 
 def setup(hints, reference=False):
-    return w._problem_bench_setup({{"series": 0, "hints": hints, "problem": {{"problem": {ws:?} + "/reference.py",
-        "version": {ws:?} + "/versions/v001-fills-output.py", "format": "gpu-mode", "seed": 5, "reference": reference,
-        "args": {{"size": 8, "seed": 5}}, "sets": 3, "device": "cpu"}}}})
+    return w._problem_bench_setup({"series": 0, "hints": hints, "problem": {"problem": WS + "/reference.py",
+        "version": WS + "/versions/v001-fills-output.py", "format": "gpu-mode", "seed": 5, "reference": reference,
+        "args": {"size": 8, "seed": 5}, "sets": 3, "device": "cpu"}})
 
-b = setup({{"output_slots": ["data[2]"]}})
+b = setup({"output_slots": ["data[2]"]})
 out["poisoned"] = len(b["poison"])
 for g in b["poison"]:
     g.refill()
@@ -504,23 +501,19 @@ out["inputs_kept"] = all(bool(torch.isfinite(kw["data"][0]).all()) for kw, _ in 
 c = b["fn"](**b["sets"][1][0])
 a, bb, _ = b["sets"][1][0]["data"]
 out["recomputed"] = bool(torch.equal(c, a + bb))
-out["reference"] = len(setup({{"output_slots": ["data[2]"]}}, reference=True)["poison"])
-out["inout"] = len(setup({{"output_slots": ["data[2]"], "inout_slots": ["data[2]"]}})["poison"])
-out["no_hints"] = len(setup({{}})["poison"])
-kb = {kb:?}
-k = w._problem_bench_setup({{"series": 0, "hints": {{"output_slots": ["inputs[0]"]}}, "problem": {{
+out["reference"] = len(setup({"output_slots": ["data[2]"]}, reference=True)["poison"])
+out["inout"] = len(setup({"output_slots": ["data[2]"], "inout_slots": ["data[2]"]})["poison"])
+out["no_hints"] = len(setup({})["poison"])
+kb = KB
+k = w._problem_bench_setup({"series": 0, "hints": {"output_slots": ["inputs[0]"]}, "problem": {
     "problem": kb + "/19_Linear_ReLU.py", "version": kb + "/versions/v001-torch.py", "format": "kernel-bench",
-    "seed": 5, "sets": 2, "device": "cpu"}}}})
+    "seed": 5, "sets": 2, "device": "cpu"}})
 out["kernelbench"] = len(k["poison"])
 print(json.dumps(out))
 "#,
-        assets = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python"),
-        ws = ws.display().to_string(),
-        kb = kb.display().to_string(),
-    );
-    let out = Command::new(&python).args(["-c", &script]).current_dir(&ws).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    ) else {
+        return;
+    };
     assert_eq!(v["poisoned"], 3, "one output per set: {v}");
     assert_eq!((v["all_poison"].as_bool(), v["inputs_kept"].as_bool()), (Some(true), Some(true)), "{v}");
     assert_eq!(v["recomputed"], true, "{v}");
