@@ -11,15 +11,15 @@ crash or a sticky CUDA error ends only the child. When a child dies the parent s
 line ({"ok": false, "error": {"type": "WorkerDied", ...}}).
 
 The messages are defined in Rust (src/model/protocol.rs) and described by schema/worker.schema.json;
-the first line out is the handshake.
+the first line out is the handshake. Lines are read a byte at a time so that no process reads
+ahead into a line meant for another (parent and child share standard input). Standard output
+carries the protocol only: anything a version prints goes to standard error.
 
 Under a profiler or sanitizer (RUNG_WORKER_NO_FORK=1, which `rung profile` sets) the zygote
 does not fork: it serves its first fork's requests itself and ends with them. Nsight Compute
 attaches to processes that are started, not forked: a forked child inherits the injected
-library's state but none of its threads, and on the H100 and H200 its first profiled call
-waited on a lock for good. Lines are read a byte at a time so that no process reads
-ahead into a line meant for another (parent and child share standard input). Standard output
-carries the protocol only: anything a version prints goes to standard error.
+library's state but none of its threads, and on an H100 its first profiled call waited on a
+lock for good.
 """
 
 import importlib.util
