@@ -521,6 +521,43 @@ print(json.dumps(out))
     assert_eq!((v["no_hints"].as_u64(), v["kernelbench"].as_u64()), (Some(0), Some(0)), "{v}");
 }
 
+/// A problem bench keeps one input set when one is past `ONE_SET_BYTES` (KernelBench's published
+/// inputs are 6.4-7.5 GB: three would be drawn and held for nothing an L2 could tell apart), says
+/// how many it kept, and draws KernelBench's sets as the check does, on the device it runs on.
+#[test]
+fn a_problem_bench_keeps_one_input_set_when_one_is_huge() {
+    let Some(v) = worker_script(
+        r#"
+out = {}
+w.ONE_SET_BYTES = 1024
+
+def gpu_mode(size):
+    b = w._problem_bench_setup({"series": 0, "problem": {"problem": WS + "/reference.py",
+        "version": WS + "/versions/v001-fills-output.py", "format": "gpu-mode", "seed": 5,
+        "args": {"size": size, "seed": 5}, "sets": 3, "device": "cpu"}})
+    return len(b["sets"])
+
+out["small"], out["large"] = gpu_mode(8), gpu_mode(512)
+kb = w._problem_bench_setup({"series": 0, "problem": {"problem": KB + "/19_Linear_ReLU.py",
+    "version": KB + "/versions/v001-torch.py", "format": "kernel-bench", "seed": 5, "sets": 3, "device": "cpu"}})
+out["kernelbench"] = len(kb["sets"])
+prob = w._problem_module(KB + "/19_Linear_ReLU.py", "kernel-bench")
+again = rp.kernelbench_inputs(prob, 5, "cpu")
+out["same_draw"] = all(bool(torch.equal(a, b)) for a, b in zip(kb["sets"][0][0]["inputs"], again))
+w.ONE_SET_BYTES = 1 << 30
+out["kernelbench_small"] = len(w._problem_bench_setup({"series": 0, "problem": {"problem": KB + "/19_Linear_ReLU.py",
+    "version": KB + "/versions/v001-torch.py", "format": "kernel-bench", "seed": 5, "sets": 3, "device": "cpu"}})["sets"])
+print(json.dumps(out))
+"#,
+    ) else {
+        return;
+    };
+    // size 8: three f32 tensors of 8 (96 bytes); size 512: 6 KiB, past the lowered threshold.
+    assert_eq!((v["small"].as_u64(), v["large"].as_u64()), (Some(3), Some(1)), "{v}");
+    assert_eq!((v["kernelbench"].as_u64(), v["kernelbench_small"].as_u64()), (Some(1), Some(3)), "{v}");
+    assert_eq!(v["same_draw"], true, "the bench draws KernelBench's inputs as the check does: {v}");
+}
+
 #[test]
 fn an_input_the_problem_cannot_draw_twice_is_not_a_mutation() {
     let Some(_) = python_with_torch() else { return };

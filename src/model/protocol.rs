@@ -215,9 +215,9 @@ pub struct Call {
     /// Guard bytes around every tensor on the GPU (0: none).
     #[serde(default)]
     pub guard_bytes: u64,
-    /// A traced call of a Triton version (`rung trace`): before the version is imported the
-    /// worker allocates the buffer as for a traced launch and gives its addresses to
-    /// `rung_trace.py`'s markers, and afterwards writes the records kept to `out` (the answer's
+    /// A traced call of a Triton or CuTe DSL version (`rung trace`): before the version is
+    /// imported the worker allocates the buffer as for a traced launch and gives its addresses
+    /// to the markers its source imports (`rung_trace.py`, `rung_trace_cute.py`), and afterwards writes the records kept to `out` (the answer's
     /// `trace_requested` and `trace_needed`, as a launch's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceRequest>,
@@ -618,6 +618,10 @@ pub struct Response {
     /// The fixed cost in `wall_ms` of waiting for the device (an empty call, median, ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixed_ms: Option<f64>,
+    /// A series' first request: the input sets the timed calls rotate through (fewer than asked
+    /// when one set is past a GiB, far past any L2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_sets: Option<u32>,
     /// Why samples carry no `busy_ms` (CUPTI not found, refused, stopped or off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timer_note: Option<String>,

@@ -169,7 +169,7 @@ pub(super) fn recheck_set() -> usize {
 
 /// The statistics of one size's samples (no graph replay, no re-check yet).
 pub(super) fn size_bench(sizes: &SizeSet, series: &Series) -> SizeBench {
-    let Series { samples, fixed_ms, stop, timer_note, l2_persisting_bytes, phases } = series;
+    let Series { samples, fixed_ms, stop, timer_note, l2_persisting_bytes, phases, input_sets } = series;
     let (fixed_ms, stop) = (*fixed_ms, *stop);
     let (metric, basis) = headline_samples(samples, fixed_ms);
     let summary = |f: fn(&protocol::Sample) -> f64| stats::summarize(&samples.iter().map(f).collect::<Vec<_>>());
@@ -182,7 +182,7 @@ pub(super) fn size_bench(sizes: &SizeSet, series: &Series) -> SizeBench {
         wall: summary(|s| s.wall_ms),
         fixed_ms,
         stop,
-        input_sets: INPUT_SETS,
+        input_sets: input_sets.unwrap_or(INPUT_SETS),
         flush_bytes: FLUSH_BYTES,
         graph: None,
         graph_error: None,
@@ -208,6 +208,9 @@ pub struct Series {
     pub l2_persisting_bytes: Option<u64>,
     /// The workers' phases over the series' requests, summed (seconds).
     pub phases: BTreeMap<String, f64>,
+    /// The input sets the worker rotated through, when it says (a problem's own inputs: one
+    /// when a set is past a GiB).
+    pub input_sets: Option<usize>,
 }
 
 /// Sets up series 0 with `first`, then asks for samples in batches until the headline median's
@@ -225,6 +228,7 @@ pub(super) fn sample_series(
     let fixed_ms = resp.fixed_ms.unwrap_or(0.0);
     let timer_note = resp.timer_note;
     let mut l2_persisting_bytes = resp.l2_persisting_bytes;
+    let input_sets = resp.input_sets.map(|n| n as usize);
     let mut samples = resp.samples;
     let stop = loop {
         // The timed work so far, and the figure that decides: the call's stream, or the whole
@@ -242,7 +246,7 @@ pub(super) fn sample_series(
         stats::add_phases(&mut phases, &r.phases);
         samples.extend(r.samples);
     };
-    Ok(Series { samples, fixed_ms, stop, timer_note, l2_persisting_bytes, phases })
+    Ok(Series { samples, fixed_ms, stop, timer_note, l2_persisting_bytes, phases, input_sets })
 }
 
 /// Times `target` (series 0) and `other.target` (series 1) in alternating batches on the same
@@ -410,10 +414,12 @@ mod tests {
             timer_note: None,
             l2_persisting_bytes: None,
             phases: BTreeMap::new(),
+            input_sets: Some(1),
         };
         let timed = &series.samples;
         let fresh = || size_bench(&SizeSet::new(), &series);
 
+        assert_eq!(fresh().input_sets, 1, "the sets the worker said it kept, not the sets asked for");
         let mut wrong = fresh();
         let judged = (Some("its answer is wrong".into()), Some(Reason::Memoised));
         problem_rechecked(&mut wrong, judged, Some(&sample(0.17)), timed);
