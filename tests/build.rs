@@ -29,6 +29,42 @@ fn workspace(template: &str) -> (tempfile::TempDir, PathBuf) {
     (tmp, ws)
 }
 
+/// A CuTe DSL version is traced through rung_trace_cute.py: without its markers `rung trace`
+/// says how to add them, with them (and no GPU) it names them in one line, and it refuses block
+/// leaders as it does for Triton. Nothing here needs the DSL installed.
+#[test]
+fn a_cute_dsl_version_is_told_how_to_mark_its_sections_and_which_leaders_it_has() {
+    let (_tmp, ws) = workspace("cute-dsl");
+    let file = std::fs::read_dir(ws.join("versions"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("v004"))
+        .unwrap();
+    let out = rung(&ws, &["trace", "v004"], &[]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(rung::exit::USAGE), "{said}");
+    assert!(said.contains(r#"has no rt.section("name"): `import rung_trace_cute as rt`"#), "{said}");
+    let source = std::fs::read_to_string(&file).unwrap();
+    let marked = source
+        .replace("import cutlass.cute as cute\n", "import cutlass.cute as cute\nimport rung_trace_cute as rt\n")
+        .replace("THREADS = 256\n", "THREADS = 256\nADD = rt.section(\"add\")\n")
+        .replace("    if i < n:\n", "    rt.begin(ADD)\n    if i < n:\n")
+        .replace("        gC[i] = gA[i] + gB[i]\n", "        gC[i] = gA[i] + gB[i]\n    rt.end(ADD)\n");
+    assert_eq!(marked.matches("rt.").count(), 3, "{marked}");
+    std::fs::write(&file, marked).unwrap();
+    let out = rung(&ws, &["trace", "v004"], &[]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    if rung::check::Machine::discover().gpu.first().is_none() {
+        assert_eq!(out.status.code(), Some(0), "{said}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(said.starts_with("no GPU here: v004's kernels compile with its markers (add)"), "{said}");
+        assert_eq!(said.lines().count(), 1, "{said}");
+    }
+    let out = rung(&ws, &["trace", "v004", "--leader", "block"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(rung::exit::USAGE), "{err}");
+    assert!(err.contains("CuTe DSL versions are traced by lane 0 of every warp"), "{err}");
+}
+
 #[test]
 fn every_version_of_a_fresh_workspace_has_ptx_cubin_and_sass() {
     let Some(_) = real_nvcc() else { return };
@@ -703,10 +739,7 @@ fn the_tracer_header_is_found_and_compiles_to_nothing_until_traced() {
     let out = rung(&ws, &["trace", "v003"], &[]);
     assert_eq!(out.status.code(), Some(2));
     let said = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        said.contains(r#"versions/v003-triton.py has no rung_trace.section("name"): `import rung_trace as rt`"#),
-        "{said}"
-    );
+    assert!(said.contains(r#"versions/v003-triton.py has no rt.section("name"): `import rung_trace as rt`"#), "{said}");
     let triton = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
     let marked = triton
         .replace(

@@ -158,6 +158,7 @@ os.environ["TRITON_PTXAS_PATH"] = os.environ["TRITON_PTXAS_BLACKWELL_PATH"] = sy
 import triton
 import triton.language as tl
 import rung_trace as rt
+import rung_trace_ptx
 if sys.argv[4] == "armed":
     rt.RECORDS, rt.COUNTS = tl.constexpr(0x7F0000001000), tl.constexpr(0x7F0000002000)
     rt.REGIONS, rt.PER_REGION = tl.constexpr(132), tl.constexpr(8000)
@@ -169,7 +170,7 @@ k = triton.compile(ASTSource(version.add, sig, {"BLOCK": 1024}), target=GPUTarge
 ptx = k.asm["ptx"]
 print(json.dumps({"timer": ptx.count("%globaltimer"), "smid": ptx.count("%smid"),
                   "atom": ptx.count("atom.global.add.u64"), "cubin": len(k.asm["cubin"]),
-                  "tags": {n: rt.tag(n) for n in ("load", "done", "x")}}))
+                  "tags": {n: rung_trace_ptx.tag(n) for n in ("load", "done", "x")}}))
 "#;
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("version.py"), version).unwrap();
@@ -206,14 +207,92 @@ print(json.dumps({"timer": ptx.count("%globaltimer"), "smid": ptx.count("%smid")
     }
 }
 
-/// Dropped records with one part per SM: the worker's Python side (`rung_trace.py`) splits and
-/// reads back the buffer as the native worker does.
+/// A CuTe DSL version's markers (`rung_trace_cute.py`): compiled for sm_90a in this process (the
+/// DSL traces the kernel here, no GPU needed), nothing until the buffer is given, then one record
+/// each (a `%globaltimer` read, `%smid`, one atomic add), the tags the names rung finds.
+#[test]
+fn a_cute_dsl_versions_markers_compile_to_nothing_until_armed_then_to_a_record_each() {
+    let Some(python) = common::python_with_module("cutlass.cute") else { return };
+    let version = r#"import cutlass
+import cutlass.cute as cute
+import rung_trace_cute as rt
+
+LOAD = rt.section("load")
+DONE = rt.section("done")
+
+
+@cute.kernel
+def add_kernel(gA: cute.Tensor, gB: cute.Tensor, gC: cute.Tensor, n: cutlass.Int32):
+    tidx, _, _ = cute.arch.thread_idx()
+    bidx, _, _ = cute.arch.block_idx()
+    bdim, _, _ = cute.arch.block_dim()
+    i = bidx * bdim + tidx
+    rt.begin(LOAD)
+    if i < n:
+        gC[i] = gA[i] + gB[i]
+    rt.end(LOAD)
+    rt.mark(DONE)
+
+
+@cute.jit
+def add(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, n: cutlass.Int32):
+    add_kernel(mA, mB, mC, n).launch(grid=((n + 255) // 256, 1, 1), block=(256, 1, 1))
+"#;
+    let script = r#"import glob, json, os, sys, tempfile
+sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, sys.argv[2])
+os.environ["CUTE_DSL_ARCH"] = "sm_90a"
+import cutlass
+import cutlass.cute as cute
+from cutlass.cute.runtime import make_fake_compact_tensor
+import rung_trace_cute as rt
+if sys.argv[3] == "armed":
+    rt.RECORDS, rt.COUNTS, rt.REGIONS, rt.PER_REGION = 0x7F0000001000, 0x7F0000002000, 132, 8000
+import version
+dump = tempfile.mkdtemp()
+fake = lambda: make_fake_compact_tensor(cutlass.Float32, (cute.sym_int32(),))
+cute.compile(version.add, fake(), fake(), fake(), cutlass.Int32(1024),
+             options="--gpu-arch sm_90a --keep-ptx --dump-dir " + dump)
+ptx = "".join(open(p).read() for p in glob.glob(dump + "/**/*.ptx", recursive=True))
+print(json.dumps({"ptx": len(ptx), "timer": ptx.count("%globaltimer"), "smid": ptx.count("%smid"),
+                  "atom": ptx.count("atom.global.add.u64"), "records": ptx.count("139637976731648")}))
+"#;
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("version.py"), version).unwrap();
+    let assets = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python");
+    let compile = |how: &str| -> serde_json::Value {
+        let out = std::process::Command::new(&python)
+            .args(["-c", script, tmp.path().to_str().unwrap(), assets, how])
+            .env("CUTE_DSL_DISABLE_FILE_CACHING", "1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{how}: {}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8_lossy(&out.stdout);
+        serde_json::from_str(text.lines().last().unwrap_or_default()).unwrap()
+    };
+    let plain = compile("plain");
+    assert!(plain["ptx"].as_u64() > Some(0), "{plain}");
+    assert_eq!((plain["timer"].as_u64(), plain["atom"].as_u64()), (Some(0), Some(0)), "{plain}");
+    let armed = compile("armed");
+    assert_eq!(
+        (armed["timer"].as_u64(), armed["smid"].as_u64(), armed["atom"].as_u64()),
+        (Some(3), Some(3), Some(3)),
+        "one record per marker: {armed}"
+    );
+    assert!(armed["records"].as_u64() > Some(0), "the buffer's address is in the kernel: {armed}");
+    let names = names_in(version);
+    for name in ["load", "done"] {
+        assert_eq!(names.get(&hash(name)).map(String::as_str), Some(name));
+    }
+}
+
+/// Dropped records with one part per SM: the Python tracers' buffer (`rung_trace_ptx.py`, which
+/// imports no DSL) splits and reads back as the native worker does.
 #[test]
 fn the_python_tracer_splits_and_reads_back_the_buffer_as_the_native_worker_does() {
-    let Some(python) = common::python_with_module("triton") else { return };
-    let script = "import sys, json\nsys.path.insert(0, sys.argv[1])\nimport rung_trace as rt\n\
+    let script = "import sys, json\nsys.path.insert(0, sys.argv[1])\nimport rung_trace_ptx as rt\n\
                   print(json.dumps([rt.parts(1000, 132), rt.parts(0, 0), rt.kept([3, 6, 0], 4), rt.kept([], 4)]))\n";
-    let out = std::process::Command::new(&python)
+    let out = std::process::Command::new("python3")
         .args(["-c", script, concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python")])
         .output()
         .unwrap();

@@ -22,9 +22,11 @@ library's state but none of its threads, and on an H100 its first profiled call 
 lock for good.
 """
 
+import importlib
 import importlib.util
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -74,14 +76,21 @@ def _readline():
 # Requests
 
 
+def _tracer_of(path):
+    """The markers' module a version uses: rung_trace_cute (the CuTe DSL) when its source imports
+    it, else rung_trace (Triton)."""
+    with open(path) as f:
+        source = f.read()
+    return "rung_trace_cute" if re.search(r"^\s*(?:import|from)\s+rung_trace_cute\b", source, re.M) else "rung_trace"
+
+
 def _call(req, state):
     np = _np()
     mode = req.get("mode", "interpret")
     collect = None
     if req.get("trace"):
         # `rung trace`: the buffer first, so the version's kernels compile with their markers.
-        import rung_trace
-        collect = rung_trace.arm(req["trace"])
+        collect = importlib.import_module(_tracer_of(req["file"])).arm(req["trace"])
     t_import = time.perf_counter()
     module = _load(req["file"])
     phases = {"import": time.perf_counter() - t_import} if req["file"] not in state["imported"] else {}

@@ -219,7 +219,7 @@ impl ToolBox for WorkspaceTools {
             spec("get_profile", "A version's latest profile (Nsight Compute summary).", schema_of::<VersionArgs>()),
             spec(
                 "get_trace",
-                "A version's latest trace: its rung_trace.cuh (CUDA) or rung_trace.py (Triton) sections timed inside the kernel (median, p99, share, per-SM spread).",
+                "A version's latest trace: its rung_trace.cuh (CUDA), rung_trace.py (Triton) or rung_trace_cute.py (CuTe DSL) sections timed inside the kernel (median, p99, share, per-SM spread).",
                 schema_of::<VersionArgs>(),
             ),
         ]

@@ -1,5 +1,5 @@
-//! `rung trace VERSION`: a `.cu` or Triton version's sections timed inside the kernel
-//! (rung_trace.cuh's or rung_trace.py's markers), one traced launch at the first benchmark size.
+//! `rung trace VERSION`: a `.cu`, Triton or CuTe DSL version's sections timed inside the kernel
+//! (rung_trace.cuh's, rung_trace.py's or rung_trace_cute.py's markers), one traced launch at the first benchmark size.
 
 use std::path::Path;
 
@@ -26,7 +26,7 @@ pub struct TraceArgs {
     pub seed: Option<u64>,
     /// Who writes the records: lane 0 of every warp, or thread 0 of every block (fewer records,
     /// less overhead; a section then times the first warp's path). Default: `block` where the
-    /// source defines RUNG_TRACE_PER_BLOCK, else `warp`. `.cu` versions only.
+    /// source defines RUNG_TRACE_PER_BLOCK, else `warp`. `block` is for `.cu` versions only.
     #[arg(long, value_parser = ["warp", "block"])]
     pub leader: Option<String>,
 }
@@ -36,9 +36,9 @@ fn code_of(e: &TraceRunError) -> i32 {
         TraceRunError::Build(rung::trace::TraceError::NoMarkers(_)) => exit::USAGE,
         TraceRunError::Build(_) => exit::BUILD_FAILED,
         TraceRunError::Kind(_)
-        | TraceRunError::NoTritonMarkers(_)
+        | TraceRunError::NoPythonMarkers { .. }
         | TraceRunError::NotRungFormat
-        | TraceRunError::TritonPerBlock
+        | TraceRunError::PythonPerBlock(_)
         | TraceRunError::NoSizes => exit::USAGE,
         _ => exit::INTERNAL,
     }
@@ -67,12 +67,13 @@ pub fn trace_cmd(dir: &Path, args: &TraceArgs) -> i32 {
     };
     let tc = Toolchain::discover();
     let machine = rung::check::Machine::discover();
-    if machine.gpu.first().is_none() && v.kind == rung::workspace::VersionKind::Triton {
-        // A Triton version's markers compile when its kernels do, on the GPU: their names here.
+    if let (None, Some(tracer)) = (machine.gpu.first(), trace::python_tracer(v.kind)) {
+        // A Triton or CuTe DSL version's markers compile when its kernels do, on the GPU: their
+        // names here.
         let source = ws.read_source(&v).unwrap_or_default();
         let names = rung::trace::names_in(&source);
         if names.is_empty() {
-            let e = TraceRunError::NoTritonMarkers(v.path.display().to_string());
+            let e = TraceRunError::NoPythonMarkers { path: v.path.display().to_string(), module: tracer.module };
             eprintln!("rung trace: {e}");
             return code_of(&e);
         }

@@ -24,6 +24,10 @@ pub const HEADER_MECHANISM: &str = "rung_trace.cuh";
 /// Gluon kernels by default in Triton 3.9, since the compiler's rewrites of Triton code can make
 /// such sections misleading; rung's markers say the same in their module's text.
 pub const TRITON_MECHANISM: &str = "rung_trace.py (inline PTX in Triton)";
+/// The mechanism a CuTe DSL version's records come from: `rung_trace_cute.py`'s markers, the same
+/// inline PTX as an `llvm.inline_asm` with side effects. The CUTLASS DSL's own in-kernel profiler
+/// is not in the nvidia-cutlass-dsl wheel rung installs, so rung's markers are the one way.
+pub const CUTE_MECHANISM: &str = "rung_trace_cute.py (inline PTX in the CuTe DSL)";
 
 /// What a record marks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

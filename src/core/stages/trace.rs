@@ -1,7 +1,7 @@
 //! The trace rung's one call: a `.cu` version's traced variant (its markers from
 //! `rung_trace.cuh` compiled in with `-DRUNG_TRACE`) launched once by the native worker, or a
-//! Triton version's `run()` called once in a Python child whose `rung_trace.py` markers were
-//! given the buffer before the version was imported; at the first benchmark size, on the
+//! Triton or CuTe DSL version's `run()` called once in a Python child whose markers
+//! (`rung_trace.py`, `rung_trace_cute.py`) were given the buffer before the version was imported; at the first benchmark size, on the
 //! bench's own inputs, with a record buffer rung owns (one part per SM). The records are decoded
 //! into sections ([`crate::trace`]) and a Chrome trace-event file in the version's dumps folder.
 //! Not recorded in the history yet: `rung trace` prints and writes its files.
@@ -30,17 +30,17 @@ pub enum TraceRunError {
     #[error("tracing GPU MODE and KernelBench problems is not built yet")]
     NotRungFormat,
     #[error(
-        "{0} versions are not traced yet: `.cu` versions with rung_trace.cuh's markers and Triton versions with rung_trace.py's are"
+        "{0} versions are not traced yet: `.cu` versions with rung_trace.cuh's markers, Triton versions with rung_trace.py's and CuTe DSL versions with rung_trace_cute.py's are"
     )]
     Kind(VersionKind),
     #[error(
-        "{0} has no rung_trace.section(\"name\"): `import rung_trace as rt`, name each section at module level (LOAD = rt.section(\"load\")) and mark it in the kernel with rt.begin(LOAD) and rt.end(LOAD)"
+        "{path} has no rt.section(\"name\"): `import {module} as rt`, name each section at module level (LOAD = rt.section(\"load\")) and mark it in the kernel with rt.begin(LOAD) and rt.end(LOAD)"
     )]
-    NoTritonMarkers(String),
+    NoPythonMarkers { path: String, module: &'static str },
     #[error(
-        "Triton versions are traced by lane 0 of every warp: one leader per block is for `.cu` versions (rung_trace.cuh)"
+        "{0} versions are traced by lane 0 of every warp: one leader per block is for `.cu` versions (rung_trace.cuh)"
     )]
-    TritonPerBlock,
+    PythonPerBlock(&'static str),
     #[error("no nvcc here: `rung setup` installs it")]
     NoNvcc,
     #[error("rung.toml has no sizes")]
@@ -59,11 +59,35 @@ pub enum TraceRunError {
     Call(String),
 }
 
-/// How a traced call is made: the traced cubin launched by the native worker, or a Triton
-/// version's `run()` with these arguments in a Python child.
+/// How a traced call is made: the traced cubin launched by the native worker, or a Triton or
+/// CuTe DSL version's `run()` with these arguments in a Python child.
 enum How {
     Cuda(Box<run::NativePlan>, PathBuf),
-    Triton(std::collections::BTreeMap<String, protocol::Arg>),
+    Python(std::collections::BTreeMap<String, protocol::Arg>),
+}
+
+/// A Python version's markers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PythonTracer {
+    /// The DSL, as people write it.
+    pub dsl: &'static str,
+    /// The markers' module, which the version imports.
+    pub module: &'static str,
+    /// What the result names as the mechanism.
+    pub mechanism: &'static str,
+}
+
+/// The markers of a Python version's kind; None for a kind traced otherwise (or not at all).
+pub fn python_tracer(kind: VersionKind) -> Option<PythonTracer> {
+    match kind {
+        VersionKind::Triton => {
+            Some(PythonTracer { dsl: "Triton", module: "rung_trace", mechanism: trace::TRITON_MECHANISM })
+        }
+        VersionKind::CuteDsl => {
+            Some(PythonTracer { dsl: "CuTe DSL", module: "rung_trace_cute", mechanism: trace::CUTE_MECHANISM })
+        }
+        _ => None,
+    }
 }
 
 /// The traced variant of a version, built here (no GPU needed), and the target it was built for.
@@ -123,12 +147,13 @@ pub fn second_capacity(given: Option<u64>, held: u64, asked: u64, first: Option<
 }
 
 /// The leader a trace uses: the one asked for, else the one a `.cu` source declares
-/// ([`trace::leader_declared`]), else one per warp. Triton versions have warp leaders only.
+/// ([`trace::leader_declared`]), else one per warp. Triton and CuTe DSL versions have warp
+/// leaders only.
 pub fn choose_leader(kind: VersionKind, source: &str, asked: Option<Leader>) -> Result<Leader, TraceRunError> {
-    match kind {
-        VersionKind::Triton if asked == Some(Leader::Block) => Err(TraceRunError::TritonPerBlock),
-        VersionKind::Triton => Ok(Leader::Warp),
-        _ => Ok(asked.unwrap_or_else(|| trace::leader_declared(source))),
+    match python_tracer(kind) {
+        Some(t) if asked == Some(Leader::Block) => Err(TraceRunError::PythonPerBlock(t.dsl)),
+        Some(_) => Ok(Leader::Warp),
+        None => Ok(asked.unwrap_or_else(|| trace::leader_declared(source))),
     }
 }
 
@@ -157,11 +182,12 @@ pub fn trace_once(
         let files = bench::draw_inputs(spec, &sizes, seed, &dir).map_err(|o| TraceRunError::Call(o.summary))?;
         let out = dir.join("trace.bin");
         // What each launch needs: the traced cubin and its launch (CUDA), or run()'s arguments
-        // (Triton, whose kernels compile traced in the child the call runs in).
-        let (how, names, arch, mechanism) = if v.kind == VersionKind::Triton {
+        // (Triton, CuTe DSL: their kernels compile traced in the child the call runs in).
+        let (how, names, arch, mechanism) = if let Some(tracer) = python_tracer(v.kind) {
             let names = trace::names_in(&source);
             if names.is_empty() {
-                return Err(TraceRunError::NoTritonMarkers(v.path.display().to_string()));
+                let path = v.path.display().to_string();
+                return Err(TraceRunError::NoPythonMarkers { path, module: tracer.module });
             }
             let params: Vec<String> = crate::stages::prepare::python_def_params(&source, "run")
                 .map(|(p, _)| p.into_iter().map(|(n, _)| n).collect())
@@ -171,7 +197,7 @@ pub fn trace_once(
                 TensorFile { path: path.clone(), dtype: t.dtype, shape: shape.clone() }
             })
             .map_err(|e| TraceRunError::Plan(e.to_string()))?;
-            (How::Triton(args), names, gpu.arch(), trace::TRITON_MECHANISM)
+            (How::Python(args), names, gpu.arch(), tracer.mechanism)
         } else {
             let (traced, arch) = build(ws, v, tc, Some(&gpu.arch()), &dir, leader)?;
             // build_traced wrote it there.
@@ -196,7 +222,7 @@ pub fn trace_once(
                 }
                 // A child of its own for each call: its kernels compile with this buffer's
                 // addresses in them.
-                How::Triton(args) => {
+                How::Python(args) => {
                     let call = protocol::Call {
                         file: v.path.clone(),
                         function: "run".into(),
