@@ -31,7 +31,7 @@
 #   trace-leaders the demo's v002 traced twice with one leader per warp and twice with one per
 #                block (`--leader`): the overhead of each
 #   builds       benches/check_builds.sh: BUILDS_N (default 200) CUDA versions built one at a time
-#                and as rung chooses
+#                and as rung chooses (BUILDS_HIDE_GPU=1: builds only, the GPU hidden from rung)
 set -uo pipefail
 OUT=${1:?OUT folder}
 shift

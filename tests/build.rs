@@ -65,6 +65,49 @@ fn a_cute_dsl_version_is_told_how_to_mark_its_sections_and_which_leaders_it_has(
     assert!(err.contains("CuTe DSL versions are traced by lane 0 of every warp"), "{err}");
 }
 
+/// A `.ptx` version marks its sections with `// rung_trace` comment lines: its own build sees
+/// comments (it passes and its PTX has no clock read), the traced variant builds with ptxas with
+/// one record per marker, `rung trace` without a GPU names the markers in one line, and a `.ptx`
+/// version with none is told how to add them.
+#[test]
+fn a_ptx_versions_marker_comments_become_records_only_when_traced() {
+    let Some(_) = real_nvcc() else { return };
+    let (_tmp, ws) = workspace("vector-add");
+    let traced = include_str!("fixtures/ptx/vector-add-traced.ptx");
+    std::fs::write(ws.join("versions/v004-traced.ptx"), traced).unwrap();
+    let plain: String = traced.lines().filter(|l| !l.contains("// rung_trace ")).map(|l| format!("{l}\n")).collect();
+    std::fs::write(ws.join("versions/v005-plain.ptx"), plain).unwrap();
+    let v = json(&rung(&ws, &["check", "--json", "v004"], &[]));
+    let build = &v["versions"][0]["stages"][1];
+    assert_eq!((build["stage"].as_str(), build["verdict"].as_str()), (Some("build"), Some("pass")), "{v}");
+    let out = rung(&ws, &["trace", "v004"], &[]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    if rung::check::Machine::discover().gpu.first().is_none() {
+        assert_eq!(out.status.code(), Some(0), "{said}{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(said.lines().count(), 1, "{said}");
+        assert!(said.starts_with("no GPU here: v004's traced variant builds for sm_90 (markers: "), "{said}");
+        for name in ["load", "store", "done"] {
+            assert!(said.contains(name), "{name}: {said}");
+        }
+    }
+    let tc = rung::toolchain::Toolchain::discover();
+    let scratch = tempfile::tempdir().unwrap();
+    let t = rung::trace::build_traced_ptx(
+        &tc.ptxas.as_ref().expect("ptxas beside nvcc").path,
+        &ws.join("versions/v004-traced.ptx"),
+        "sm_90",
+        scratch.path(),
+        rung::trace::Leader::Warp,
+    )
+    .unwrap();
+    assert_eq!(t.ptx.matches("%globaltimer").count(), 5, "two sections and a mark: {}", t.ptx);
+    assert!(t.ptx.contains(rung::trace::PTX_BUFFER) && !t.cubin.is_empty());
+    let out = rung(&ws, &["trace", "v005"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(rung::exit::USAGE), "{err}");
+    assert!(err.contains("versions/v005-plain.ptx has no `// rung_trace begin NAME` line"), "{err}");
+}
+
 #[test]
 fn every_version_of_a_fresh_workspace_has_ptx_cubin_and_sass() {
     let Some(_) = real_nvcc() else { return };

@@ -23,10 +23,14 @@
 // `#define RUNG_TRACE_PER_BLOCK` before the include asks for block leaders. Each record says which
 // wrote it, and rung reports what the records say.
 //
-// A .ptx version gets the same by hand: `mov.u64 %rd, %globaltimer;`, `mov.u32 %r, %smid;`, the
-// part `%smid % rung_trace.regions`, an `atom.global.add.u64` on that part's counter
-// (`rung_trace.counts[part]`), and, when the index is below `rung_trace.per_region`, a 32-byte
-// store laid out as RungTraceRecord at `records[part * per_region + index]`.
+// A .ptx version gets the same through comment lines in its kernel, `// rung_trace begin NAME`,
+// `// rung_trace end NAME` and `// rung_trace mark NAME`: its own build sees comments, and
+// `rung trace` builds a variant in which each is replaced by the record's PTX (a scoped block of
+// its own registers: the leader test, `%globaltimer`, `%smid`, the part `%smid % regions`, one
+// `atom.global.add.u64` on that part's counter, and, when the index is below `per_region`, the
+// 32-byte record at `records[part * per_region + index]`, all read from this buffer, which the
+// variant declares as `.global .align 8 .b8 rung_trace[32];`). `rung trace` writes the variant
+// to the version's dumps for reading (core/trace.rs `ptx_record` is the sequence).
 #pragma once
 
 #include <stdint.h>

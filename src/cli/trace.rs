@@ -33,7 +33,9 @@ pub struct TraceArgs {
 
 fn code_of(e: &TraceRunError) -> i32 {
     match e {
-        TraceRunError::Build(rung::trace::TraceError::NoMarkers(_)) => exit::USAGE,
+        TraceRunError::Build(rung::trace::TraceError::NoMarkers(_) | rung::trace::TraceError::NoPtxMarkers(_)) => {
+            exit::USAGE
+        }
         TraceRunError::Build(_) => exit::BUILD_FAILED,
         TraceRunError::Kind(_)
         | TraceRunError::NoPythonMarkers { .. }

@@ -1,6 +1,7 @@
 //! The GPU suite's trace rows: traced versions of the vector-add template, one `.cu`
-//! (rung_trace.cuh) and one Triton (rung_trace.py), each with its load and its store as sections
-//! and a mark after the store, checked, benched and traced once, in the same workspace.
+//! (rung_trace.cuh), one Triton (rung_trace.py) and one `.ptx` (marker comments), each with its
+//! load and its store as sections and a mark after the store, checked, benched and traced once,
+//! in the same workspace.
 
 use std::path::Path;
 
@@ -68,6 +69,10 @@ def run(a, b, out, n):
 "#,
 );
 
+/// The naive vector add as PTX with the same sections and mark (`// rung_trace` lines).
+pub const TRACED_PTX: (&str, &str) =
+    ("v012-traced.ptx", include_str!("../../tests/fixtures/ptx/vector-add-traced.ptx"));
+
 /// What a trace row found.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TraceRow {
@@ -87,13 +92,13 @@ pub fn run_trace(dir: &Path) -> anyhow::Result<Vec<TraceRow>> {
     let machine = Machine::discover();
     let root = dir.join("vector-add");
     crate::templates::write("vector-add", &root)?;
-    for (name, text) in [TRACED_VERSION, TRACED_TRITON] {
+    for (name, text) in [TRACED_VERSION, TRACED_TRITON, TRACED_PTX] {
         std::fs::write(root.join("versions").join(name), text)?;
     }
     let ws = Workspace::open(&root)?;
     let mut store = Store::open(&ws.state_dir())?;
     let mut runners = None;
-    let ids = ["v010", "v011"];
+    let ids = ["v010", "v011", "v012"];
     let opts = CheckOptions { versions: ids.iter().map(|s| s.to_string()).collect(), ..Default::default() };
     let report = check_with(&ws, &mut store, &opts, &machine, &mut runners)?;
     drop(runners);

@@ -30,7 +30,7 @@ pub enum TraceRunError {
     #[error("tracing GPU MODE and KernelBench problems is not built yet")]
     NotRungFormat,
     #[error(
-        "{0} versions are not traced yet: `.cu` versions with rung_trace.cuh's markers, Triton versions with rung_trace.py's and CuTe DSL versions with rung_trace_cute.py's are"
+        "{0} versions are not traced yet: `.cu` versions with rung_trace.cuh's markers, `.ptx` versions with `// rung_trace begin NAME` lines, Triton versions with rung_trace.py's and CuTe DSL versions with rung_trace_cute.py's are"
     )]
     Kind(VersionKind),
     #[error(
@@ -43,6 +43,8 @@ pub enum TraceRunError {
     PythonPerBlock(&'static str),
     #[error("no nvcc here: `rung setup` installs it")]
     NoNvcc,
+    #[error("no ptxas here: `rung setup` installs it")]
+    NoPtxas,
     #[error("rung.toml has no sizes")]
     NoSizes,
     #[error("{}: {source}", path.display())]
@@ -100,12 +102,22 @@ pub fn build(
     leader: Leader,
 ) -> Result<(Traced, String), TraceRunError> {
     let spec = ws.spec.as_ref().ok_or(TraceRunError::NotRungFormat)?;
-    if v.kind != VersionKind::Cuda {
+    if !matches!(v.kind, VersionKind::Cuda | VersionKind::Ptx) {
         return Err(TraceRunError::Kind(v.kind));
     }
-    let nvcc = tc.nvcc.as_ref().ok_or(TraceRunError::NoNvcc)?;
     let source = ws.read_source(v).map_err(|source| TraceRunError::Read { path: v.path.clone(), source })?;
     let (arch, _) = crate::stages::build::choose_arch(gpu_arch, spec.build.arch.as_deref(), &source);
+    if v.kind == VersionKind::Ptx {
+        let ptxas = tc.ptxas.as_ref().ok_or(TraceRunError::NoPtxas)?;
+        let traced = trace::build_traced_ptx(&ptxas.path, &ws.root.join(&v.path), &arch, scratch, leader).map_err(
+            |e| match e {
+                trace::TraceError::NoPtxMarkers(_) => trace::TraceError::NoPtxMarkers(v.path.display().to_string()),
+                e => e,
+            },
+        )?;
+        return Ok((traced, arch));
+    }
+    let nvcc = tc.nvcc.as_ref().ok_or(TraceRunError::NoNvcc)?;
     let traced =
         trace::build_traced(&nvcc.path, &ws.root.join(&v.path), &arch, &spec.build.flags, scratch, &ws.root, leader)
             .map_err(|e| match e {
@@ -183,7 +195,7 @@ pub fn trace_once(
         let out = dir.join("trace.bin");
         // What each launch needs: the traced cubin and its launch (CUDA), or run()'s arguments
         // (Triton, CuTe DSL: their kernels compile traced in the child the call runs in).
-        let (how, names, arch, mechanism) = if let Some(tracer) = python_tracer(v.kind) {
+        let (how, names, arch, mechanism, traced_ptx) = if let Some(tracer) = python_tracer(v.kind) {
             let names = trace::names_in(&source);
             if names.is_empty() {
                 let path = v.path.display().to_string();
@@ -197,14 +209,15 @@ pub fn trace_once(
                 TensorFile { path: path.clone(), dtype: t.dtype, shape: shape.clone() }
             })
             .map_err(|e| TraceRunError::Plan(e.to_string()))?;
-            (How::Python(args), names, gpu.arch(), tracer.mechanism)
+            (How::Python(args), names, gpu.arch(), tracer.mechanism, None)
         } else {
             let (traced, arch) = build(ws, v, tc, Some(&gpu.arch()), &dir, leader)?;
             // build_traced wrote it there.
             let cubin = dir.join("traced.cubin");
             let plan = run::NativePlan::new(ws, spec, v, &source, Some(gpu.sm_count))
                 .map_err(|d| TraceRunError::Plan(d.to_string()))?;
-            (How::Cuda(Box::new(plan), cubin), traced.names, arch, trace::HEADER_MECHANISM)
+            let mechanism = if v.kind == VersionKind::Ptx { trace::PTX_MECHANISM } else { trace::HEADER_MECHANISM };
+            (How::Cuda(Box::new(plan), cubin), traced.names, arch, mechanism, Some(traced.ptx))
         };
         let _lock = crate::gpulock::lock(&gpu.uuid)
             .map_err(|e| TraceRunError::Call(format!("cannot take the GPU's bench lock: {e}")))?;
@@ -264,6 +277,11 @@ pub fn trace_once(
         let summary = trace::summarise(&decoded, mechanism);
         let dumps = ws.state_dir().join(crate::store::DUMPS_DIR).join(&v.id);
         std::fs::create_dir_all(&dumps).map_err(|source| TraceRunError::Read { path: dumps.clone(), source })?;
+        // The PTX that ran, markers expanded, for reading beside the version's own.
+        if let Some(ptx) = traced_ptx {
+            let path = dumps.join(format!("{}.traced.ptx", v.id));
+            std::fs::write(&path, ptx).map_err(|source| TraceRunError::Read { path: path.clone(), source })?;
+        }
         let chrome = dumps.join(format!("{}.trace.json", v.id));
         let text = serde_json::to_string(&trace::chrome_trace(&decoded, leader)).expect("trace events serialise");
         std::fs::write(&chrome, text).map_err(|source| TraceRunError::Read { path: chrome.clone(), source })?;
