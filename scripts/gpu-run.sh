@@ -69,8 +69,7 @@ procs() {
 }
 
 for step in "$@"; do
-  # A step run again under another RUNG_IO_LANES keeps its own log.
-  log="$LOGS/$step${RUNG_IO_LANES:+-lanes$RUNG_IO_LANES}.log"
+  log="$LOGS/$step.log"
   echo "== $step" | tee "$log"
   t0=$(stamp)
   case "$step" in

@@ -295,19 +295,9 @@ class Guarded(object):
 # Bytes in each pinned buffer a GPU buffer is loaded and written back through, and how many
 # such buffers there are, as many as threads that read and fill them: reading a benchmark size's
 # input sets (gigabytes, in shared memory) on one thread took most of a Python version's bench
-# set-up. A buffer of DIRECT_BYTES or fewer goes through pageable memory at once. RUNG_IO_LANES
-# sets the number of lanes; with one, no thread is started.
+# set-up. A buffer of DIRECT_BYTES or fewer goes through pageable memory at once.
 STAGE_BYTES = 16 << 20
-
-
-def _lanes():
-    try:
-        return min(16, max(1, int(os.environ.get("RUNG_IO_LANES") or 4)))
-    except ValueError:
-        return 4
-
-
-IO_LANES = _lanes()
+IO_LANES = 4
 DIRECT_BYTES = 8 << 20
 _STAGING = []
 
@@ -329,31 +319,9 @@ def _parts(n):
 
 def _pool():
     """The threads that read and fill the parts: file and memory work only, never CUDA (one
-    thread calling CUDA is what profilers and sanitizers that wrap every call expect). With one
-    lane, each part's work is done on this thread when it is submitted."""
+    thread calling CUDA is what profilers and sanitizers that wrap every call expect)."""
     from concurrent.futures import ThreadPoolExecutor
-    if IO_LANES == 1:
-        return _Inline()
     return ThreadPoolExecutor(max_workers=IO_LANES, thread_name_prefix="rung-io")
-
-
-class _Inline(object):
-    """An executor that runs each task as it is submitted, on the caller's thread."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def submit(self, fn, *args):
-        from concurrent.futures import Future
-        f = Future()
-        try:
-            f.set_result(fn(*args))
-        except BaseException as e:  # noqa: BLE001 - raised again by result(), as a pool would
-            f.set_exception(e)
-        return f
 
 
 def _fill(mapped, off, src):
