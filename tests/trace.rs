@@ -174,27 +174,11 @@ print(json.dumps({"timer": ptx.count("%globaltimer"), "smid": ptx.count("%smid")
 "#;
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("version.py"), version).unwrap();
-    std::fs::write(tmp.path().join("compile.py"), script).unwrap();
-    let assets = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python");
-    let compile = |how: &str| -> serde_json::Value {
-        let out = std::process::Command::new(&python)
-            .arg(tmp.path().join("compile.py"))
-            .args([tmp.path().to_str().unwrap(), assets, &ptxas, how])
-            .env("TRITON_CACHE_DIR", tmp.path().join(format!("cache-{how}")))
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{how}: {}", String::from_utf8_lossy(&out.stderr));
-        let text = String::from_utf8_lossy(&out.stdout);
-        serde_json::from_str(text.lines().last().unwrap_or_default()).unwrap()
+    let compile = |how: &str| {
+        let cache = tmp.path().join(format!("cache-{how}"));
+        compile_markers(&python, tmp.path(), script, &[&ptxas, how], ("TRITON_CACHE_DIR", cache.to_str().unwrap()))
     };
-    let plain = compile("plain");
-    assert_eq!((plain["timer"].as_u64(), plain["atom"].as_u64()), (Some(0), Some(0)), "{plain}");
-    let armed = compile("armed");
-    assert_eq!(
-        (armed["timer"].as_u64(), armed["smid"].as_u64(), armed["atom"].as_u64()),
-        (Some(3), Some(3), Some(3)),
-        "one record per marker: {armed}"
-    );
+    let (plain, armed) = plain_and_armed(compile);
     assert!(armed["cubin"].as_u64().unwrap() > plain["cubin"].as_u64().unwrap(), "{armed} {plain}");
     // The names rung finds are the markers' hashes.
     let names = names_in(version);
@@ -213,31 +197,7 @@ print(json.dumps({"timer": ptx.count("%globaltimer"), "smid": ptx.count("%smid")
 #[test]
 fn a_cute_dsl_versions_markers_compile_to_nothing_until_armed_then_to_a_record_each() {
     let Some(python) = common::python_with_module("cutlass.cute") else { return };
-    let version = r#"import cutlass
-import cutlass.cute as cute
-import rung_trace_cute as rt
-
-LOAD = rt.section("load")
-DONE = rt.section("done")
-
-
-@cute.kernel
-def add_kernel(gA: cute.Tensor, gB: cute.Tensor, gC: cute.Tensor, n: cutlass.Int32):
-    tidx, _, _ = cute.arch.thread_idx()
-    bidx, _, _ = cute.arch.block_idx()
-    bdim, _, _ = cute.arch.block_dim()
-    i = bidx * bdim + tidx
-    rt.begin(LOAD)
-    if i < n:
-        gC[i] = gA[i] + gB[i]
-    rt.end(LOAD)
-    rt.mark(DONE)
-
-
-@cute.jit
-def add(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, n: cutlass.Int32):
-    add_kernel(mA, mB, mC, n).launch(grid=((n + 255) // 256, 1, 1), block=(256, 1, 1))
-"#;
+    let version = common::cute_add_with_markers();
     let script = r#"import glob, json, os, sys, tempfile
 sys.path.insert(0, sys.argv[1])
 sys.path.insert(0, sys.argv[2])
@@ -258,20 +218,23 @@ print(json.dumps({"ptx": len(ptx), "timer": ptx.count("%globaltimer"), "smid": p
                   "atom": ptx.count("atom.global.add.u64"), "records": ptx.count("139637976731648")}))
 "#;
     let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(tmp.path().join("version.py"), version).unwrap();
-    let assets = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python");
-    let compile = |how: &str| -> serde_json::Value {
-        let out = std::process::Command::new(&python)
-            .args(["-c", script, tmp.path().to_str().unwrap(), assets, how])
-            .env("CUTE_DSL_DISABLE_FILE_CACHING", "1")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{how}: {}", String::from_utf8_lossy(&out.stderr));
-        let text = String::from_utf8_lossy(&out.stdout);
-        serde_json::from_str(text.lines().last().unwrap_or_default()).unwrap()
-    };
-    let plain = compile("plain");
+    std::fs::write(tmp.path().join("version.py"), &version).unwrap();
+    let compile =
+        |how: &str| compile_markers(&python, tmp.path(), script, &[how], ("CUTE_DSL_DISABLE_FILE_CACHING", "1"));
+    let (plain, armed) = plain_and_armed(compile);
     assert!(plain["ptx"].as_u64() > Some(0), "{plain}");
+    assert!(armed["records"].as_u64() > Some(0), "the buffer's address is in the kernel: {armed}");
+    let names = names_in(&version);
+    for name in ["add", "done"] {
+        assert_eq!(names.get(&hash(name)).map(String::as_str), Some(name));
+    }
+}
+
+/// A marker test's two compiles, plain then armed: the plain one without a record (no clock
+/// read, no atomic), the armed one with one per each of its three markers (a `%globaltimer`
+/// read, `%smid`, an atomic add).
+fn plain_and_armed(compile: impl Fn(&str) -> serde_json::Value) -> (serde_json::Value, serde_json::Value) {
+    let plain = compile("plain");
     assert_eq!((plain["timer"].as_u64(), plain["atom"].as_u64()), (Some(0), Some(0)), "{plain}");
     let armed = compile("armed");
     assert_eq!(
@@ -279,11 +242,26 @@ print(json.dumps({"ptx": len(ptx), "timer": ptx.count("%globaltimer"), "smid": p
         (Some(3), Some(3), Some(3)),
         "one record per marker: {armed}"
     );
-    assert!(armed["records"].as_u64() > Some(0), "the buffer's address is in the kernel: {armed}");
-    let names = names_in(version);
-    for name in ["load", "done"] {
-        assert_eq!(names.get(&hash(name)).map(String::as_str), Some(name));
-    }
+    (plain, armed)
+}
+
+/// Runs a marker test's `script` (Python) from `dir` (which holds its `version.py`) with
+/// `dir`, rung's Python assets and `args` as its arguments and `env` set: the JSON of its last
+/// line of output.
+fn compile_markers(python: &str, dir: &Path, script: &str, args: &[&str], env: (&str, &str)) -> serde_json::Value {
+    let path = dir.join("compile.py");
+    std::fs::write(&path, script).unwrap();
+    let assets = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python");
+    let out = std::process::Command::new(python)
+        .arg(&path)
+        .args([dir.to_str().unwrap(), assets])
+        .args(args)
+        .env(env.0, env.1)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().unwrap_or_default()).unwrap()
 }
 
 /// Dropped records with one part per SM: the Python tracers' buffer (`rung_trace_ptx.py`, which

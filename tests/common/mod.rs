@@ -138,3 +138,19 @@ pub fn big_sass_pair() -> Option<(String, String)> {
     }
     Some((out.remove(0), out.remove(0)))
 }
+
+/// The cute-dsl template's vector add (`v004-cute-add.py`) with rung_trace_cute.py's markers: one
+/// section, `add`, round the add, and a mark, `done`, after it (three markers).
+pub fn cute_add_with_markers() -> String {
+    let source = include_str!("../../assets/templates/cute-dsl/versions/v004-cute-add.py");
+    let marked = source
+        .replace("import cutlass.cute as cute\n", "import cutlass.cute as cute\nimport rung_trace_cute as rt\n")
+        .replace("THREADS = 256\n", "THREADS = 256\nADD = rt.section(\"add\")\nDONE = rt.section(\"done\")\n")
+        .replace("    if i < n:\n", "    rt.begin(ADD)\n    if i < n:\n")
+        .replace(
+            "        gC[i] = gA[i] + gB[i]\n",
+            "        gC[i] = gA[i] + gB[i]\n    rt.end(ADD)\n    rt.mark(DONE)\n",
+        );
+    assert_eq!(marked.matches("rt.").count(), 5, "the template changed: {marked}");
+    marked
+}
