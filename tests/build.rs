@@ -29,34 +29,41 @@ fn workspace(template: &str) -> (tempfile::TempDir, PathBuf) {
     (tmp, ws)
 }
 
-/// A CuTe DSL version is traced through rung_trace_cute.py: without its markers `rung trace`
-/// says how to add them, with them (and no GPU) it names them in one line, and it refuses block
-/// leaders as it does for Triton. Nothing here needs the DSL installed.
+/// CuTe DSL and TileLang versions are traced through their own markers' modules: without the
+/// markers `rung trace` says how to add them, with them (and no GPU) it names them in one line,
+/// and it refuses block leaders as it does for Triton. Nothing here needs the DSLs installed.
 #[test]
-fn a_cute_dsl_version_is_told_how_to_mark_its_sections_and_which_leaders_it_has() {
-    let (_tmp, ws) = workspace("cute-dsl");
-    let file = std::fs::read_dir(ws.join("versions"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("v004"))
-        .unwrap();
-    let out = rung(&ws, &["trace", "v004"], &[]);
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(rung::exit::USAGE), "{said}");
-    assert!(said.contains(r#"has no rt.section("name"): `import rung_trace_cute as rt`"#), "{said}");
-    std::fs::write(&file, common::cute_add_with_markers()).unwrap();
-    let out = rung(&ws, &["trace", "v004"], &[]);
-    let said = String::from_utf8_lossy(&out.stdout);
-    if rung::check::Machine::discover().gpu.first().is_none() {
-        assert_eq!(out.status.code(), Some(0), "{said}{}", String::from_utf8_lossy(&out.stderr));
-        assert!(said.starts_with("no GPU here: v004's kernels compile with its markers ("), "{said}");
-        assert!(said.contains("add") && said.contains("done"), "{said}");
-        assert_eq!(said.lines().count(), 1, "{said}");
+fn a_dsl_version_is_told_how_to_mark_its_sections_and_which_leaders_it_has() {
+    type Marked = fn() -> String;
+    let cases: [(&str, Marked, &str, &str); 2] = [
+        ("cute-dsl", common::cute_add_with_markers, "rung_trace_cute", "CuTe DSL"),
+        ("tilelang", common::tilelang_add_with_markers, "rung_trace_tilelang", "TileLang"),
+    ];
+    for (template, marked, module, dsl) in cases {
+        let (_tmp, ws) = workspace(template);
+        let file = std::fs::read_dir(ws.join("versions"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("v004"))
+            .unwrap();
+        let out = rung(&ws, &["trace", "v004"], &[]);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(rung::exit::USAGE), "{template}: {said}");
+        assert!(said.contains(&format!(r#"has no rt.section("name"): `import {module} as rt`"#)), "{said}");
+        std::fs::write(&file, marked()).unwrap();
+        let out = rung(&ws, &["trace", "v004"], &[]);
+        let said = String::from_utf8_lossy(&out.stdout);
+        if rung::check::Machine::discover().gpu.first().is_none() {
+            assert_eq!(out.status.code(), Some(0), "{template}: {said}{}", String::from_utf8_lossy(&out.stderr));
+            assert!(said.starts_with("no GPU here: v004's kernels compile with its markers ("), "{said}");
+            assert!(said.contains("add") && said.contains("done"), "{said}");
+            assert_eq!(said.lines().count(), 1, "{said}");
+        }
+        let out = rung(&ws, &["trace", "v004", "--leader", "block"], &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(rung::exit::USAGE), "{template}: {err}");
+        assert!(err.contains(&format!("{dsl} versions are traced by lane 0 of every warp")), "{err}");
     }
-    let out = rung(&ws, &["trace", "v004", "--leader", "block"], &[]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(rung::exit::USAGE), "{err}");
-    assert!(err.contains("CuTe DSL versions are traced by lane 0 of every warp"), "{err}");
 }
 
 /// A `.ptx` version marks its sections with `// rung_trace` comment lines: its own build sees

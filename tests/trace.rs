@@ -230,6 +230,57 @@ print(json.dumps({"ptx": len(ptx), "timer": ptx.count("%globaltimer"), "smid": p
     }
 }
 
+/// A TileLang version's markers (`rung_trace_tilelang.py`): the template's kernel compiled for
+/// sm_90a by tilelang_aot.py (no GPU), nothing until the buffer is given (armed at the compile's
+/// start through a `sitecustomize`, as `rung trace` arms it before the import), then one record
+/// each, the tags the names rung finds.
+#[test]
+fn a_tilelang_versions_markers_compile_to_nothing_until_armed_then_to_a_record_each() {
+    if common::real_nvcc().is_none() {
+        return;
+    }
+    let Some(python) = common::python_with_package("tilelang", "tilelang") else { return };
+    let version = common::tilelang_add_with_markers();
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("version.py"), &version).unwrap();
+    let assets = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/python");
+    let arm = tmp.path().join("arm");
+    std::fs::create_dir_all(&arm).unwrap();
+    std::fs::write(
+        arm.join("sitecustomize.py"),
+        format!(
+            "import sys\nsys.path.insert(0, {assets:?})\nimport rung_trace_tilelang as rt\n\
+             rt.RECORDS, rt.COUNTS, rt.REGIONS, rt.PER_REGION = 0x7F0000001000, 0x7F0000002000, 132, 8000\n"
+        ),
+    )
+    .unwrap();
+    let compile = |how: &str| -> serde_json::Value {
+        let out_dir = tmp.path().join(format!("out-{how}"));
+        let path = if how == "armed" { format!("{}:{assets}", arm.display()) } else { assets.to_string() };
+        let out = std::process::Command::new(&python)
+            .arg(format!("{assets}/tilelang_aot.py"))
+            .args(["--version-file", tmp.path().join("version.py").to_str().unwrap(), "--arch", "90a", "--out"])
+            .arg(&out_dir)
+            .env("PYTHONPATH", path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{how}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let ptx = std::fs::read_to_string(out_dir.join("vector_add/vector_add.ptx")).unwrap();
+        serde_json::json!({"timer": ptx.matches("%globaltimer").count(), "smid": ptx.matches("%smid").count(),
+                           "atom": ptx.matches("atom.global.add.u64").count()})
+    };
+    plain_and_armed(compile);
+    let names = names_in(&version);
+    for name in ["add", "done"] {
+        assert_eq!(names.get(&hash(name)).map(String::as_str), Some(name));
+    }
+}
+
 /// A marker test's two compiles, plain then armed: the plain one without a record (no clock
 /// read, no atomic), the armed one with one per each of its three markers (a `%globaltimer`
 /// read, `%smid`, an atomic add).

@@ -77,11 +77,14 @@ def _readline():
 
 
 def _tracer_of(path):
-    """The markers' module a version uses: rung_trace_cute (the CuTe DSL) when its source imports
-    it, else rung_trace (Triton)."""
+    """The markers' module a version uses: rung_trace_cute (the CuTe DSL) or rung_trace_tilelang
+    (TileLang) when its source imports it, else rung_trace (Triton)."""
     with open(path) as f:
         source = f.read()
-    return "rung_trace_cute" if re.search(r"^\s*(?:import|from)\s+rung_trace_cute\b", source, re.M) else "rung_trace"
+    for module in ("rung_trace_cute", "rung_trace_tilelang"):
+        if re.search(r"^\s*(?:import|from)\s+%s\b" % module, source, re.M):
+            return module
+    return "rung_trace"
 
 
 def _call(req, state):

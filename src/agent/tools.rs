@@ -219,7 +219,7 @@ impl ToolBox for WorkspaceTools {
             spec("get_profile", "A version's latest profile (Nsight Compute summary).", schema_of::<VersionArgs>()),
             spec(
                 "get_trace",
-                "A version's latest trace: its rung_trace.cuh (CUDA), rung_trace.py (Triton) or rung_trace_cute.py (CuTe DSL) sections timed inside the kernel (median, p99, share, per-SM spread).",
+                "A version's latest trace: its rung_trace.cuh (CUDA), `// rung_trace` (PTX), rung_trace.py (Triton), rung_trace_cute.py (CuTe DSL) or rung_trace_tilelang.py (TileLang) sections timed inside the kernel (median, p99, share, per-SM spread).",
                 schema_of::<VersionArgs>(),
             ),
         ]

@@ -121,9 +121,9 @@ pub enum Command {
     /// memcheck or racecheck on one call at the first test size, findings at their source lines.
     /// The result is recorded in the history; the report stays in .rung/objects/.
     Profile(ProfileArgs),
-    /// Time the sections inside a `.cu`, Triton or CuTe DSL version's kernel: its rung_trace.cuh
-    /// markers (RUNG_TRACE_BEGIN/END/MARK) or rung_trace.py's or rung_trace_cute.py's
-    /// (rt.begin/end/mark) compiled in, one launch
+    /// Time the sections inside a version's kernel: a `.cu` version's rung_trace.cuh markers
+    /// (RUNG_TRACE_BEGIN/END/MARK), a `.ptx` version's `// rung_trace` lines, or a Triton, CuTe
+    /// DSL or TileLang version's rung_trace*.py markers (rt.begin/end/mark) compiled in, one launch
     /// at the first benchmark size after its check passed; per-section statistics and a Chrome
     /// trace-event file for Perfetto.
     Trace(trace::TraceArgs),

@@ -1,5 +1,6 @@
-//! `rung trace VERSION`: a `.cu`, Triton or CuTe DSL version's sections timed inside the kernel
-//! (rung_trace.cuh's, rung_trace.py's or rung_trace_cute.py's markers), one traced launch at the first benchmark size.
+//! `rung trace VERSION`: a `.cu`, `.ptx`, Triton, CuTe DSL or TileLang version's sections timed
+//! inside the kernel (rung_trace.cuh's markers, `// rung_trace` lines, rung_trace.py's,
+//! rung_trace_cute.py's or rung_trace_tilelang.py's markers), one traced launch at the first benchmark size.
 
 use std::path::Path;
 
@@ -70,8 +71,8 @@ pub fn trace_cmd(dir: &Path, args: &TraceArgs) -> i32 {
     let tc = Toolchain::discover();
     let machine = rung::check::Machine::discover();
     if let (None, Some(tracer)) = (machine.gpu.first(), trace::python_tracer(v.kind)) {
-        // A Triton or CuTe DSL version's markers compile when its kernels do, on the GPU: their
-        // names here.
+        // A Python DSL version's markers compile when its kernels do, on the GPU: their names
+        // here.
         let source = ws.read_source(&v).unwrap_or_default();
         let names = rung::trace::names_in(&source);
         if names.is_empty() {

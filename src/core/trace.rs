@@ -28,6 +28,10 @@ pub const TRITON_MECHANISM: &str = "rung_trace.py (inline PTX in Triton)";
 /// inline PTX as an `llvm.inline_asm` with side effects. The CUTLASS DSL's own in-kernel profiler
 /// is not in the nvidia-cutlass-dsl wheel rung installs, so rung's markers are the one way.
 pub const CUTE_MECHANISM: &str = "rung_trace_cute.py (inline PTX in the CuTe DSL)";
+/// The mechanism a TileLang version's records come from: `rung_trace_tilelang.py`'s markers,
+/// calls of a device function (the same PTX as inline assembly) that the kernel's prelude
+/// defines. TileLang's own IKET instrumentation decodes into its own format, not rung's.
+pub const TILELANG_MECHANISM: &str = "rung_trace_tilelang.py (inline PTX in TileLang's CUDA)";
 
 /// What a record marks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -215,9 +215,10 @@ pub struct Call {
     /// Guard bytes around every tensor on the GPU (0: none).
     #[serde(default)]
     pub guard_bytes: u64,
-    /// A traced call of a Triton or CuTe DSL version (`rung trace`): before the version is
-    /// imported the worker allocates the buffer as for a traced launch and gives its addresses
-    /// to the markers its source imports (`rung_trace.py`, `rung_trace_cute.py`), and afterwards writes the records kept to `out` (the answer's
+    /// A traced call of a Triton, CuTe DSL or TileLang version (`rung trace`): before the
+    /// version is imported the worker allocates the buffer as for a traced launch and gives its
+    /// addresses to the markers its source imports (`rung_trace.py`, `rung_trace_cute.py`,
+    /// `rung_trace_tilelang.py`), and afterwards writes the records kept to `out` (the answer's
     /// `trace_requested` and `trace_needed`, as a launch's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceRequest>,

@@ -31,7 +31,7 @@ impl TraceView {
     /// The latest trace of version `id`, or why there is none to show.
     pub fn load(root: &Path, state_dir: &Path, id: &str, source_hash: Option<&str>) -> Result<TraceView, String> {
         let record = rung_core::stages::trace::latest_in(state_dir, id).ok_or_else(|| {
-            format!("no trace of {id} yet: `rung trace {id}` records one on a machine with a GPU (a .cu version with rung_trace.cuh's markers, a Triton version with rung_trace.py's, a CuTe DSL version with rung_trace_cute.py's)")
+            format!("no trace of {id} yet: `rung trace {id}` records one on a machine with a GPU (a .cu version with rung_trace.cuh's markers, a .ptx version with `// rung_trace` lines, a Triton, CuTe DSL or TileLang version with rung_trace.py's, rung_trace_cute.py's or rung_trace_tilelang.py's)")
         })?;
         let names: Vec<&str> = record.summary.sections.iter().map(|s| s.name.as_str()).collect();
         let events_file = root.join(&record.chrome_trace);

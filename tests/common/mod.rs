@@ -154,3 +154,22 @@ pub fn cute_add_with_markers() -> String {
     assert_eq!(marked.matches("rt.").count(), 5, "the template changed: {marked}");
     marked
 }
+
+/// The tilelang template's vector add (`v004-tilelang-add.py`) with rung_trace_tilelang.py's
+/// markers: the record's prelude on the kernel, one section, `add`, round the parallel loop, and
+/// a mark, `done`, after it (three markers).
+pub fn tilelang_add_with_markers() -> String {
+    let source = include_str!("../../assets/templates/tilelang/versions/v004-tilelang-add.py");
+    let marked = source
+        .replace(
+            "import tilelang.language as T\n",
+            "import tilelang.language as T\nimport rung_trace_tilelang as rt\n\nADD = rt.section(\"add\")\nDONE = rt.section(\"done\")\n",
+        )
+        .replace("threads=block_N) as bx:\n", "threads=block_N, prelude=rt.prelude()) as bx:\n            rt.begin(ADD)\n")
+        .replace(
+            "                    C[idx] = A[idx] + B[idx]\n",
+            "                    C[idx] = A[idx] + B[idx]\n            rt.end(ADD)\n            rt.mark(DONE)\n",
+        );
+    assert_eq!(marked.matches("rt.").count(), 6, "the template changed: {marked}");
+    marked
+}

@@ -56,8 +56,9 @@ pub fn get_trace(ctx: &Context, args: &VersionArgs) -> Result<Reply, ToolError> 
     let message = match &record {
         None => format!(
             "not available yet: no trace has been recorded for {id}; `rung trace {id}` records one on a machine with a \
-             GPU, for a .cu version with rung_trace.cuh's markers, a Triton version with rung_trace.py's or a CuTe DSL \
-             version with rung_trace_cute.py's; nothing \
+             GPU, for a .cu version with rung_trace.cuh's markers, a .ptx version with `// rung_trace` lines, or a \
+             Triton, CuTe DSL or TileLang version with rung_trace.py's, rung_trace_cute.py's or rung_trace_tilelang.py's; \
+             nothing \
              is invented",
             id = v.id
         ),

@@ -1,7 +1,8 @@
 //! The trace rung's one call: a `.cu` version's traced variant (its markers from
 //! `rung_trace.cuh` compiled in with `-DRUNG_TRACE`) launched once by the native worker, or a
-//! Triton or CuTe DSL version's `run()` called once in a Python child whose markers
-//! (`rung_trace.py`, `rung_trace_cute.py`) were given the buffer before the version was imported; at the first benchmark size, on the
+//! Triton, CuTe DSL or TileLang version's `run()` called once in a Python child whose markers
+//! (`rung_trace.py`, `rung_trace_cute.py`, `rung_trace_tilelang.py`) were given the buffer
+//! before the version was imported; at the first benchmark size, on the
 //! bench's own inputs, with a record buffer rung owns (one part per SM). The records are decoded
 //! into sections ([`crate::trace`]) and a Chrome trace-event file in the version's dumps folder.
 //! Not recorded in the history yet: `rung trace` prints and writes its files.
@@ -30,7 +31,7 @@ pub enum TraceRunError {
     #[error("tracing GPU MODE and KernelBench problems is not built yet")]
     NotRungFormat,
     #[error(
-        "{0} versions are not traced yet: `.cu` versions with rung_trace.cuh's markers, `.ptx` versions with `// rung_trace begin NAME` lines, Triton versions with rung_trace.py's and CuTe DSL versions with rung_trace_cute.py's are"
+        "{0} versions are not traced yet: `.cu` versions with rung_trace.cuh's markers, `.ptx` versions with `// rung_trace begin NAME` lines, Triton, CuTe DSL and TileLang versions with rung_trace.py's, rung_trace_cute.py's and rung_trace_tilelang.py's are"
     )]
     Kind(VersionKind),
     #[error(
@@ -61,8 +62,8 @@ pub enum TraceRunError {
     Call(String),
 }
 
-/// How a traced call is made: the traced cubin launched by the native worker, or a Triton or
-/// CuTe DSL version's `run()` with these arguments in a Python child.
+/// How a traced call is made: the traced cubin launched by the native worker, or a Python DSL
+/// version's `run()` with these arguments in a Python child.
 enum How {
     Cuda(Box<run::NativePlan>, PathBuf),
     Python(std::collections::BTreeMap<String, protocol::Arg>),
@@ -87,6 +88,9 @@ pub fn python_tracer(kind: VersionKind) -> Option<PythonTracer> {
         }
         VersionKind::CuteDsl => {
             Some(PythonTracer { dsl: "CuTe DSL", module: "rung_trace_cute", mechanism: trace::CUTE_MECHANISM })
+        }
+        VersionKind::TileLang => {
+            Some(PythonTracer { dsl: "TileLang", module: "rung_trace_tilelang", mechanism: trace::TILELANG_MECHANISM })
         }
         _ => None,
     }
@@ -159,8 +163,8 @@ pub fn second_capacity(given: Option<u64>, held: u64, asked: u64, first: Option<
 }
 
 /// The leader a trace uses: the one asked for, else the one a `.cu` source declares
-/// ([`trace::leader_declared`]), else one per warp. Triton and CuTe DSL versions have warp
-/// leaders only.
+/// ([`trace::leader_declared`]), else one per warp. Triton, CuTe DSL and TileLang versions
+/// have warp leaders only.
 pub fn choose_leader(kind: VersionKind, source: &str, asked: Option<Leader>) -> Result<Leader, TraceRunError> {
     match python_tracer(kind) {
         Some(t) if asked == Some(Leader::Block) => Err(TraceRunError::PythonPerBlock(t.dsl)),
@@ -194,7 +198,7 @@ pub fn trace_once(
         let files = bench::draw_inputs(spec, &sizes, seed, &dir).map_err(|o| TraceRunError::Call(o.summary))?;
         let out = dir.join("trace.bin");
         // What each launch needs: the traced cubin and its launch (CUDA), or run()'s arguments
-        // (Triton, CuTe DSL: their kernels compile traced in the child the call runs in).
+        // (Triton, CuTe DSL, TileLang: their kernels compile traced in the child the call runs in).
         let (how, names, arch, mechanism, traced_ptx) = if let Some(tracer) = python_tracer(v.kind) {
             let names = trace::names_in(&source);
             if names.is_empty() {
