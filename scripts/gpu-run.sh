@@ -23,9 +23,8 @@
 #                the Triton one, and a copy with an undefined name in the kernel (the error's
 #                line); DSL_SITE names a folder holding the DSL wheels unpacked (made by
 #                scripts/dsl-wheels.sh); DSL_ONLY=tilelang (or cute-dsl) takes one template
-#   dsl-trace    the cute-dsl and tilelang templates' vector adds with their markers
-#                (rung_trace_cute.py, rung_trace_tilelang.py): checked, benched and traced
-#                (DSL_SITE and DSL_ONLY as for dsl)
+#   dsl-trace    `rung selftest --gpu --only trace` with the DSL wheels on the path (DSL_SITE as
+#                for dsl): the CuTe DSL and TileLang templates' adds traced beside the others
 #   profile-V    `rung profile V` (Nsight Compute) on the demo workspace left by `demo` (a
 #                Python version's call is served by the zygote itself, unforked); past 60 s without an answer, every rung and Python thread's state and kernel wait
 #                channel from /proc go in the log (a stalled worker says where it waits)
@@ -158,42 +157,12 @@ PYEOF
       done
       ;;
     dsl-trace)
-      # Each DSL template's v004 with its markers (one section round the add, a mark after it)
-      # as v006: checked and benched, then traced twice and as JSON.
+      # The selftest's trace part with the DSL wheels on the path: the CuTe DSL and TileLang rows
+      # join the .cu, Triton and .ptx ones.
       site=$(realpath "${DSL_SITE:?DSL_SITE: the unpacked DSL wheels}")
       export PYTHONPATH="$site/nvidia_cutlass_dsl/dsl_packages:$site${PYTHONPATH:+:$PYTHONPATH}"
-      for t in ${DSL_ONLY:-cute-dsl tilelang}; do
-        ws="$WORK/$t-trace"
-        rm -rf "$ws"
-        "$RUNG" new "$ws" --template "$t" >> "$log" 2>&1
-        "$PY" - "$t" "$ws"/versions/v004-*.py "$ws/versions/v006-traced.py" <<'PYEOF' 2>&1 | tee -a "$log"
-import sys
-dsl, src = sys.argv[1], open(sys.argv[2]).read()
-names = 'ADD = rt.section("add")\nDONE = rt.section("done")\n'
-edits = {
-    "cute-dsl": [("import cutlass.cute as cute\n", "import cutlass.cute as cute\nimport rung_trace_cute as rt\n"),
-                 ("THREADS = 256\n", "THREADS = 256\n" + names),
-                 ("    if i < n:\n", "    rt.begin(ADD)\n    if i < n:\n"),
-                 ("        gC[i] = gA[i] + gB[i]\n", "        gC[i] = gA[i] + gB[i]\n    rt.end(ADD)\n    rt.mark(DONE)\n")],
-    "tilelang": [("import tilelang.language as T\n", "import tilelang.language as T\nimport rung_trace_tilelang as rt\n\n" + names),
-                 ("threads=block_N) as bx:\n", "threads=block_N, prelude=rt.prelude()) as bx:\n            rt.begin(ADD)\n"),
-                 ("                    C[idx] = A[idx] + B[idx]\n",
-                  "                    C[idx] = A[idx] + B[idx]\n            rt.end(ADD)\n            rt.mark(DONE)\n")],
-}[dsl]
-for old, new in edits:
-    assert old in src, old
-    src = src.replace(old, new, 1)
-open(sys.argv[3], "w").write(src)
-print("wrote", sys.argv[3])
-PYEOF
-        "$RUNG" -C "$ws" check v006 --json > "$LOGS/$t-trace-check.json" 2>> "$log"
-        echo "$t check v006: exit $?" | tee -a "$log"
-        for i in 1 2; do
-          "$RUNG" -C "$ws" trace v006 >> "$log" 2>&1
-          echo "$t trace v006: exit $?" | tee -a "$log"
-        done
-        "$RUNG" -C "$ws" trace v006 --json > "$LOGS/$t-trace.json" 2>> "$log"
-      done
+      "$RUNG" selftest --gpu --only trace --dir "$WORK/dsl-trace" --out "$LOGS/dsl-trace.json" >> "$log" 2>&1
+      echo "exit $?" | tee -a "$log"
       ;;
     profile-*)
       version=${step#profile-}

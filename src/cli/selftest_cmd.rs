@@ -170,7 +170,9 @@ pub(super) fn selftest(args: &SelftestArgs) -> Result<i32> {
     if parts.iter().any(|p| p == "trace") {
         let rows = st::run_trace(&dir.join("trace"))?;
         if !args.json {
-            println!("\ntrace (traced vector adds, CUDA and Triton: checked, benched, then one traced launch each)");
+            println!(
+                "\ntrace (traced vector adds: .cu, Triton, .ptx, and CuTe DSL and TileLang where installed; checked, benched, then one traced launch each)"
+            );
         }
         for row in &rows {
             if args.json {

@@ -139,37 +139,13 @@ pub fn big_sass_pair() -> Option<(String, String)> {
     Some((out.remove(0), out.remove(0)))
 }
 
-/// The cute-dsl template's vector add (`v004-cute-add.py`) with rung_trace_cute.py's markers: one
-/// section, `add`, round the add, and a mark, `done`, after it (three markers).
+/// The cute-dsl template's vector add with rung_trace_cute.py's markers (the selftest's): a
+/// section, `add`, and a mark, `done`.
 pub fn cute_add_with_markers() -> String {
-    let source = include_str!("../../assets/templates/cute-dsl/versions/v004-cute-add.py");
-    let marked = source
-        .replace("import cutlass.cute as cute\n", "import cutlass.cute as cute\nimport rung_trace_cute as rt\n")
-        .replace("THREADS = 256\n", "THREADS = 256\nADD = rt.section(\"add\")\nDONE = rt.section(\"done\")\n")
-        .replace("    if i < n:\n", "    rt.begin(ADD)\n    if i < n:\n")
-        .replace(
-            "        gC[i] = gA[i] + gB[i]\n",
-            "        gC[i] = gA[i] + gB[i]\n    rt.end(ADD)\n    rt.mark(DONE)\n",
-        );
-    assert_eq!(marked.matches("rt.").count(), 5, "the template changed: {marked}");
-    marked
+    rung::selftest::cute_add_traced().unwrap()
 }
 
-/// The tilelang template's vector add (`v004-tilelang-add.py`) with rung_trace_tilelang.py's
-/// markers: the record's prelude on the kernel, one section, `add`, round the parallel loop, and
-/// a mark, `done`, after it (three markers).
+/// The tilelang template's vector add with rung_trace_tilelang.py's markers (the selftest's).
 pub fn tilelang_add_with_markers() -> String {
-    let source = include_str!("../../assets/templates/tilelang/versions/v004-tilelang-add.py");
-    let marked = source
-        .replace(
-            "import tilelang.language as T\n",
-            "import tilelang.language as T\nimport rung_trace_tilelang as rt\n\nADD = rt.section(\"add\")\nDONE = rt.section(\"done\")\n",
-        )
-        .replace("threads=block_N) as bx:\n", "threads=block_N, prelude=rt.prelude()) as bx:\n            rt.begin(ADD)\n")
-        .replace(
-            "                    C[idx] = A[idx] + B[idx]\n",
-            "                    C[idx] = A[idx] + B[idx]\n            rt.end(ADD)\n            rt.mark(DONE)\n",
-        );
-    assert_eq!(marked.matches("rt.").count(), 6, "the template changed: {marked}");
-    marked
+    rung::selftest::tilelang_add_traced().unwrap()
 }
