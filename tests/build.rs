@@ -649,6 +649,9 @@ fn tilelang_versions_compile_ahead_of_time_and_report_errors_at_their_line() {
     assert!(sass.contains("v004-tilelang-add.py") && sass.contains("line 21"), "the SASS cites the version's lines");
     let found = rung::context::search(&ws, &ws.join(".rung"), "T.Pipelined gemm example", 3, 2000).unwrap();
     assert_eq!(found[0].path, PathBuf::from("context/tilelang.md"), "{found:?}");
+    // How to time sections, for the agent that searches for it.
+    let found = rung::context::search(&ws, &ws.join(".rung"), "time sections rung_trace_tilelang", 3, 2000).unwrap();
+    assert!(found[0].text.contains("prelude=rt.prelude()"), "{found:?}");
 
     let good = std::fs::read_to_string(ws.join("versions/v004-tilelang-add.py")).unwrap();
     let bad = good.replace("C[idx] = A[idx] + B[idx]", "C[idx] = A[idx] + D[idx]");
@@ -868,4 +871,6 @@ fn the_cute_dsl_template_builds_its_dsl_version_and_carries_its_notes() {
     }
     let found = rung::context::search(&ws, &ws.join(".rung"), "wgmma_tma_sm90 example", 3, 2000).unwrap();
     assert_eq!(found[0].path, PathBuf::from("context/cute-dsl.md"), "{found:?}");
+    let found = rung::context::search(&ws, &ws.join(".rung"), "time sections rung_trace_cute", 3, 2000).unwrap();
+    assert!(found[0].text.contains("import rung_trace_cute as rt"), "{found:?}");
 }
