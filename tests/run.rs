@@ -362,19 +362,7 @@ fn hostile_version(ws: &Path, name: &str, line: &str) {
 /// removes it) and the config file at `config`. rung's own folder (by default under the real
 /// HOME) is named outright, or the version would not find the toolchain.
 fn check_as(ws: &Path, home: &Path, args: &[&str], mode: Option<&str>, config: &Path) -> serde_json::Value {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rung"));
-    cmd.args(["check", "--json"])
-        .args(args)
-        .current_dir(ws)
-        .env("RUNG_CONFIG", config)
-        .env("RUNG_HOME", rung::toolchain::rung_home())
-        .env("HOME", home);
-    match mode {
-        Some(m) => cmd.env("RUNG_SANDBOX", m),
-        None => cmd.env_remove("RUNG_SANDBOX"),
-    };
-    let out = cmd.output().unwrap();
-    serde_json::from_slice(&out.stdout).unwrap()
+    rung::selftest::check_as(Path::new(env!("CARGO_BIN_EXE_rung")), ws, home, config, mode, args).unwrap()
 }
 
 /// Under `RUNG_SANDBOX=strict` a version reads and writes only its workspace and scratch: one

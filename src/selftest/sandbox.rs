@@ -66,22 +66,34 @@ pub fn write_hostile(ws: &Path, name: &str, line: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `exe check --json ARGS` in `ws` with HOME at `home`, `RUNG_SANDBOX=mode` and no config file
-/// (rung's own folder named outright, or the versions would not find the toolchain).
-fn check_as(exe: &Path, ws: &Path, home: &Path, mode: &str, args: &[&str]) -> anyhow::Result<serde_json::Value> {
-    let out = Command::new(exe)
-        .args(["check", "--json"])
+/// `exe check --json ARGS` in `ws` with HOME at `home`, `RUNG_CONFIG` at `config` and
+/// `RUNG_SANDBOX=mode` (None: unset, the config decides); rung's own folder is named outright, or
+/// the versions would not find the toolchain. The tests' sandbox cases run it too.
+pub fn check_as(
+    exe: &Path,
+    ws: &Path,
+    home: &Path,
+    config: &Path,
+    mode: Option<&str>,
+    args: &[&str],
+) -> anyhow::Result<serde_json::Value> {
+    let mut cmd = Command::new(exe);
+    cmd.args(["check", "--json"])
         .args(args)
         .current_dir(ws)
-        .env("RUNG_CONFIG", home.join("no-config.toml"))
+        .env("RUNG_CONFIG", config)
         .env("RUNG_HOME", crate::toolchain::rung_home())
-        .env("HOME", home)
-        .env("RUNG_SANDBOX", mode)
-        .output()?;
+        .env("HOME", home);
+    match mode {
+        Some(m) => cmd.env("RUNG_SANDBOX", m),
+        None => cmd.env_remove("RUNG_SANDBOX"),
+    };
+    let out = cmd.output()?;
     serde_json::from_slice(&out.stdout).map_err(|e| {
         anyhow::anyhow!(
-            "rung check {} ({mode}) printed no report ({e}): {}",
+            "rung check {} (sandbox {}) printed no report ({e}): {}",
             args.join(" "),
+            mode.unwrap_or("as configured"),
             String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("")
         )
     })
@@ -129,7 +141,7 @@ pub fn run_sandbox(dir: &Path, exe: &Path) -> anyhow::Result<Vec<SandboxRow>> {
     let mut ids = vec!["v002", "v003"];
     ids.extend(cases.iter().map(|c| &c.name[..4]));
     ids.push("--no-bench");
-    let report = check_as(exe, &ws, &home, "strict", &ids)?;
+    let report = check_as(exe, &ws, &home, &home.join("no-config.toml"), Some("strict"), &ids)?;
     for honest in ["v002", "v003"] {
         let check = stage(&report, honest, "check").map(|s| s["verdict"].as_str().unwrap_or("").to_string());
         let recorded = stage(&report, honest, "run").and_then(|s| s["detail"]["sandbox"].as_str()).unwrap_or("");
@@ -180,7 +192,7 @@ fn medians_inside_and_out(dir: &Path, exe: &Path, home: &Path) -> anyhow::Result
     let mut medians: Vec<[Vec<f64>; 2]> = vec![Default::default(); ids.len()];
     for _ in 0..ROUNDS {
         for (m, mode) in ["strict", "off"].into_iter().enumerate() {
-            let report = check_as(exe, &demo, home, mode, &ids)?;
+            let report = check_as(exe, &demo, home, &home.join("no-config.toml"), Some(mode), &ids)?;
             for (i, id) in ids.iter().enumerate() {
                 let median =
                     stage(&report, id, "bench").and_then(|s| s["detail"]["sizes"][0]["headline"]["median"].as_f64());
