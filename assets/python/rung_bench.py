@@ -70,9 +70,13 @@ def _fresh_seed():
 ONE_SET_BYTES = 1 << 30
 
 
-def _one_set_enough(kw):
-    """Whether one input set (`kw`, a call's keyword arguments) is large enough to be the only one."""
-    return sum(t.numel() * t.element_size() for _, t in rp.flatten(kw, "kw", [])) > ONE_SET_BYTES
+def _draw_sets(n, draw):
+    """`n` input sets, `draw(k)` making set k's keyword arguments; only the first when it alone is
+    past ONE_SET_BYTES."""
+    first = draw(0)
+    if sum(t.numel() * t.element_size() for _, t in rp.flatten(first, "kw", [])) > ONE_SET_BYTES:
+        return [(first, {})]
+    return [(first, {})] + [(draw(k), {}) for k in range(1, n)]
 
 
 def _problem_bench_setup(req):
@@ -88,18 +92,18 @@ def _problem_bench_setup(req):
     device = pb.get("device") or "cuda"  # "cpu" only in tests of the re-check
     args = dict(pb.get("args") or {})
     n = max(1, int(pb.get("sets") or 1))
-    sets = []
     with torch.no_grad():
         if pb["format"] == "gpu-mode":
             entry = prob.ref_kernel if pb.get("reference") else version.custom_kernel
-            for k in range(n):
+
+            def draw(k):
                 a = dict(args)
                 if "seed" in a:
                     a["seed"] = int(a["seed"]) + k
                 torch.manual_seed(seed + k)
-                sets.append(({"data": prob.generate_input(**a)}, {}))
-                if _one_set_enough(sets[0][0]):
-                    break
+                return {"data": prob.generate_input(**a)}
+
+            sets = _draw_sets(n, draw)
 
             def fn(data):
                 return entry(data)
@@ -114,12 +118,9 @@ def _problem_bench_setup(req):
             torch.manual_seed(seed)
             init = prob.get_init_inputs()
             model = _seeded_model(prob.Model if pb.get("reference") else version.ModelNew, init, seed, device)
-            for k in range(n):
-                # Drawn on the device, as the check and the re-check draw them: a published size
-                # of several GB takes minutes to draw on the host.
-                sets.append(({"inputs": rp.kernelbench_inputs(prob, seed + k, device)}, {}))
-                if _one_set_enough(sets[0][0]):
-                    break
+            # Drawn on the device, as the check and the re-check draw them: a published size of
+            # several GB takes minutes to draw on the host.
+            sets = _draw_sets(n, lambda k: {"inputs": rp.kernelbench_inputs(prob, seed + k, device)})
 
             def fn(inputs):
                 return model(*inputs)
