@@ -57,6 +57,7 @@ fn samples() -> Vec<Message> {
                     capacity: 1 << 20,
                     out: "/dev/shm/trace.bin".into(),
                     regions: 132,
+                    markers: None,
                 }),
             }),
         }),

@@ -26,7 +26,6 @@ import importlib
 import importlib.util
 import json
 import os
-import re
 import signal
 import sys
 import time
@@ -76,24 +75,14 @@ def _readline():
 # Requests
 
 
-def _tracer_of(path):
-    """The markers' module a version uses: rung_trace_cute (the CuTe DSL) or rung_trace_tilelang
-    (TileLang) when its source imports it, else rung_trace (Triton)."""
-    with open(path) as f:
-        source = f.read()
-    for module in ("rung_trace_cute", "rung_trace_tilelang"):
-        if re.search(r"^\s*(?:import|from)\s+%s\b" % module, source, re.M):
-            return module
-    return "rung_trace"
-
-
 def _call(req, state):
     np = _np()
     mode = req.get("mode", "interpret")
     collect = None
     if req.get("trace"):
         # `rung trace`: the buffer first, so the version's kernels compile with their markers.
-        collect = importlib.import_module(_tracer_of(req["file"])).arm(req["trace"])
+        # The markers' module rung named for the version's kind (rung_trace: Triton's).
+        collect = importlib.import_module(req["trace"].get("markers") or "rung_trace").arm(req["trace"])
     t_import = time.perf_counter()
     module = _load(req["file"])
     phases = {"import": time.perf_counter() - t_import} if req["file"] not in state["imported"] else {}

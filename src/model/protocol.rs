@@ -175,6 +175,10 @@ pub struct TraceRequest {
     /// written on, and each part holds `capacity / regions` (rounded up).
     #[serde(default = "one_region")]
     pub regions: u32,
+    /// A Python version's call: the markers' module the worker arms before the import
+    /// (`rung_trace`, `rung_trace_cute`, `rung_trace_tilelang`); absent for a native launch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub markers: Option<String>,
 }
 
 fn one_region() -> u32 {

@@ -199,7 +199,7 @@ pub fn trace_once(
         let out = dir.join("trace.bin");
         // What each launch needs: the traced cubin and its launch (CUDA), or run()'s arguments
         // (Triton, CuTe DSL, TileLang: their kernels compile traced in the child the call runs in).
-        let (how, names, arch, mechanism, traced_ptx) = if let Some(tracer) = python_tracer(v.kind) {
+        let (how, names, arch, mechanism, traced_ptx, markers) = if let Some(tracer) = python_tracer(v.kind) {
             let names = trace::names_in(&source);
             if names.is_empty() {
                 let path = v.path.display().to_string();
@@ -213,7 +213,7 @@ pub fn trace_once(
                 TensorFile { path: path.clone(), dtype: t.dtype, shape: shape.clone() }
             })
             .map_err(|e| TraceRunError::Plan(e.to_string()))?;
-            (How::Python(args), names, gpu.arch(), tracer.mechanism, None)
+            (How::Python(args), names, gpu.arch(), tracer.mechanism, None, Some(tracer.module.to_string()))
         } else {
             let (traced, arch) = build(ws, v, tc, Some(&gpu.arch()), &dir, leader)?;
             // build_traced wrote it there.
@@ -221,14 +221,15 @@ pub fn trace_once(
             let plan = run::NativePlan::new(ws, spec, v, &source, Some(gpu.sm_count))
                 .map_err(|d| TraceRunError::Plan(d.to_string()))?;
             let mechanism = if v.kind == VersionKind::Ptx { trace::PTX_MECHANISM } else { trace::HEADER_MECHANISM };
-            (How::Cuda(Box::new(plan), cubin), traced.names, arch, mechanism, Some(traced.ptx))
+            (How::Cuda(Box::new(plan), cubin), traced.names, arch, mechanism, Some(traced.ptx), None)
         };
         let _lock = crate::gpulock::lock(&gpu.uuid)
             .map_err(|e| TraceRunError::Call(format!("cannot take the GPU's bench lock: {e}")))?;
         let (mut held, mut first_capacity) = (capacity.unwrap_or(DEFAULT_CAPACITY), None);
         let limit = spec.limits.run.max(Duration::from_secs(10));
         let resp = loop {
-            let request = TraceRequest { capacity: held, out: out.clone(), regions: gpu.sm_count };
+            let request =
+                TraceRequest { capacity: held, out: out.clone(), regions: gpu.sm_count, markers: markers.clone() };
             let resp = match &how {
                 How::Cuda(plan, cubin) => {
                     let mut launch =
