@@ -42,6 +42,16 @@ passed = sum(1 for s in builds if s["verdict"] == "pass")
 wall = float(sys.argv[4]) - float(sys.argv[3])
 print("%-8s %3d versions, %3d builds passed, wall %.1f s, sum of build rungs %.1f s"
       % (sys.argv[2], len(report["versions"]), passed, wall, sum(s["duration_ms"] for s in builds) / 1000))
+# Where the rest of the wall time went: every stage's summed time, and the run rung's phases.
+stages, phases = {}, {}
+for v in report["versions"]:
+    for s in v["stages"]:
+        stages[s["stage"]] = stages.get(s["stage"], 0.0) + s["duration_ms"] / 1000
+        for k, t in (s.get("detail") or {}).get("phases", {}).items():
+            phases[k] = phases.get(k, 0.0) + t
+print("         stages: " + ", ".join("%s %.1f s" % kv for kv in sorted(stages.items(), key=lambda kv: -kv[1])))
+if phases:
+    print("         run phases: " + ", ".join("%s %.2f s" % kv for kv in sorted(phases.items(), key=lambda kv: -kv[1])))
 open(sys.argv[1] + ".wall", "w").write(str(wall))
 open(sys.argv[1] + ".builds", "w").write(str(sum(s["duration_ms"] for s in builds) / 1000))
 PY
