@@ -191,6 +191,37 @@ fn a_version_that_leaves_its_work_to_a_thread_is_late_work_at_its_line() {
     assert_eq!(stage(&v["versions"][1], "check")["verdict"], "pass", "{v}");
 }
 
+/// The versions of one check run on the same input sets, drawn once and kept in rung's memory
+/// for the next version: one that changes its inputs fails `input-mutated`, and the version
+/// after it still gets the inputs as drawn (and passes), whichever runs first.
+#[test]
+fn versions_of_one_check_share_its_drawn_inputs_and_a_mutating_one_spoils_nothing() {
+    if !common::toolchain_here() {
+        eprintln!("skipped: no toolchain here (rung setup)");
+        return;
+    }
+    let (_tmp, ws) = workspace("vector-add");
+    let mutates = triton_launch_replaced(
+        &ws,
+        "    vector_add_kernel[(triton.cdiv(n, BLOCK),)](a, b, out, n, BLOCK=BLOCK)\n\
+         \x20   a.arr[...] = 0.0\n",
+    );
+    std::fs::write(ws.join("versions/v004-mutates.py"), mutates).unwrap();
+    let honest = std::fs::read_to_string(ws.join("versions/v003-triton.py")).unwrap();
+    std::fs::write(ws.join("versions/v005-honest.py"), honest).unwrap();
+    let v = rung(&ws, &["check", "--json", "--no-bench", "--seed", "5", "v004", "v005", "v003"]);
+    let run = stage(&v["versions"][0], "run");
+    assert_eq!((run["verdict"].as_str(), run["reason"].as_str()), (Some("fail"), Some("input-mutated")), "{run}");
+    for k in [1, 2] {
+        assert_eq!(stage(&v["versions"][k], "check")["verdict"], "pass", "{}", v["versions"][k]);
+    }
+    // One version drew the sets; the others found them kept.
+    let drew: Vec<f64> = (0..3)
+        .map(|k| stage(&v["versions"][k], "run")["detail"]["phases"]["inputs_drawn"].as_f64().unwrap_or(0.0))
+        .collect();
+    assert_eq!(drew.iter().filter(|s| **s > 0.0).count(), 1, "inputs drawn per version: {drew:?}");
+}
+
 /// A vector-add Triton version whose kernel body line `BODY` replaces the store.
 #[test]
 fn user_rungs_from_checks_py_are_named_results() {

@@ -161,6 +161,14 @@ pub fn check_with(
     let lanes = build_lanes(chosen.len());
     draw_ahead(ws, machine, runners, opts, seed, &chosen);
     start_workers_ahead(ws, machine, runners, chosen.iter().any(|v| v.kind.is_python()));
+    // The native worker too, on a GPU, when native versions will launch in it.
+    if ws.format == crate::workspace::Format::Rung
+        && !machine.gpu.devices.is_empty()
+        && chosen.iter().any(|v| v.kind.is_native())
+        && let Ok(r) = runners_for(ws, machine, runners)
+    {
+        r.start_native_ahead();
+    }
     let mut run = |built: Built, store: &mut Store| -> Result<(), StoreError> {
         let cx = RunCtx { ws, store, machine, runners, opts, seed, cancel: None };
         let mut r = run_phase(cx, built)?.expect("not cancelled");

@@ -207,16 +207,27 @@ pub struct Runners {
     /// request for that kind takes one ([`Runners::start_ahead`]).
     starting: Vec<((bool, bool), StartingZygote)>,
     native: Option<Native>,
+    /// The native worker starting on a thread of its own ([`Runners::start_native_ahead`]).
+    native_starting: Option<std::thread::JoinHandle<Result<Worker, Failure>>>,
     /// Seconds each zygote took to start (imports), for the record.
     pub zygote_starts: Vec<f64>,
     /// Benchmark-size inputs and reference outputs shared by the versions this check benches.
     pub kept: crate::kept::Kept,
+    /// The test sizes' input sets the last version's check drew, by what drew them (seed,
+    /// inputs, sizes): the next version of the same check uses them rather than drawing again.
+    pub drawn_inputs: Option<(String, DrawnInputs)>,
     /// Pids a scheduler may kill to cancel the running job.
     pub live: Live,
     /// Helpers left running after a check recorded its result (disassembling the kernels that
     /// launched): reaped as they finish, waited for when the runners end.
     pub background: Vec<Child>,
 }
+
+/// A check's drawn input sets: (test size, pass, input) → bytes.
+pub type DrawnInputs = std::collections::BTreeMap<(usize, usize, usize), std::sync::Arc<Vec<u8>>>;
+
+/// Drawn test-size inputs up to this many bytes in all are kept for the next version.
+pub const KEEP_DRAWN_BYTES: usize = 512 << 20;
 
 /// Bulk data goes through files in shared memory when the system has it.
 pub fn data_dir() -> PathBuf {
@@ -288,8 +299,10 @@ impl Runners {
             zygotes: Vec::new(),
             starting: Vec::new(),
             native: None,
+            native_starting: None,
             zygote_starts: Vec::new(),
             kept: crate::kept::Kept::default(),
+            drawn_inputs: None,
             live: Live::default(),
             background: Vec::new(),
         })
@@ -479,13 +492,15 @@ impl Runners {
             live_remove(&self.live, n.worker.child.id());
         }
         if self.native.is_none() {
-            let exe =
-                std::env::current_exe().map_err(|e| Failure::Protocol(format!("cannot find rung itself: {e}")))?;
-            let mut cmd = Command::new(exe);
-            cmd.arg("worker");
-            self.env.apply(&mut cmd, crate::sandbox::Seal::Itself);
-            let worker = Worker::start(cmd, &self.env.logs.join("native.log"))?;
-            live_add(&self.live, worker.child.id());
+            let ahead = self.native_starting.take().and_then(|h| h.join().ok()).and_then(Result::ok);
+            let worker = match ahead.map(|mut w| (w.alive(), w)) {
+                Some((true, w)) => w,
+                _ => {
+                    let worker = Worker::start(self.native_command()?, &self.env.logs.join("native.log"))?;
+                    live_add(&self.live, worker.child.id());
+                    worker
+                }
+            };
             self.native = Some(Native { worker, next_id: 1 });
         }
         let native = self.native.as_mut().expect("started");
@@ -501,6 +516,31 @@ impl Runners {
             n.worker.kill();
         }
         resp
+    }
+
+    /// The native worker's command line: rung itself, sealed by its own sandbox.
+    fn native_command(&self) -> Result<Command, Failure> {
+        let exe = std::env::current_exe().map_err(|e| Failure::Protocol(format!("cannot find rung itself: {e}")))?;
+        let mut cmd = Command::new(exe);
+        cmd.arg("worker");
+        self.env.apply(&mut cmd, crate::sandbox::Seal::Itself);
+        Ok(cmd)
+    }
+
+    /// Starts the native worker on a thread of its own while the caller goes on (a check
+    /// building its CUDA versions): its CUDA context is made while nobody waits, and the first
+    /// launch takes it. One that failed to start is started again, in the open, by that launch.
+    pub fn start_native_ahead(&mut self) {
+        if self.native.is_some() || self.native_starting.is_some() {
+            return;
+        }
+        let Ok(cmd) = self.native_command() else { return };
+        let (log, live) = (self.env.logs.join("native.log"), self.live.clone());
+        self.native_starting = Some(std::thread::spawn(move || {
+            let worker = Worker::start(cmd, &log)?;
+            live_add(&live, worker.child.id());
+            Ok(worker)
+        }));
     }
 
     /// Whether the native worker can launch clusters (known once it has started).
@@ -538,6 +578,10 @@ impl Drop for Runners {
         }
         self.zygotes.clear();
         self.native = None;
+        // A native worker started ahead and never used: ended, not left behind.
+        if let Some(h) = self.native_starting.take() {
+            drop(h.join());
+        }
         self.kept.abandon_ahead();
         let _ = std::fs::remove_dir_all(&self.env.data);
     }

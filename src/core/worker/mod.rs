@@ -371,9 +371,15 @@ fn launch(req: &Launch) -> Result<Response, WorkerError> {
         let mut guards = Vec::new();
         for ((name, path, bytes), gb) in host.iter_mut().zip(&bufs) {
             if gb.len > 0 {
-                result::memcpy_dtoh_sync(bytes, gb.base + gb.guard as u64).map_err(cuda_error)?;
+                // Written back only when the kernel changed it: the file holds `bytes` already
+                // (an input left alone, an output never written), and rewriting an unchanged
+                // input was most of a small check's launch.
+                let mut back = vec![0u8; gb.len];
+                result::memcpy_dtoh_sync(&mut back, gb.base + gb.guard as u64).map_err(cuda_error)?;
+                if back != *bytes {
+                    std::fs::write(&*path, &back).map_err(|e| io(path, e))?;
+                }
             }
-            std::fs::write(&*path, &*bytes).map_err(|e| io(path, e))?;
             if gb.guard > 0 {
                 let mut head = vec![0u8; gb.guard];
                 let mut tail = vec![0u8; gb.guard];

@@ -30,8 +30,8 @@ pub(super) struct Checker<'a> {
     pub(super) native: Option<NativePlan>,
     /// A CUDA reference: launched in the native worker too.
     pub(super) ref_plan: Option<NativePlan>,
-    /// Whether a Python child is needed (not for a CUDA version against a CUDA reference without
-    /// checks.py).
+    /// Whether the version runs in a Python child forked for it (a Python version; a CUDA
+    /// version runs in the native worker, the reference and checks.py in their own process).
     pub(super) python: bool,
     /// How the Python child runs the version (or only the reference, for CUDA versions).
     pub(super) mode: CallMode,
@@ -258,11 +258,18 @@ impl<'a> Checker<'a> {
         if !prewarm.is_empty() {
             self.add_phase("inputs", t_inputs.elapsed().as_secs_f64());
         }
-        // Every test size's inputs, both passes, drawn while the child starts (and Triton compiles).
+        // Every test size's inputs, both passes, drawn while the child starts (and Triton compiles);
+        // or kept from the last version this check ran, when it drew the same sets (same seed,
+        // inputs and sizes: the versions of one `rung check`).
         let spec = self.spec;
         let seed = self.seed;
-        let (forked, mut drawn) = std::thread::scope(|scope| {
+        let draw_key = format!("{seed}\n{:?}\n{:?}", spec.inputs, spec.test_sizes);
+        let kept = self.runners.drawn_inputs.take().filter(|(k, _)| *k == draw_key).map(|(_, m)| m);
+        let (forked, drawn) = std::thread::scope(|scope| {
             let drawing = scope.spawn(move || {
+                if let Some(m) = kept {
+                    return (m, 0.0);
+                }
                 let t = Instant::now();
                 let mut drawn = BTreeMap::new();
                 for (si, sizes) in spec.test_sizes.iter().enumerate() {
@@ -271,7 +278,7 @@ impl<'a> Checker<'a> {
                         for (idx, t) in spec.inputs.iter().enumerate() {
                             let numel: i64 = spec.shape_at(t, sizes).unwrap_or_default().iter().product();
                             let bytes = inputs::generate(t.dtype, &t.init, seed, idx as u64, numel as usize);
-                            drawn.insert((si, pass, idx), bytes);
+                            drawn.insert((si, pass, idx), std::sync::Arc::new(bytes));
                         }
                     }
                 }
@@ -280,7 +287,11 @@ impl<'a> Checker<'a> {
             let forked = if self.python { self.fork(prewarm) } else { Ok(false) };
             (forked, drawing.join().unwrap_or_default())
         });
-        // Drawn in parallel with the fork: reported, not on the critical path.
+        // Kept for the next version unless large (test sizes are usually small).
+        let drawn_bytes: usize = drawn.0.values().map(|b| b.len()).sum();
+        if drawn_bytes <= crate::runners::KEEP_DRAWN_BYTES {
+            self.runners.drawn_inputs = Some((draw_key, drawn.0.clone()));
+        }
         self.add_phase("inputs_drawn", drawn.1);
         match forked {
             Err(e) => return failed(Verdict::Error, None, e.to_string()),
@@ -331,7 +342,8 @@ impl<'a> Checker<'a> {
             let _ = std::fs::create_dir_all(&size_dir);
             let mut files: BTreeMap<String, (PathBuf, Vec<i64>)> = BTreeMap::new();
             let mut out_bytes: BTreeMap<String, [Vec<u8>; 2]> = BTreeMap::new();
-            let mut input_hashes: [BTreeMap<String, String>; 2] = Default::default();
+            // Each pass's inputs as drawn: the files must hold the same bytes after the run.
+            let mut input_bytes: [BTreeMap<String, std::sync::Arc<Vec<u8>>>; 2] = Default::default();
             let mut seconds = 0.0;
             let mut pending = None;
             for (pass, poison) in POISON.into_iter().enumerate() {
@@ -341,15 +353,14 @@ impl<'a> Checker<'a> {
                 for (idx, t) in self.spec.inputs.iter().enumerate() {
                     let shape = self.spec.shape_at(t, sizes).unwrap_or_default();
                     let numel: i64 = shape.iter().product();
-                    let bytes = drawn
-                        .0
-                        .remove(&(si, pass, idx))
-                        .unwrap_or_else(|| inputs::generate(t.dtype, &t.init, seed, idx as u64, numel as usize));
+                    let bytes = drawn.0.get(&(si, pass, idx)).cloned().unwrap_or_else(|| {
+                        std::sync::Arc::new(inputs::generate(t.dtype, &t.init, seed, idx as u64, numel as usize))
+                    });
                     let path = size_dir.join(format!("{}.bin", t.name));
                     if let Err(e) = crate::kept::write_fresh(&path, &bytes) {
                         return failed(Verdict::Error, None, format!("{}: {e}", path.display()));
                     }
-                    input_hashes[pass].insert(t.name.clone(), sha256_hex(&bytes));
+                    input_bytes[pass].insert(t.name.clone(), bytes);
                     files.insert(t.name.clone(), (path, shape));
                 }
                 for t in &self.spec.outputs {
@@ -417,8 +428,8 @@ impl<'a> Checker<'a> {
                     out_bytes.entry(t.name.clone()).or_insert_with(|| [Vec::new(), Vec::new()])[pass] = bytes;
                 }
                 for t in &self.spec.inputs {
-                    let after = std::fs::read(&files[&t.name].0).map(|b| sha256_hex(&b)).unwrap_or_default();
-                    if after != input_hashes[pass][&t.name] {
+                    let after = std::fs::read(&files[&t.name].0);
+                    if !after.is_ok_and(|b| b == *input_bytes[pass][&t.name].as_slice()) {
                         run_fail = Some(fail(
                             Reason::InputMutated,
                             format!("the kernel changed its input `{}` (at {label})", t.name),
@@ -549,12 +560,11 @@ impl<'a> Checker<'a> {
             }
             self.add_phase("reference", t_ref.elapsed().as_secs_f64());
             let t_metrics = Instant::now();
-            let inputs_differ = input_hashes[0] != input_hashes[1];
+            let inputs_differ = input_bytes[0] != input_bytes[1];
             for t in &self.spec.outputs {
                 let shape: Vec<usize> = files[&t.name].1.iter().map(|d| *d as usize).collect();
-                let reference =
-                    inputs::to_f64(t.dtype, &std::fs::read(cache.join(format!("{}.bin", t.name))).unwrap_or_default());
-                let output = inputs::to_f64(t.dtype, &out_bytes[&t.name][1]);
+                let reference = std::fs::read(cache.join(format!("{}.bin", t.name))).unwrap_or_default();
+                let output = &out_bytes[&t.name][1];
                 if reference.len() != output.len() {
                     check_fail = Some((
                         Verdict::Error,
@@ -563,7 +573,7 @@ impl<'a> Checker<'a> {
                     ));
                     continue;
                 }
-                let comparison = metrics::compare(&output, &reference, &shape, &t.tolerance);
+                let comparison = metrics::compare_bytes(t.dtype, output, &reference, &shape, &t.tolerance);
                 let mut reason = metrics::judge(&comparison, &t.tolerance);
                 if let (Some(r), None) = (&reason, &check_fail) {
                     let [a, b] = &out_bytes[&t.name];

@@ -192,8 +192,12 @@ pub fn run_and_check(
         }
     };
     // Python runs the version, the Python reference or the user's checks.py; a CUDA version
-    // against a CUDA reference needs none of it.
+    // against a CUDA reference needs none of it. The reference and checks.py run in a process
+    // of their own ([`Runners::reference`]), so only a Python version needs a child forked for
+    // it: a CUDA version's check forks none (that fork, and the zygote's start with torch, were
+    // most of a CUDA version's run rung on a GPU).
     let python = native.is_none() || ref_plan.is_none() || ws.checks.is_some();
+    let fork_child = native.is_none();
     let needs = if native.is_some() || (gpu && has("torch")) { "numpy" } else { "triton" };
     let mut missing: Vec<&str> = [needs, "numpy"].into_iter().filter(|m| !has(m)).collect();
     missing.dedup();
@@ -219,7 +223,7 @@ pub fn run_and_check(
         runners,
         native,
         ref_plan,
-        python,
+        python: fork_child,
         mode,
         seed,
         phases: BTreeMap::new(),
