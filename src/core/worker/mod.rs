@@ -301,6 +301,8 @@ fn launch(req: &Launch) -> Result<Response, WorkerError> {
     let io =
         |what: &std::path::Path, e: std::io::Error| WorkerError::new("IoError", format!("{}: {e}", what.display()));
     let guard = req.guard_bytes as usize;
+    // Where a launch's time goes besides the call (the check's `worker_overhead`), by step.
+    let mut clock = crate::stats::Clock::new();
     // Host copies of every buffer, their device allocations, and the argument bytes.
     let mut host: Vec<(String, std::path::PathBuf, Vec<u8>)> = Vec::new();
     for p in &req.params {
@@ -308,6 +310,7 @@ fn launch(req: &Launch) -> Result<Response, WorkerError> {
             host.push((name.clone(), path.clone(), std::fs::read(path).map_err(|e| io(path, e))?));
         }
     }
+    clock.lap("launch_read");
     // SAFETY: every pointer below comes from the driver and is freed before returning; the
     // argument array points at locals that outlive the launch (it is synchronised).
     unsafe {
@@ -325,6 +328,7 @@ fn launch(req: &Launch) -> Result<Response, WorkerError> {
                 return Err(WorkerError::new("BadRequest", "a rung_run version's launches are not traced"));
             }
         };
+        clock.lap("launch_load");
         let mut bufs: Vec<Guarded> = Vec::new();
         for (_, _, bytes) in &host {
             let len = bytes.len();
@@ -353,6 +357,7 @@ fn launch(req: &Launch) -> Result<Response, WorkerError> {
             }
         }
         let mut args: Vec<*mut c_void> = arg_bytes.iter_mut().map(|b| b.as_mut_ptr() as *mut c_void).collect();
+        clock.lap("launch_upload");
         let t0 = Instant::now();
         if let Err(e) = callee.call(req, &mut args, std::ptr::null_mut()) {
             // A host entry that returned an error leaves the worker usable: free what it had.
@@ -368,6 +373,7 @@ fn launch(req: &Launch) -> Result<Response, WorkerError> {
         }
         result::ctx::synchronize().map_err(cuda_error)?;
         let seconds = t0.elapsed().as_secs_f64();
+        clock.skip();
         let mut guards = Vec::new();
         for ((name, path, bytes), gb) in host.iter_mut().zip(&bufs) {
             if gb.len > 0 {
@@ -388,6 +394,7 @@ fn launch(req: &Launch) -> Result<Response, WorkerError> {
                 guards.extend(protocol::guard_breach(name, &head, &tail));
             }
         }
+        clock.lap("launch_download");
         for gb in bufs {
             let _ = result::free_sync(gb.base);
         }
@@ -401,7 +408,16 @@ fn launch(req: &Launch) -> Result<Response, WorkerError> {
             _ => (None, None),
         };
         callee.unload();
-        Ok(Response { ok: true, seconds: Some(seconds), guards, trace_requested, trace_needed, ..Default::default() })
+        clock.lap("launch_free");
+        Ok(Response {
+            ok: true,
+            seconds: Some(seconds),
+            guards,
+            trace_requested,
+            trace_needed,
+            phases: clock.phases,
+            ..Default::default()
+        })
     }
 }
 

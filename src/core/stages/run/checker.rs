@@ -423,6 +423,7 @@ impl<'a> Checker<'a> {
                         break 'sizes;
                     }
                 }
+                let t_back = Instant::now();
                 for t in &self.spec.outputs {
                     let bytes = std::fs::read(&files[&t.name].0).unwrap_or_default();
                     out_bytes.entry(t.name.clone()).or_insert_with(|| [Vec::new(), Vec::new()])[pass] = bytes;
@@ -437,6 +438,7 @@ impl<'a> Checker<'a> {
                         break 'sizes;
                     }
                 }
+                self.add_phase("read_back", t_back.elapsed().as_secs_f64());
             }
             if let Some(ms) = pending.filter(|ms| *ms > PENDING_WARN_MS) {
                 warnings.push(Diagnostic::warning(
@@ -653,8 +655,10 @@ impl<'a> Checker<'a> {
                 }
             }
         }
+        let t_cleanup = Instant::now();
         let _ = std::fs::remove_dir_all(&scratch);
         let _ = std::fs::remove_dir_all(self.runners.env.data.join(format!("{}-prewarm", v.id)));
+        self.add_phase("cleanup", t_cleanup.elapsed().as_secs_f64());
         if run_fail.is_none() && v.kind == VersionKind::Triton && self.mode == CallMode::Cuda {
             // Triton's cache now holds this source's kernels: no prewarm next time.
             let _ = std::fs::create_dir_all(marker.parent().expect("in cache/compiled"));
