@@ -226,8 +226,9 @@ pub struct Runners {
 /// A check's drawn input sets: (test size, pass, input) → bytes.
 pub type DrawnInputs = std::collections::BTreeMap<(usize, usize, usize), std::sync::Arc<Vec<u8>>>;
 
-/// Drawn test-size inputs up to this many bytes in all are kept for the next version.
-pub const KEEP_DRAWN_BYTES: usize = 512 << 20;
+/// Drawn test-size inputs up to this many bytes in all are kept for the next version (held
+/// between checks too, in a watch or the TUI: kept small).
+pub const KEEP_DRAWN_BYTES: usize = 64 << 20;
 
 /// Bulk data goes through files in shared memory when the system has it.
 pub fn data_dir() -> PathBuf {
