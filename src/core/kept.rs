@@ -61,6 +61,11 @@ impl Kept {
         !self.ahead.is_empty()
     }
 
+    /// Whether any writing ahead is still at work (not merely waiting to be joined).
+    pub fn ahead_busy(&self) -> bool {
+        self.ahead.iter().any(|a| !a.handle.is_finished())
+    }
+
     /// `write` on a thread of its own, writing `paths` (inside `folder`) that the check will
     /// want; they are kept when [`Kept::join_ahead`] finds it ended well. `abandon`, if given,
     /// stops it early when the check ends without asking for them. The returned channel gets

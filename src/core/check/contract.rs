@@ -62,6 +62,8 @@ pub struct Climb<'a> {
     pub check: Option<StageOutcome>,
     /// Left by a passing bench, for the roofline.
     pub benched: Option<BenchDetail>,
+    /// A rung stopped the climb (it failed a gate, or had nothing to record after it).
+    pub stopped: bool,
 }
 
 impl<'a> Climb<'a> {
@@ -84,6 +86,7 @@ impl<'a> Climb<'a> {
             launched: vec![],
             check: None,
             benched: None,
+            stopped: false,
         }
     }
 

@@ -30,7 +30,10 @@ pub fn climb(rungs: &[&dyn Rung], cx: &mut Climb<'_>) -> Result<bool, StoreError
         let (outcome, tools) = match step {
             Step::Row(outcome, tools) => (*outcome, tools),
             Step::Next => continue,
-            Step::Stop => break,
+            Step::Stop => {
+                cx.stopped = true;
+                break;
+            }
         };
         let go_on = !rung.gates() || outcome.verdict == Verdict::Pass;
         let result = stage_result(rung.stage(), (started, t0), outcome, tools);
@@ -40,6 +43,7 @@ pub fn climb(rungs: &[&dyn Rung], cx: &mut Climb<'_>) -> Result<bool, StoreError
             None => cx.stages.push(row),
         }
         if !go_on {
+            cx.stopped = true;
             break;
         }
     }
@@ -49,8 +53,11 @@ pub fn climb(rungs: &[&dyn Rung], cx: &mut Climb<'_>) -> Result<bool, StoreError
 /// The CPU rungs, in order.
 pub const CPU: &[&dyn Rung] = &[&Prepare, &Build];
 
-/// The GPU rungs, in order, for a version whose CPU rungs passed.
-pub const GPU: &[&dyn Rung] = &[&Run, &Captured, &Check, &super::bench::Bench, &super::bench::Roofline];
+/// The GPU rungs before the bench, in order, for a version whose CPU rungs passed.
+pub const GPU_CHECKS: &[&dyn Rung] = &[&Run, &Captured, &Check];
+
+/// The bench rungs, for a version whose check rungs did not stop the climb.
+pub const GPU_BENCHES: &[&dyn Rung] = &[&super::bench::Bench, &super::bench::Roofline];
 
 /// Static checks before compiling.
 pub struct Prepare;

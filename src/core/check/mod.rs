@@ -20,6 +20,7 @@ use contract::Climb;
 mod bench;
 pub mod contract;
 pub mod ladder;
+mod queue;
 
 #[derive(Debug, Clone, Default)]
 pub struct CheckOptions {
@@ -155,7 +156,6 @@ pub fn check_with(
         chosen = ws.versions.iter().collect();
     }
 
-    let mut versions = Vec::new();
     let here = crate::model::report::RanOn { device: machine.device, ..crate::gpu::ran_on_here(&machine.gpu) };
     emit(store, &Streamed::Machine(here.clone()));
     let lanes = build_lanes(chosen.len());
@@ -169,22 +169,17 @@ pub fn check_with(
     {
         r.start_native_ahead();
     }
-    let mut run = |built: Built, store: &mut Store| -> Result<(), StoreError> {
-        let cx = RunCtx { ws, store, machine, runners, opts, seed, cancel: None };
-        let mut r = run_phase(cx, built)?.expect("not cancelled");
-        r.ran_on.get_or_insert_with(|| here.clone());
-        versions.push(r);
-        Ok(())
-    };
+    let mut gpu = queue::GpuRungs::new(ws, machine, runners, opts, seed, here);
     if lanes <= 1 {
         for v in chosen {
             let built = build_phase(ws, store, v, seed, machine, None)?.expect("not cancelled");
-            run(built, store)?;
+            gpu.check(built, store)?;
+            gpu.bench(store)?;
         }
     } else {
         // The CPU rungs of every version on `lanes` threads, each with its own connection to the
         // history; the GPU rungs here, one version at a time in the order chosen, each as soon as
-        // its build is done, while the builds after it go on.
+        // its build is done, while the builds after it go on ([`queue`]).
         let streams = store.streams();
         let next = std::sync::atomic::AtomicUsize::new(0);
         std::thread::scope(|scope| -> Result<(), StoreError> {
@@ -214,18 +209,10 @@ pub fn check_with(
                 });
             }
             drop(tx);
-            let mut done: BTreeMap<usize, Built> = BTreeMap::new();
-            let mut due = 0;
-            for (i, built) in rx {
-                done.insert(i, built?);
-                while let Some(b) = done.remove(&due) {
-                    run(b, store)?;
-                    due += 1;
-                }
-            }
-            Ok(())
+            gpu.climb_as_built(rx, store)
         })?;
     }
+    let versions = gpu.versions;
     Ok(report_of(ws, seed, diagnostics, versions))
 }
 
@@ -407,10 +394,28 @@ pub fn build_phase(
 /// phase (the scheduler killed the worker's child for a newer save) records nothing more and
 /// returns `None`.
 pub fn run_phase(cx: RunCtx<'_>, built: Built) -> Result<Option<VersionReport>, StoreError> {
+    let RunCtx { ws, store, machine, runners, opts, seed, cancel } = cx;
+    let Some(parked) = climb_checks(RunCtx { ws, store, machine, runners, opts, seed, cancel }, built)? else {
+        return Ok(None);
+    };
+    climb_benches(RunCtx { ws, store, machine, runners, opts, seed, cancel }, parked)
+}
+
+/// A version between its check rungs and its bench rungs: what the climb so far left.
+pub struct Parked {
+    built: Built,
+    reference: Option<Result<(VersionFile, String), ReferenceError>>,
+    launched: Vec<crate::model::protocol::CapturedKernel>,
+    /// The climb stopped (or never started: the version did not build): no bench rungs.
+    stopped: bool,
+}
+
+/// The run, captured and check rungs of a built version (nothing for one that did not build);
+/// `None` when cancelled.
+pub fn climb_checks(cx: RunCtx<'_>, built: Built) -> Result<Option<Parked>, StoreError> {
     if !built.runnable {
-        return Ok(Some(built.into_report()));
+        return Ok(Some(Parked { built, reference: None, launched: vec![], stopped: true }));
     }
-    let machine = cx.machine;
     let Built { version, source, source_hash, status, stages, runnable } = built;
     // Workers started unsandboxed go when the sandbox is now asked for (a proposal's build,
     // build_phase, turned it on): the next ones start inside it.
@@ -418,10 +423,35 @@ pub fn run_phase(cx: RunCtx<'_>, built: Built) -> Result<Option<VersionReport>, 
         r.sandbox_if_asked(&cx.ws.root);
     }
     let mut cx = Climb::start(cx, version, source, source_hash, stages);
-    if !ladder::climb(ladder::GPU, &mut cx)? {
+    if !ladder::climb(ladder::GPU_CHECKS, &mut cx)? {
         return Ok(None);
     }
-    let Climb { version, source, source_hash, stages, .. } = cx;
+    let Climb { version, source, source_hash, stages, reference, launched, stopped, .. } = cx;
+    let built = Built { version, source, source_hash, status, stages, runnable };
+    Ok(Some(Parked { built, reference, launched, stopped }))
+}
+
+/// The bench and roofline rungs of a parked version, unless its climb stopped: its report;
+/// `None` when cancelled.
+pub fn climb_benches(cx: RunCtx<'_>, parked: Parked) -> Result<Option<VersionReport>, StoreError> {
+    let Parked { built, reference, launched, stopped } = parked;
+    if !built.runnable {
+        return Ok(Some(built.into_report()));
+    }
+    let machine = cx.machine;
+    let Built { version, source, source_hash, status, stages, runnable } = built;
+    let (version, source, source_hash, stages) = if stopped {
+        (version, source, source_hash, stages)
+    } else {
+        let mut cx = Climb::start(cx, version, source, source_hash, stages);
+        cx.reference = reference;
+        cx.launched = launched;
+        if !ladder::climb(ladder::GPU_BENCHES, &mut cx)? {
+            return Ok(None);
+        }
+        let Climb { version, source, source_hash, stages, .. } = cx;
+        (version, source, source_hash, stages)
+    };
     let mut report = Built { version, source, source_hash, status, stages, runnable }.into_report();
     report.ran_on =
         Some(crate::model::report::RanOn { device: machine.device, ..crate::gpu::ran_on_here(&machine.gpu) });
