@@ -18,12 +18,12 @@ use crate::workspace::Workspace;
 const LOOK_AGAIN: Duration = Duration::from_millis(20);
 
 pub(super) struct GpuRungs<'a> {
-    pub ws: &'a Workspace,
-    pub machine: &'a Machine,
-    pub runners: &'a mut Option<Runners>,
-    pub opts: &'a CheckOptions,
-    pub seed: u64,
-    pub here: RanOn,
+    ws: &'a Workspace,
+    machine: &'a Machine,
+    runners: &'a mut Option<Runners>,
+    opts: &'a CheckOptions,
+    seed: u64,
+    here: RanOn,
     /// Versions whose check rungs are climbed, their bench rungs not yet, in order.
     parked: VecDeque<Parked>,
     /// The reports, in the order chosen.
@@ -70,10 +70,10 @@ impl<'a> GpuRungs<'a> {
         Ok(())
     }
 
-    /// Whether the next bench would wait for work started ahead of it (its input sets, the
-    /// reference's outputs on the fresh set).
-    fn bench_would_wait(&self) -> bool {
-        !self.parked.is_empty() && self.runners.as_ref().is_some_and(|r| r.kept.ahead_busy())
+    /// Whether work started ahead of the benches (their input sets, the reference's outputs on
+    /// the fresh set) still runs: a bench now would wait for it.
+    fn ahead_busy(&self) -> bool {
+        self.runners.as_ref().is_some_and(|r| r.kept.ahead_busy())
     }
 
     /// Climbs every version as its build (index in the order chosen) arrives on `built`, until
@@ -88,7 +88,7 @@ impl<'a> GpuRungs<'a> {
         loop {
             let waiting = Waiting {
                 parked: !self.parked.is_empty(),
-                bench_would_wait: self.bench_would_wait(),
+                ahead_busy: self.ahead_busy(),
                 due_built: done.contains_key(&due),
                 builds_open: open,
             };
@@ -123,8 +123,8 @@ impl<'a> GpuRungs<'a> {
 struct Waiting {
     /// A version's bench rungs are due.
     parked: bool,
-    /// The next bench would wait for work started ahead of it.
-    bench_would_wait: bool,
+    /// Work started ahead of the benches still runs: a bench now would wait for it.
+    ahead_busy: bool,
     /// The next version in the order chosen is built.
     due_built: bool,
     /// More builds may come.
@@ -146,7 +146,7 @@ enum Move {
 /// the next version's checks; a bench that would wait waits in itself once nothing else can
 /// come; while a bench waits, builds are waited for a moment at a time.
 fn next_move(w: Waiting) -> Move {
-    if w.parked && !w.bench_would_wait {
+    if w.parked && !w.ahead_busy {
         Move::Bench
     } else if w.due_built {
         Move::Check
@@ -169,7 +169,7 @@ mod tests {
         loop {
             let w = Waiting {
                 parked: !parked.is_empty(),
-                bench_would_wait: !parked.is_empty() && moves < draw_busy_for,
+                ahead_busy: !parked.is_empty() && moves < draw_busy_for,
                 due_built: due < n,
                 builds_open: false,
             };
@@ -201,10 +201,10 @@ mod tests {
 
     #[test]
     fn a_waiting_bench_looks_again_while_builds_may_come_and_waits_in_itself_once_they_cannot() {
-        let w = Waiting { parked: true, bench_would_wait: true, due_built: false, builds_open: true };
+        let w = Waiting { parked: true, ahead_busy: true, due_built: false, builds_open: true };
         assert_eq!(next_move(w), Move::Wait(Some(LOOK_AGAIN)));
         assert_eq!(next_move(Waiting { builds_open: false, ..w }), Move::Bench);
-        let idle = Waiting { parked: false, bench_would_wait: false, due_built: false, builds_open: true };
+        let idle = Waiting { parked: false, ahead_busy: false, due_built: false, builds_open: true };
         assert_eq!(next_move(idle), Move::Wait(None));
         assert_eq!(next_move(Waiting { builds_open: false, ..idle }), Move::Done);
     }

@@ -223,6 +223,13 @@ pub struct Runners {
     pub background: Vec<Child>,
 }
 
+/// The native worker started from `cmd`, its pid in `live`.
+fn start_native(cmd: Command, log: &Path, live: &Live) -> Result<Worker, Failure> {
+    let worker = Worker::start(cmd, log)?;
+    live_add(live, worker.child.id());
+    Ok(worker)
+}
+
 /// A check's drawn input sets: (test size, pass, input) → bytes.
 pub type DrawnInputs = std::collections::BTreeMap<(usize, usize, usize), std::sync::Arc<Vec<u8>>>;
 
@@ -493,13 +500,16 @@ impl Runners {
             live_remove(&self.live, n.worker.child.id());
         }
         if self.native.is_none() {
-            let ahead = self.native_starting.take().and_then(|h| h.join().ok()).and_then(Result::ok);
-            let worker = match ahead.map(|mut w| (w.alive(), w)) {
-                Some((true, w)) => w,
-                _ => {
-                    let worker = Worker::start(self.native_command()?, &self.env.logs.join("native.log"))?;
-                    live_add(&self.live, worker.child.id());
-                    worker
+            let mut ahead = self.native_starting.take().and_then(|h| h.join().ok()).and_then(Result::ok);
+            let alive = ahead.as_mut().is_some_and(|w| w.alive());
+            let worker = match ahead {
+                Some(w) if alive => w,
+                ahead => {
+                    // One started ahead that died is no pid to kill any more.
+                    if let Some(dead) = ahead {
+                        live_remove(&self.live, dead.child.id());
+                    }
+                    start_native(self.native_command()?, &self.env.logs.join("native.log"), &self.live)?
                 }
             };
             self.native = Some(Native { worker, next_id: 1 });
@@ -537,11 +547,7 @@ impl Runners {
         }
         let Ok(cmd) = self.native_command() else { return };
         let (log, live) = (self.env.logs.join("native.log"), self.live.clone());
-        self.native_starting = Some(std::thread::spawn(move || {
-            let worker = Worker::start(cmd, &log)?;
-            live_add(&live, worker.child.id());
-            Ok(worker)
-        }));
+        self.native_starting = Some(std::thread::spawn(move || start_native(cmd, &log, &live)));
     }
 
     /// Whether the native worker can launch clusters (known once it has started).

@@ -32,8 +32,8 @@ pub(super) struct Checker<'a> {
     pub(super) ref_plan: Option<NativePlan>,
     /// Whether the version runs in a Python child forked for it (a Python version; a CUDA
     /// version runs in the native worker, the reference and checks.py in their own process).
-    pub(super) python: bool,
-    /// How the Python child runs the version (or only the reference, for CUDA versions).
+    pub(super) forks_child: bool,
+    /// How the Python child runs the version (`Reference` for a CUDA version: no child runs it).
     pub(super) mode: CallMode,
     pub(super) seed: u64,
     pub(super) phases: BTreeMap<String, f64>,
@@ -284,7 +284,7 @@ impl<'a> Checker<'a> {
                 }
                 (drawn, t.elapsed().as_secs_f64())
             });
-            let forked = if self.python { self.fork(prewarm) } else { Ok(false) };
+            let forked = if self.forks_child { self.fork(prewarm) } else { Ok(false) };
             (forked, drawing.join().unwrap_or_default())
         });
         // Kept for the next version unless large (test sizes are usually small).

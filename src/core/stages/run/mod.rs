@@ -197,7 +197,7 @@ pub fn run_and_check(
     // it: a CUDA version's check forks none (that fork, and the zygote's start with torch, were
     // most of a CUDA version's run rung on a GPU).
     let python = native.is_none() || ref_plan.is_none() || ws.checks.is_some();
-    let fork_child = native.is_none();
+    let forks_child = native.is_none();
     let needs = if native.is_some() || (gpu && has("torch")) { "numpy" } else { "triton" };
     let mut missing: Vec<&str> = [needs, "numpy"].into_iter().filter(|m| !has(m)).collect();
     missing.dedup();
@@ -223,7 +223,7 @@ pub fn run_and_check(
         runners,
         native,
         ref_plan,
-        python: fork_child,
+        forks_child,
         mode,
         seed,
         phases: BTreeMap::new(),
