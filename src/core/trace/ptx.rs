@@ -31,6 +31,17 @@ fn ptx_marker(line: &str) -> Option<(u32, &str)> {
     (ok && words.next().is_none()).then_some((kind, name))
 }
 
+/// PTX that puts into `dst` the linear index (x fastest) of the special register `index`
+/// (`tid`, `ctaid`) over the extents `extent` (`ntid`, `nctaid`), through `%rt_n` and `%rt_b`.
+fn linear_index(dst: &str, index: &str, extent: &str) -> String {
+    let step = |axis: &str| {
+        format!(
+            "mov.u32 %rt_n, %{extent}.{axis};\n\tmov.u32 %rt_b, %{index}.{axis};\n\tmad.lo.u32 {dst}, {dst}, %rt_n, %rt_b;"
+        )
+    };
+    format!("mov.u32 {dst}, %{index}.z;\n\t{}\n\t{}", step("y"), step("x"))
+}
+
 /// One record's PTX for a `.ptx` version, written as rung_trace.cuh writes it: the leader (lane
 /// 0 of each warp, or thread 0 of the block) reads `%globaltimer` and `%smid`, takes a slot in its
 /// SM's part of the `rung_trace` buffer with one atomic add, and stores the 32-byte record when
@@ -43,18 +54,13 @@ pub fn ptx_record(tag: u32, kind: u32, leader: Leader) -> String {
         }
         Leader::Block => "setp.eq.u32 %rt_lead, %rt_tid, 0;\n\tmov.u32 %rt_warp, 0;\n\tmov.u32 %rt_leader, 1;",
     };
+    let (tid, blk) = (linear_index("%rt_tid", "tid", "ntid"), linear_index("%rt_blk", "ctaid", "nctaid"));
     format!(
         "{{ // rung_trace record: tag {tag}, kind {kind}
 \t.reg .pred %rt_lead, %rt_room;
 \t.reg .b32 %rt_sm, %rt_part, %rt_tid, %rt_warp, %rt_blk, %rt_b, %rt_n, %rt_regions, %rt_per32, %rt_tag, %rt_kind, %rt_leader;
 \t.reg .b64 %rt_time, %rt_i, %rt_count, %rt_slot, %rt_records, %rt_counts, %rt_per;
-\tmov.u32 %rt_tid, %tid.z;
-\tmov.u32 %rt_n, %ntid.y;
-\tmov.u32 %rt_b, %tid.y;
-\tmad.lo.u32 %rt_tid, %rt_tid, %rt_n, %rt_b;
-\tmov.u32 %rt_n, %ntid.x;
-\tmov.u32 %rt_b, %tid.x;
-\tmad.lo.u32 %rt_tid, %rt_tid, %rt_n, %rt_b;
+\t{tid}
 \t{lead}
 \tmov.u64 %rt_time, %globaltimer;
 \tmov.u32 %rt_sm, %smid;
@@ -77,13 +83,7 @@ pub fn ptx_record(tag: u32, kind: u32, leader: Leader) -> String {
 \tadd.u64 %rt_slot, %rt_slot, %rt_i;
 \tshl.b64 %rt_slot, %rt_slot, 5;
 \tadd.u64 %rt_slot, %rt_slot, %rt_records;
-\tmov.u32 %rt_blk, %ctaid.z;
-\tmov.u32 %rt_n, %nctaid.y;
-\tmov.u32 %rt_b, %ctaid.y;
-\tmad.lo.u32 %rt_blk, %rt_blk, %rt_n, %rt_b;
-\tmov.u32 %rt_n, %nctaid.x;
-\tmov.u32 %rt_b, %ctaid.x;
-\tmad.lo.u32 %rt_blk, %rt_blk, %rt_n, %rt_b;
+\t{blk}
 \tmov.u32 %rt_tag, {tag};
 \tmov.u32 %rt_kind, {kind};
 \t@%rt_room st.global.u64 [%rt_slot], %rt_time;
