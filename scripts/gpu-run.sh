@@ -30,6 +30,14 @@
 #                channel from /proc go in the log (a stalled worker says where it waits)
 #   trace-leaders the demo's v002 traced twice with one leader per warp and twice with one per
 #                block (`--leader`): the overhead of each
+#   honest       the honest versions beside the cheat fixtures, benched by rung and timed by Nsight
+#                Compute (scripts/ncu_agree.py): the fault cases' c-good.cu and t-good.py in the
+#                demo problem, GPU MODE outslot's v001 and v002, KernelBench 19_Linear_ReLU's
+#                v001 and v002
+#   selftest-bg  the whole `rung selftest --gpu` table started in a process session of its own
+#                (setsid), so it runs on past this call while the machine stays; its table goes
+#                to logs/selftest.txt, its exit status to logs/selftest.rc
+#   selftest-wait waits for it (at most WAIT_S seconds, default 540)
 #   builds       benches/check_builds.sh: BUILDS_N (default 200) CUDA versions built one at a time
 #                and as rung chooses (BUILDS_HIDE_GPU=1: builds only, the GPU hidden from rung)
 set -uo pipefail
@@ -183,6 +191,32 @@ PYEOF
         echo "trace v002 --leader $leader: exit $?" | tee -a "$log"
       done
       "$RUNG" -C "$WORK/demo" trace v002 --json > "$LOGS/trace-v002.json" 2>> "$log"
+      ;;
+    honest)
+      H="$WORK/honest" && rm -rf "$H" && mkdir -p "$H"
+      "$RUNG" new "$H/faults" --template rmsnorm >> "$log" 2>&1
+      rm -f "$H/faults/versions/"*
+      cp "$ROOT/tests/fixtures/faults/c-good.cu" "$H/faults/versions/v001-good.cu"
+      cp "$ROOT/tests/fixtures/faults/t-good.py" "$H/faults/versions/v002-good.py"
+      cp -r "$ROOT/tests/fixtures/gpu-mode/outslot" "$H/outslot"
+      cp -r "$ROOT/tests/fixtures/kernelbench" "$H/kernelbench"
+      for w in faults:v001,v002 outslot:v001,v002 kernelbench:v001,v002; do
+        name=${w%%:*}
+        "$RUNG" -C "$H/$name" check ${w#*:} --json > "$LOGS/honest-$name.json" 2>> "$log"
+        echo "$name: rung check exit $?" | tee -a "$log"
+        "$PY" "$HERE/ncu_agree.py" "$H/$name" "$LOGS/honest-$name.json" "$LOGS/honest-$name" 2>&1 | tee -a "$log"
+      done
+      ;;
+    selftest-bg)
+      rm -rf "$WORK/st-all" "$LOGS/selftest.rc"
+      setsid bash -c '"$0" selftest --gpu --dir "$1" --out "$2/selftest.json" > "$2/selftest.txt" 2>&1; echo $? > "$2/selftest.rc"' \
+        "$RUNG" "$WORK/st-all" "$LOGS" < /dev/null > /dev/null 2>&1 &
+      echo "started" | tee -a "$log"
+      ;;
+    selftest-wait)
+      waited=0
+      while [ ! -f "$LOGS/selftest.rc" ] && [ "$waited" -lt "${WAIT_S:-540}" ]; do sleep 5; waited=$((waited + 5)); done
+      if [ -f "$LOGS/selftest.rc" ]; then echo "selftest exit $(cat "$LOGS/selftest.rc")" | tee -a "$log"; cat "$LOGS/selftest.txt" >> "$log"; else echo "still running after ${waited} s" | tee -a "$log"; fi
       ;;
     builds)
       bash "$ROOT/benches/check_builds.sh" "$RUNG" "${BUILDS_N:-200}" >> "$log" 2>&1
