@@ -656,3 +656,58 @@ fn the_sandbox_selftest_refuses_every_hostile_version() {
         assert!(r.ok, "{r:?}");
     }
 }
+
+/// With check lanes (CUDA versions' check rungs on threads of their own, each with its own
+/// workers and history connection) a check gives the same verdicts in the same order as without.
+/// Without a GPU the lanes open once the Triton version's check has kept the reference's outputs
+/// and take the CUDA versions after it, whose runs are skipped; on a GPU, `rung selftest --gpu
+/// --only faults` checks the CUDA fault cases in lanes against their expected verdicts.
+#[test]
+fn check_lanes_give_the_verdicts_and_order_of_one_queue() {
+    if !common::toolchain_here() {
+        eprintln!("skipped: no toolchain here (rung setup)");
+        return;
+    }
+    let (_tmp, ws) = workspace("vector-add");
+    let naive = std::fs::read_to_string(ws.join("versions/v001-naive.cu")).unwrap();
+    let mut ids = vec!["v003".to_string(), "v001".into(), "v002".into()];
+    for i in 4..=9 {
+        std::fs::write(ws.join(format!("versions/v00{i}-copy.cu")), format!("// copy {i}\n{naive}")).unwrap();
+        ids.push(format!("v00{i}"));
+    }
+    let check = |lanes: &str| {
+        let args = ["check", "--json", "--no-bench", "--seed", "7"].into_iter().chain(ids.iter().map(String::as_str));
+        let out = Command::new(env!("CARGO_BIN_EXE_rung"))
+            .args(args)
+            .current_dir(&ws)
+            .env("RUNG_CHECK_LANES", lanes)
+            .env("RUNG_BUILD_THREADS", "2")
+            .output()
+            .unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let verdicts: Vec<String> = report["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                let stages: Vec<String> = v["stages"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    // The second check finds the first one's builds cached.
+                    .map(|s| format!("{} {} {}", s["stage"], s["verdict"], s["summary"]).replace(" [cached]", ""))
+                    .collect();
+                format!("{}: {}", v["id"], stages.join("; "))
+            })
+            .collect();
+        (verdicts, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (alone, _) = check("0");
+    let (laned, said) = check("2");
+    assert_eq!(alone.len(), ids.len(), "{alone:#?}");
+    assert!(alone[0].contains("\"check\" \"pass\""), "the Triton version keeps the reference: {}", alone[0]);
+    assert_eq!(alone, laned, "the same verdicts, in the same order, with lanes");
+    // The first CUDA version's check waits for nothing here: the lanes open at once after the
+    // Triton one and take all eight.
+    assert!(said.contains("rung: 2 check lanes climbed the check rungs of 8 versions"), "{said}");
+}

@@ -278,6 +278,73 @@ pub fn run_faults(
         progress(&run);
         out.push(run);
     }
+    if opts.gpu {
+        for run in faults_in_one_check(&dir.with_extension("one-check"), opts)? {
+            progress(&run);
+            out.push(run);
+        }
+    }
+    Ok(out)
+}
+
+/// The CUDA fault cases checked again, all in one check after the good CUDA version, in a copy
+/// of the workspace without checks.py: there the check climbs CUDA versions' check rungs in
+/// lanes, several at once, and each case must get the verdict it gets alone. A row per case
+/// (named `vNNN+lanes`), and one for the good version.
+fn faults_in_one_check(dir: &Path, opts: &FaultOptions) -> anyhow::Result<Vec<FaultRun>> {
+    let _ = std::fs::remove_dir_all(dir);
+    fault_workspace(dir, opts)?;
+    let _ = std::fs::remove_file(dir.join("checks.py"));
+    let mut cases: Vec<FaultCase> =
+        fault_cases().into_iter().filter(|c| c.file.ends_with(".cu") && c.stage != Stage::Bench).collect();
+    shuffle(&mut cases, opts.order_seed);
+    let good = FaultCase {
+        file: "c-good.cu".into(),
+        what: "the honest CUDA version, first".into(),
+        place: "gpu".into(),
+        stage: Stage::Check,
+        verdict: Verdict::Pass,
+        reason: None,
+        summary: None,
+        warning: None,
+    };
+    let mut ids = vec![("v001".to_string(), good)];
+    for (i, case) in cases.into_iter().enumerate() {
+        let name = format!("v{:03}-candidate.cu", 201 + i);
+        let f = FAULTS.get_file(&case.file).ok_or_else(|| anyhow::anyhow!("{} is not embedded", case.file))?;
+        std::fs::write(dir.join("versions").join(&name), f.contents())?;
+        ids.push((name[..4].to_string(), case));
+    }
+    let ws = Workspace::open(dir)?;
+    let mut store = Store::open(&ws.state_dir())?;
+    let machine = Machine::discover();
+    let lanes = crate::check::check_lanes(&ws, &machine, ids.len());
+    let t0 = Instant::now();
+    let versions = ids.iter().map(|(id, _)| id.clone()).collect();
+    let report =
+        check_with(&ws, &mut store, &CheckOptions { versions, seed: None, no_bench: true }, &machine, &mut None)?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let mut out = Vec::new();
+    for (id, case) in ids {
+        let rec = report.versions.iter().find(|v| v.id == id);
+        let (ok, got, summary) = match rec {
+            Some(rec) => judge_fault(&case, rec),
+            None => (false, "not checked".into(), String::new()),
+        };
+        out.push(FaultRun {
+            file: case.file.clone(),
+            what: format!("{} [one check, {lanes} lanes, {seconds:.1} s]", case.what),
+            name: format!("{id}+lanes"),
+            expected: describe(case.stage, case.verdict, case.reason.as_deref()),
+            got,
+            summary,
+            ok,
+            seconds: rec.map_or(0.0, |r| r.stages.iter().map(|s| s.duration_ms).sum::<f64>() / 1e3),
+            recovered: None,
+            recovery_seconds: None,
+            recovery_phases: BTreeMap::new(),
+        });
+    }
     Ok(out)
 }
 

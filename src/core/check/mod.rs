@@ -21,6 +21,7 @@ mod bench;
 pub mod contract;
 pub mod ladder;
 mod queue;
+pub use queue::{LANES_FROM, LANES_VAR, check_lanes};
 
 #[derive(Debug, Clone, Default)]
 pub struct CheckOptions {
@@ -171,26 +172,33 @@ pub fn check_with(
     }
     let mut gpu = queue::GpuRungs::new(ws, machine, runners, opts, seed, here);
     if lanes <= 1 {
-        for v in chosen {
+        for (i, v) in chosen.into_iter().enumerate() {
             let built = build_phase(ws, store, v, seed, machine, None)?.expect("not cancelled");
-            gpu.check(built, store)?;
+            gpu.check(i, built, store)?;
             gpu.bench(store)?;
         }
     } else {
         // The CPU rungs of every version on `lanes` threads, each with its own connection to the
-        // history; the GPU rungs here, one version at a time in the order chosen, each as soon as
-        // its build is done, while the builds after it go on ([`queue`]).
+        // history; the GPU rungs here in the order chosen, each as soon as its build is done,
+        // while the builds after it go on, and CUDA versions' check rungs in check lanes when
+        // there are some ([`queue`]).
         let streams = store.streams();
         let next = std::sync::atomic::AtomicUsize::new(0);
+        let building = queue::AtWork::default();
+        let native = chosen.iter().filter(|v| v.kind.is_native()).count();
+        let check_lanes = queue::check_lanes(ws, machine, native);
+        let gpu_lock = gpu.gpu.clone();
         std::thread::scope(|scope| -> Result<(), StoreError> {
-            let (tx, rx) = std::sync::mpsc::channel::<(usize, Result<Built, StoreError>)>();
+            let (tx, rx) = std::sync::mpsc::channel::<queue::Arrived>();
             for _ in 0..lanes {
-                let (tx, next, chosen) = (tx.clone(), &next, &chosen);
+                let (tx, next, chosen, leaving) = (tx.clone(), &next, &chosen, building.enter());
                 scope.spawn(move || {
+                    let _leaving = leaving;
                     let mut own = match Store::open(&ws.state_dir()) {
                         Ok(s) => s,
                         Err(e) => {
-                            let _ = tx.send((next.fetch_add(1, std::sync::atomic::Ordering::SeqCst), Err(e)));
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            let _ = tx.send(queue::Arrived::Built(i, Err(e)));
                             return;
                         }
                     };
@@ -202,14 +210,18 @@ pub fn check_with(
                         let Some(v) = chosen.get(i) else { return };
                         let built =
                             build_phase(ws, &mut own, v, seed, machine, None).map(|b| b.expect("not cancelled"));
-                        if tx.send((i, built)).is_err() {
+                        if tx.send(queue::Arrived::Built(i, built)).is_err() {
                             return;
                         }
                     }
                 });
             }
+            let check_lanes = (check_lanes > 0).then(|| {
+                let env = queue::LaneEnv { ws, machine, opts, seed, gpu: gpu_lock, streams };
+                queue::spawn_lanes(scope, check_lanes, env, tx.clone())
+            });
             drop(tx);
-            gpu.climb_as_built(rx, store)
+            gpu.climb_as_built(rx, chosen.len(), &building, check_lanes, store)
         })?;
     }
     let versions = gpu.versions;

@@ -474,8 +474,7 @@ impl<'a> Checker<'a> {
             }
             // The reference, cached by (the problem's files, seed, size).
             let t_ref = Instant::now();
-            let key = sha256_hex(format!("{problem}\n{}\n{sizes:?}", self.seed).as_bytes());
-            let cache = self.ws.state_dir().join("cache").join("reference").join(&key[..16]);
+            let cache = reference_cache(self.ws, &problem, self.seed, sizes);
             // Trusted only as rung left it: written before its folder was renamed into place and
             // before this size's run began. The folder is writable from the version's process, and
             // a version that wrote its own answer into the cache must not be judged against it.

@@ -235,6 +235,24 @@ pub fn run_and_check(
     out
 }
 
+/// Where a rung.toml problem's reference outputs at `sizes` are kept: keyed by the problem's
+/// files (`problem`, [`Workspace::problem_hash`]), the seed and the sizes.
+pub fn reference_cache(ws: &Workspace, problem: &str, seed: u64, sizes: &SizeSet) -> PathBuf {
+    let key = crate::store::sha256_hex(format!("{problem}\n{seed}\n{sizes:?}").as_bytes());
+    ws.state_dir().join("cache").join("reference").join(&key[..16])
+}
+
+/// Whether the reference's outputs at every test size of a rung.toml problem are kept for this
+/// seed: a check of a version after this moment reads them and never writes them.
+pub fn reference_kept(ws: &Workspace, seed: u64) -> bool {
+    let Some(spec) = ws.spec.as_ref() else { return false };
+    let problem = ws.problem_hash();
+    spec.test_sizes.iter().all(|sizes| {
+        let dir = reference_cache(ws, &problem, seed, sizes);
+        spec.outputs.iter().all(|t| dir.join(format!("{}.bin", t.name)).is_file())
+    })
+}
+
 /// How to launch a CUDA version: its cubin, kernel, parameters in order and launch at each size;
 /// or, for a `rung_run` version, its shared object, whose host entry takes the same parameters.
 pub struct NativePlan {
