@@ -685,21 +685,10 @@ fn check_lanes_give_the_verdicts_and_order_of_one_queue() {
             .output()
             .unwrap();
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let verdicts: Vec<String> = report["versions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| {
-                let stages: Vec<String> = v["stages"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    // The second check finds the first one's builds cached.
-                    .map(|s| format!("{} {} {}", s["stage"], s["verdict"], s["summary"]).replace(" [cached]", ""))
-                    .collect();
-                format!("{}: {}", v["id"], stages.join("; "))
-            })
-            .collect();
+        // The second check finds the first one's builds cached.
+        let verdicts = common::stage_lines(&report, |s| {
+            format!("{} {} {}", s["stage"], s["verdict"], s["summary"]).replace(" [cached]", "")
+        });
         (verdicts, String::from_utf8_lossy(&out.stderr).into_owned())
     };
     let (alone, _) = check("0");

@@ -199,22 +199,7 @@ fn checks_run_as_slurm_jobs_a_save_cancels_the_running_job_and_the_time_limit_is
         (v, String::from_utf8_lossy(&o.stderr).into_owned())
     };
     let (job, stderr) = run(&["check", "--json", "--no-bench", "--seed", "5", "v003", "v001"]);
-    let verdicts = |v: &serde_json::Value| {
-        v["versions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| {
-                let stages: Vec<String> = v["stages"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|s| format!("{}:{}", s["stage"], s["verdict"]))
-                    .collect();
-                format!("{} {}", v["id"], stages.join(","))
-            })
-            .collect::<Vec<_>>()
-    };
+    let verdicts = |v: &serde_json::Value| common::stage_lines(v, |s| format!("{}:{}", s["stage"], s["verdict"]));
     assert_eq!(job["versions"][0]["verdict"], "pass", "{job}");
     let runner = job["versions"][0]["ran_on"]["runner"].as_str().unwrap().to_string();
     assert!(runner.starts_with("slurm job "), "{runner}");

@@ -149,3 +149,16 @@ pub fn cute_add_with_markers() -> String {
 pub fn tilelang_add_with_markers() -> String {
     rung::selftest::tilelang_add_traced().unwrap()
 }
+
+/// A check report as one line per version, `ID STAGE; STAGE; ...`, each stage written by
+/// `stage`: for comparing two checks' verdicts version by version.
+pub fn stage_lines(report: &serde_json::Value, stage: impl Fn(&serde_json::Value) -> String) -> Vec<String> {
+    let versions = report["versions"].as_array().expect("a report's versions");
+    versions
+        .iter()
+        .map(|v| {
+            let stages: Vec<String> = v["stages"].as_array().expect("a version's stages").iter().map(&stage).collect();
+            format!("{} {}", v["id"], stages.join("; "))
+        })
+        .collect()
+}
