@@ -137,7 +137,7 @@ pub(super) fn spawn_lanes<'scope, 'env: 'scope>(
     let work = Arc::new(Mutex::new(work));
     let at_work = AtWork::default();
     let env = Arc::new(env);
-    for _ in 0..count {
+    for lane in 0..count {
         let (work, arrived, env, leaving) = (work.clone(), arrived.clone(), env.clone(), at_work.enter());
         scope.spawn(move || {
             let _leaving = leaving;
@@ -148,10 +148,11 @@ pub(super) fn spawn_lanes<'scope, 'env: 'scope>(
                 store.stream_results();
             }
             let mut runners: Option<Runners> = None;
-            if !machine.gpu.devices.is_empty()
-                && let Ok(r) = super::runners_for(ws, machine, &mut runners)
-            {
-                r.start_native_ahead();
+            if let Ok(r) = super::runners_for(ws, machine, &mut runners) {
+                r.env.lane = Some(lane);
+                if !machine.gpu.devices.is_empty() {
+                    r.start_native_ahead();
+                }
             }
             while let Some((i, built)) = next_job(&work) {
                 let parked = {

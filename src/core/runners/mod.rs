@@ -110,6 +110,9 @@ pub struct WorkerEnv {
     pub preimport: Vec<&'static str>,
     /// The sandbox the workers start in (`RUNG_SANDBOX=strict`), made for this workspace.
     pub sandbox: Option<std::sync::Arc<crate::sandbox::Sandbox>>,
+    /// The check lane these workers serve, when a check runs several ([`crate::check`]): their
+    /// logs are their own, so a dying worker's quoted log tail is its own.
+    pub lane: Option<usize>,
 }
 
 /// What a zygote imports before it forks (`RUNG_PREIMPORT`), for the workspace's Python at its
@@ -158,6 +161,14 @@ fn problem_imports(root: &Path) -> Vec<&'static str> {
 }
 
 impl WorkerEnv {
+    /// A worker's log file: `NAME.log`, or `NAME-laneK.log` for a check lane's.
+    pub fn log(&self, name: &str) -> PathBuf {
+        match self.lane {
+            Some(k) => self.logs.join(format!("{name}-lane{k}.log")),
+            None => self.logs.join(format!("{name}.log")),
+        }
+    }
+
     /// Sets up `cmd` to start a worker: its folders, caches and, when sandboxed, the sandbox;
     /// `seal` says which process seals `/proc` (a zygote's children, or the worker itself).
     fn apply(&self, cmd: &mut Command, seal: crate::sandbox::Seal) {
@@ -301,6 +312,7 @@ impl Runners {
                 cupti: if std::env::var_os("RUNG_CUPTI").is_some() { None } else { crate::toolchain::find_cupti() },
                 preimport: Vec::new(),
                 sandbox,
+                lane: None,
             },
             script,
             python,
@@ -509,7 +521,7 @@ impl Runners {
                     if let Some(dead) = ahead {
                         live_remove(&self.live, dead.child.id());
                     }
-                    start_native(self.native_command()?, &self.env.logs.join("native.log"), &self.live)?
+                    start_native(self.native_command()?, &self.env.log("native"), &self.live)?
                 }
             };
             self.native = Some(Native { worker, next_id: 1 });
@@ -546,7 +558,7 @@ impl Runners {
             return;
         }
         let Ok(cmd) = self.native_command() else { return };
-        let (log, live) = (self.env.logs.join("native.log"), self.live.clone());
+        let (log, live) = (self.env.log("native"), self.live.clone());
         self.native_starting = Some(std::thread::spawn(move || start_native(cmd, &log, &live)));
     }
 

@@ -75,7 +75,7 @@ impl Zygote {
             (false, true) => "interpret",
             (false, false) => "cuda",
         };
-        let worker = Worker::start(cmd, &env.logs.join(format!("python-{name}.log")))?;
+        let worker = Worker::start(cmd, &env.log(&format!("python-{name}")))?;
         Ok(Zygote {
             worker,
             live,
