@@ -675,6 +675,9 @@ fn check_lanes_give_the_verdicts_and_order_of_one_queue() {
         std::fs::write(ws.join(format!("versions/v00{i}-copy.cu")), format!("// copy {i}\n{naive}")).unwrap();
         ids.push(format!("v00{i}"));
     }
+    // One that does not build, among them: the queue keeps it (no lane takes it), in its place.
+    std::fs::write(ws.join("versions/v010-broken.cu"), naive.replacen("{", "{ not_declared = 1;", 1)).unwrap();
+    ids.insert(5, "v010".into());
     let check = |lanes: &str| {
         let args = ["check", "--json", "--no-bench", "--seed", "7"].into_iter().chain(ids.iter().map(String::as_str));
         let out = Command::new(env!("CARGO_BIN_EXE_rung"))
@@ -694,9 +697,11 @@ fn check_lanes_give_the_verdicts_and_order_of_one_queue() {
     let (alone, _) = check("0");
     let (laned, said) = check("2");
     assert_eq!(alone.len(), ids.len(), "{alone:#?}");
+    assert!(alone.iter().zip(&ids).all(|(line, id)| line.starts_with(&format!("\"{id}\""))), "{alone:#?}");
     assert!(alone[0].contains("\"check\" \"pass\""), "the Triton version keeps the reference: {}", alone[0]);
     assert_eq!(alone, laned, "the same verdicts, in the same order, with lanes");
-    // The first CUDA version's check waits for nothing here: the lanes open at once after the
-    // Triton one and take all eight.
+    // The lanes open once the Triton version has kept the reference and take the eight CUDA
+    // versions that built.
+    assert!(alone[5].contains("\"build\" \"fail\""), "{}", alone[5]);
     assert!(said.contains("rung: 2 check lanes climbed the check rungs of 8 versions"), "{said}");
 }
