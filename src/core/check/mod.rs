@@ -307,6 +307,21 @@ pub struct RunCtx<'a> {
     pub cancel: Option<&'a std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
+impl RunCtx<'_> {
+    /// The same context, borrowed for one call: its parts again, for as long as that call.
+    pub fn reborrow(&mut self) -> RunCtx<'_> {
+        RunCtx {
+            ws: self.ws,
+            store: self.store,
+            machine: self.machine,
+            runners: self.runners,
+            opts: self.opts,
+            seed: self.seed,
+            cancel: self.cancel,
+        }
+    }
+}
+
 /// Why a runner (SSH, Slurm) gave no report: the reason code, the summary, how long it took and
 /// where it was to run.
 pub struct RunnerFailure {
@@ -405,12 +420,9 @@ pub fn build_phase(
 /// The GPU rungs (run, check, bench, roofline) of a version that built, recorded. A cancelled
 /// phase (the scheduler killed the worker's child for a newer save) records nothing more and
 /// returns `None`.
-pub fn run_phase(cx: RunCtx<'_>, built: Built) -> Result<Option<VersionReport>, StoreError> {
-    let RunCtx { ws, store, machine, runners, opts, seed, cancel } = cx;
-    let Some(parked) = climb_checks(RunCtx { ws, store, machine, runners, opts, seed, cancel }, built)? else {
-        return Ok(None);
-    };
-    climb_benches(RunCtx { ws, store, machine, runners, opts, seed, cancel }, parked)
+pub fn run_phase(mut cx: RunCtx<'_>, built: Built) -> Result<Option<VersionReport>, StoreError> {
+    let Some(parked) = climb_checks(cx.reborrow(), built)? else { return Ok(None) };
+    climb_benches(cx, parked)
 }
 
 /// A version between its check rungs and its bench rungs: what the climb so far left.

@@ -174,13 +174,6 @@ fn next_job(work: &Mutex<Receiver<(usize, Built)>>) -> Option<(usize, Built)> {
     work.lock().unwrap_or_else(|e| e.into_inner()).recv().ok()
 }
 
-/// The builds heard of: how many, and those not yet taken by the queue, by index.
-#[derive(Default)]
-struct Heard {
-    builds: usize,
-    built: BTreeMap<usize, Built>,
-}
-
 pub(super) struct GpuRungs<'a> {
     ws: &'a Workspace,
     machine: &'a Machine,
@@ -289,12 +282,17 @@ impl<'a> GpuRungs<'a> {
         Ok(())
     }
 
-    /// What arrived: a build waits in `heard` for its turn; a lane's checks join the benches' queue.
-    fn take(&mut self, heard: &mut Heard, lanes: &mut Option<Lanes>, got: Arrived) -> Result<(), StoreError> {
+    /// What arrived: a build waits in `built` for its turn; a lane's checks join the benches'
+    /// queue.
+    fn take(
+        &mut self,
+        built: &mut BTreeMap<usize, Built>,
+        lanes: &mut Option<Lanes>,
+        got: Arrived,
+    ) -> Result<(), StoreError> {
         match got {
             Arrived::Built(i, b) => {
-                heard.builds += 1;
-                heard.built.insert(i, b?);
+                built.insert(i, b?);
             }
             Arrived::Checked(i, p) => {
                 if let Some(l) = lanes.as_mut() {
@@ -317,7 +315,8 @@ impl<'a> GpuRungs<'a> {
         mut lanes: Option<Lanes>,
         store: &mut Store,
     ) -> Result<(), StoreError> {
-        let mut heard = Heard::default();
+        // Builds not yet taken, by index; every one before `due` was taken, in order.
+        let mut built: BTreeMap<usize, Built> = BTreeMap::new();
         let mut due = 0;
         loop {
             // A thread counts itself out after its last send: once none is at work, whatever
@@ -326,20 +325,20 @@ impl<'a> GpuRungs<'a> {
             let whole = lanes.as_ref().is_none_or(Lanes::whole);
             if !builders || !whole {
                 while let Ok(got) = arrived.try_recv() {
-                    self.take(&mut heard, &mut lanes, got)?;
+                    self.take(&mut built, &mut lanes, got)?;
                 }
             }
             let waiting = Waiting {
                 parked: self.checked.contains_key(&self.bench_next),
                 ahead_busy: self.ahead_busy(),
-                due_built: heard.built.contains_key(&due),
-                builds_open: heard.builds < n && builders,
+                due_built: built.contains_key(&due),
+                builds_open: due + built.len() < n && builders,
                 in_flight: whole && lanes.as_ref().is_some_and(|l| l.in_flight > 0),
             };
             match next_move(waiting) {
                 Move::Bench => self.bench(store)?,
                 Move::Check => {
-                    let b = heard.built.remove(&due).expect("built");
+                    let b = built.remove(&due).expect("built");
                     self.dispatch(due, b, lanes.as_mut(), store)?;
                     due += 1;
                 }
@@ -354,7 +353,7 @@ impl<'a> GpuRungs<'a> {
                 }
                 Move::Wait(look_again) => {
                     if let Ok(got) = arrived.recv_timeout(look_again.unwrap_or(LOOK_ALIVE)) {
-                        self.take(&mut heard, &mut lanes, got)?;
+                        self.take(&mut built, &mut lanes, got)?;
                     }
                 }
             }
