@@ -9,8 +9,9 @@
 #   info         the GPU, its driver and clocks, `rung doctor`
 #   demo         `rung demo` from scratch (wall time), then the recorded phases of every rung
 #   warm         `rung selftest --gpu --only warm`: save-to-row times, warm and fresh
-#   st-PARTS     `rung selftest --gpu --only PARTS` (a comma list of faults, workspaces, warm,
-#                profile, auto, trace, sandbox)
+#   st-PARTS     `rung selftest --gpu --only PARTS` (a comma list of faults, lanes, workspaces,
+#                warm, profile, auto, trace, sandbox); st-lanes: the CUDA fault cases in one check,
+#                in check lanes, each against its verdict (quick)
 #   repeat       five benches of the demo's v003 in a row: the spread of their medians
 #   suite        scripts/gpu-suite.sh (every selftest part, the bench validation, ncu agreement;
 #                past ten minutes on an H100: SELFTEST_ARGS="--only bench" keeps the bench part
@@ -38,9 +39,6 @@
 #                (setsid), so it runs on past this call while the machine stays; its table goes
 #                to logs/selftest.txt, its exit status to logs/selftest.rc
 #   selftest-wait waits for it (at most WAIT_S seconds, default 540)
-#   lanes        the CUDA fault cases all in one `rung check` after the good version, in the
-#                demo problem without checks.py, so check lanes take them: each verdict against
-#                faults.toml's (the `+lanes` rows of `st-faults`, alone and quick)
 #   builds       benches/check_builds.sh: BUILDS_N (default 200) CUDA versions built one at a time
 #                and as rung chooses (BUILDS_HIDE_GPU=1: builds only, the GPU hidden from rung)
 set -uo pipefail
@@ -194,43 +192,6 @@ PYEOF
         echo "trace v002 --leader $leader: exit $?" | tee -a "$log"
       done
       "$RUNG" -C "$WORK/demo" trace v002 --json > "$LOGS/trace-v002.json" 2>> "$log"
-      ;;
-    lanes)
-      L="$WORK/lanes" && rm -rf "$L"
-      "$RUNG" new "$L" --template rmsnorm >> "$log" 2>&1
-      rm -f "$L/versions/"* "$L/checks.py"
-      printf '\n[limits]\nrun = "10s"\n' >> "$L/rung.toml"
-      cp "$ROOT/tests/fixtures/faults/c-good.cu" "$L/versions/v001-good.cu"
-      "$PY" - "$ROOT/tests/fixtures/faults" "$L" <<'PY' | tee -a "$log"
-import json, os, shutil, subprocess, sys, time, tomllib
-src, ws = sys.argv[1], sys.argv[2]
-cases = [c for c in tomllib.load(open(os.path.join(src, "faults.toml"), "rb"))["fault"]
-         if c["file"].endswith(".cu") and c["stage"] != "bench"]
-for i, c in enumerate(cases):
-    c["id"] = "v%03d" % (201 + i)
-    shutil.copy(os.path.join(src, c["file"]), os.path.join(ws, "versions", c["id"] + "-candidate.cu"))
-t0 = time.time()
-p = subprocess.run([os.environ["RUNG"], "-C", ws, "check", "--json", "--no-bench"], capture_output=True, text=True,
-                   env=dict(os.environ, RUNG_CHECK_LANES=os.environ.get("RUNG_CHECK_LANES", "4")))
-wall = time.time() - t0
-print(p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "(nothing on stderr)")
-report = {v["id"]: v for v in json.loads(p.stdout)["versions"]}
-bad = 0
-for c in [{"id": "v001", "file": "c-good.cu", "stage": "check", "verdict": "pass"}] + cases:
-    v = report.get(c["id"])
-    stages = v["stages"] if v else []
-    first = next((s for s in stages if s["verdict"] != "pass"), None)
-    if c["verdict"] == "pass":
-        s = next((s for s in stages if s["stage"] == c["stage"]), None)
-        ok = s is not None and first is None
-    else:
-        s = first
-        ok = s is not None and s["stage"] == c["stage"] and s["verdict"] == c["verdict"] and (c.get("reason") is None or s.get("reason") == c["reason"])
-    bad += not ok
-    got = "%s: %s (%s)" % (s["stage"], s["verdict"], s.get("reason")) if s else "nothing"
-    print("%s %s %-24s expected %s: %s (%s), got %s" % ("✓" if ok else "✗", c["id"], c["file"], c["stage"], c["verdict"], c.get("reason"), got))
-print("%d of %d as expected, one check in %.1f s" % (len(cases) + 1 - bad, len(cases) + 1, wall))
-PY
       ;;
     honest)
       H="$WORK/honest" && rm -rf "$H" && mkdir -p "$H"

@@ -275,8 +275,9 @@ pub struct SelftestArgs {
     /// Run everything on the GPU (fails without one).
     #[arg(long)]
     pub gpu: bool,
-    /// Parts to run: faults, workspaces, warm, profile, auto, trace, sandbox, bench (default:
-    /// faults, plus workspaces, warm, profile, auto, trace and sandbox with --gpu).
+    /// Parts to run: faults, lanes, workspaces, warm, profile, auto, trace, sandbox, bench
+    /// (default: faults, plus workspaces, warm, profile, auto, trace and sandbox with --gpu;
+    /// lanes, the CUDA fault cases in one check, ends the faults part on a GPU).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Print the results as JSON.

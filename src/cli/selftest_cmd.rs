@@ -34,12 +34,18 @@ pub(super) fn selftest(args: &SelftestArgs) -> Result<i32> {
         parts.push("bench".into());
     }
     for p in &parts {
-        if !["faults", "workspaces", "warm", "bench", "profile", "auto", "trace", "sandbox"].contains(&p.as_str()) {
+        if !["faults", "lanes", "workspaces", "warm", "bench", "profile", "auto", "trace", "sandbox"]
+            .contains(&p.as_str())
+        {
             eprintln!(
-                "rung selftest: unknown part `{p}` (faults, workspaces, warm, bench, profile, auto, trace, sandbox)"
+                "rung selftest: unknown part `{p}` (faults, lanes, workspaces, warm, bench, profile, auto, trace, sandbox)"
             );
             return Ok(exit::USAGE);
         }
+    }
+    if parts.iter().any(|p| p == "lanes") && !args.gpu {
+        eprintln!("rung selftest: the lanes part checks CUDA versions on the GPU: add --gpu");
+        return Ok(exit::USAGE);
     }
     let tmp;
     let dir = match &args.dir {
@@ -70,29 +76,23 @@ pub(super) fn selftest(args: &SelftestArgs) -> Result<i32> {
         }
         let runs = st::run_faults(&dir.join("faults"), &opts, |r| {
             if !args.json {
-                let rec = match (r.recovered, r.recovery_seconds) {
-                    (Some(true), Some(s)) => format!("ok {s:.2}s"),
-                    (Some(false), _) => "FAILED".into(),
-                    _ => "-".into(),
-                };
-                println!(
-                    "{} {:<20} {:<48} {:<34} {:<34} {:>7.2} {:>9}",
-                    if r.ok { "✓" } else { "✗" },
-                    r.name,
-                    format!("{} ({})", r.what, r.file),
-                    r.expected,
-                    r.got,
-                    r.seconds,
-                    rec
-                );
-                if !r.ok {
-                    println!("    summary: {}", r.summary);
-                }
+                print_fault(r);
             }
         })?;
         all_ok &= runs.iter().all(|r| r.ok && r.recovered != Some(false));
         doc.insert("order_seed".into(), order_seed.into());
         doc.insert("faults".into(), serde_json::to_value(&runs)?);
+    }
+    if parts.iter().any(|p| p == "lanes") {
+        // The faults part ends with these rows too; alone, they take well under a minute.
+        let opts = FaultOptions { gpu: args.gpu, order_seed, run_limit: args.run_limit.clone() };
+        let runs = st::run_lanes(&dir.join("lanes"), &opts)?;
+        if !args.json {
+            println!("\nthe CUDA fault cases in one check, in check lanes");
+            runs.iter().for_each(print_fault);
+        }
+        all_ok &= runs.iter().all(|r| r.ok);
+        doc.insert("lanes".into(), serde_json::to_value(&runs)?);
     }
     if parts.iter().any(|p| p == "workspaces") {
         let runs = st::run_workspaces(&dir.join("workspaces"))?;
@@ -328,4 +328,26 @@ fn tempfile_dir() -> Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("rung-selftest-{}-{}", std::process::id(), rung::store::now_ms()));
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
+}
+
+/// One fault case's row: its name, the fault, what was expected and got, the time, the recovery.
+fn print_fault(r: &rung::selftest::FaultRun) {
+    let rec = match (r.recovered, r.recovery_seconds) {
+        (Some(true), Some(s)) => format!("ok {s:.2}s"),
+        (Some(false), _) => "FAILED".into(),
+        _ => "-".into(),
+    };
+    println!(
+        "{} {:<20} {:<48} {:<34} {:<34} {:>7.2} {:>9}",
+        if r.ok { "✓" } else { "✗" },
+        r.name,
+        format!("{} ({})", r.what, r.file),
+        r.expected,
+        r.got,
+        r.seconds,
+        rec
+    );
+    if !r.ok {
+        println!("    summary: {}", r.summary);
+    }
 }

@@ -279,7 +279,7 @@ pub fn run_faults(
         out.push(run);
     }
     if opts.gpu {
-        for run in faults_in_one_check(&dir.with_extension("one-check"), opts)? {
+        for run in run_lanes(&dir.with_extension("one-check"), opts)? {
             progress(&run);
             out.push(run);
         }
@@ -290,8 +290,9 @@ pub fn run_faults(
 /// The CUDA fault cases checked again, all in one check after the good CUDA version, in a copy
 /// of the workspace without checks.py: there the check climbs CUDA versions' check rungs in
 /// lanes, several at once, and each case must get the verdict it gets alone. A row per case
-/// (named `vNNN+lanes`), and one for the good version.
-fn faults_in_one_check(dir: &Path, opts: &FaultOptions) -> anyhow::Result<Vec<FaultRun>> {
+/// (named `vNNN+lanes`), and one for the good version: the `lanes` part, and the end of the
+/// `faults` part on a GPU.
+pub fn run_lanes(dir: &Path, opts: &FaultOptions) -> anyhow::Result<Vec<FaultRun>> {
     let _ = std::fs::remove_dir_all(dir);
     fault_workspace(dir, opts)?;
     let _ = std::fs::remove_file(dir.join("checks.py"));
