@@ -228,6 +228,21 @@ pub struct Call {
     pub trace: Option<TraceRequest>,
 }
 
+impl Call {
+    /// A call of a Python reference's `reference(...)`, whose outputs it returns to `returns`.
+    pub fn reference(file: PathBuf, args: BTreeMap<String, Arg>, returns: BTreeMap<String, TensorFile>) -> Call {
+        Call {
+            file,
+            function: "reference".into(),
+            mode: CallMode::Reference,
+            args,
+            returns,
+            guard_bytes: 0,
+            trace: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase", deny_unknown_fields)]
 pub enum Arg {

@@ -306,6 +306,23 @@ fn start_tracer(state: &mut State) {
     }
 }
 
+/// A launch of one of the worker's own kernels (flush, copy ceilings): a 1-D grid of `blocks`
+/// blocks of `threads`, its arguments passed apart.
+fn own_launch(kernel: &str, blocks: u32, threads: u32) -> Launch {
+    Launch {
+        cubin: Default::default(),
+        kernel: kernel.into(),
+        grid: [blocks, 1, 1],
+        block: [threads, 1, 1],
+        smem: 0,
+        cluster: None,
+        params: vec![],
+        guard_bytes: 0,
+        library: None,
+        trace: None,
+    }
+}
+
 /// Clears L2 (queued, not waited for): reads the flush buffer, which evicts everything else
 /// and writes back what was dirty, reads it again evict-first, then discards the buffer's own
 /// lines, which leaves L2 as near as user code can to how Nsight Compute's
@@ -315,18 +332,7 @@ fn start_tracer(state: &mut State) {
 /// `state`'s buffers are live.
 unsafe fn flush(state: &State) -> Result<(), WorkerError> {
     if let (Some((d, n)), Some(f)) = (state.flush, state.flusher) {
-        let launch = |kernel: &str| Launch {
-            cubin: Default::default(),
-            kernel: kernel.into(),
-            grid: [state.sms * 4, 1, 1],
-            block: [512, 1, 1],
-            smem: 0,
-            cluster: None,
-            params: vec![],
-            guard_bytes: 0,
-            library: None,
-            trace: None,
-        };
+        let launch = |kernel: &str| own_launch(kernel, state.sms * 4, 512);
         let mut a = d.to_le_bytes();
         let mut b = ((n / 16) as u64).to_le_bytes();
         let mut c = f.sink.to_le_bytes();
@@ -596,18 +602,7 @@ pub fn ceiling(req: &Ceiling, sms: u32) -> Result<Response, WorkerError> {
             let func = function(module, kname)?;
             for per_sm in [1u32, 2, 4, 8, 16] {
                 for block in [256u32, 512, 1024] {
-                    let launch = Launch {
-                        cubin: Default::default(),
-                        kernel: kname.into(),
-                        grid: [sms * per_sm, 1, 1],
-                        block: [block, 1, 1],
-                        smem: 0,
-                        cluster: None,
-                        params: vec![],
-                        guard_bytes: 0,
-                        library: None,
-                        trace: None,
-                    };
+                    let launch = own_launch(kname, sms * per_sm, block);
                     let mut a = src.to_le_bytes();
                     let mut b = dst.to_le_bytes();
                     let mut c = n.to_le_bytes();

@@ -134,19 +134,28 @@ pub fn bench_sizes(spec: &Spec) -> Vec<SizeSet> {
     }
 }
 
+/// The GPU's bench lock (waited for) and its state once held, each a lap of `clock`.
+fn take_gpu(
+    gpu: &GpuInfo,
+    clock: &mut Clock,
+) -> std::io::Result<(crate::gpulock::GpuLock, Option<crate::devstate::DeviceState>)> {
+    let lock = crate::gpulock::lock(&gpu.uuid)?;
+    clock.lap("lock_wait");
+    let state = crate::devstate::query(&gpu.uuid).ok();
+    clock.lap("device_state");
+    Ok((lock, state))
+}
+
 /// Benches one version that passed its check, then times it against each of `others`
 /// interleaved. `target` says how a call is made.
 pub fn bench(cx: &mut BenchCtx, gpu: &GpuInfo, v: &VersionFile, target: &Target, others: &[Other]) -> StageOutcome {
     let spec = cx.spec;
     let mut clock = Clock::new();
     let sizes = bench_sizes(spec);
-    let lock = match crate::gpulock::lock(&gpu.uuid) {
-        Ok(l) => l,
+    let (lock, before) = match take_gpu(gpu, &mut clock) {
+        Ok(taken) => taken,
         Err(e) => return fail(Verdict::Error, None, format!("cannot take the GPU's bench lock: {e}")),
     };
-    clock.lap("lock_wait");
-    let before = crate::devstate::query(&gpu.uuid).ok();
-    clock.lap("device_state");
     let python = target.is_python() || others.iter().any(|o| o.target.is_python());
     // A CUDA reference also re-checks the timed outputs.
     let reference = others.iter().find_map(|o| match o.target {
@@ -361,13 +370,10 @@ pub fn bench_problem(ws: &Workspace, runners: &mut Runners, gpu: &GpuInfo, v: &V
     let limit = limits.bench + limits.run * 2;
     let rule = StopRule { budget_seconds: limits.bench.as_secs_f64(), ..StopRule::default() };
     let mut clock = Clock::new();
-    let lock = match crate::gpulock::lock(&gpu.uuid) {
-        Ok(l) => l,
+    let (lock, before) = match take_gpu(gpu, &mut clock) {
+        Ok(taken) => taken,
         Err(e) => return fail(Verdict::Error, None, format!("cannot take the GPU's bench lock: {e}")),
     };
-    clock.lap("lock_wait");
-    let before = crate::devstate::query(&gpu.uuid).ok();
-    clock.lap("device_state");
     let mut results = Vec::new();
     let mut comparisons = Vec::new();
     let mut notes = Vec::new();

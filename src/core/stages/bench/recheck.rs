@@ -104,15 +104,7 @@ fn reference_call(
         TensorFile { path: path.clone(), dtype: t.dtype, shape: shape.clone() }
     })
     .map_err(|e| ReferenceFailed(format!("the reference cannot be called: {e}")))?;
-    Ok(protocol::Call {
-        file: reference,
-        function: "reference".into(),
-        mode: CallMode::Reference,
-        args,
-        returns,
-        guard_bytes: 0,
-        trace: None,
-    })
+    Ok(protocol::Call::reference(reference, args, returns))
 }
 
 fn run_python_reference(

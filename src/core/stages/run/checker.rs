@@ -516,15 +516,7 @@ impl<'a> Checker<'a> {
                         break;
                     }
                 };
-                let call = protocol::Call {
-                    file: reference.to_path_buf(),
-                    function: "reference".into(),
-                    mode: CallMode::Reference,
-                    args,
-                    returns,
-                    guard_bytes: 0,
-                    trace: None,
-                };
+                let call = protocol::Call::reference(reference.to_path_buf(), args, returns);
                 let why = match self.problem_code(protocol::Op::Call(call)) {
                     Ok(resp) if resp.ok => None,
                     Ok(resp) => {
