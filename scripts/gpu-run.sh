@@ -85,6 +85,7 @@ for step in "$@"; do
     info)
       nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,persistence_mode --format=csv 2>&1 | tee -a "$log"
       nproc | tee -a "$log"
+      lscpu 2>/dev/null | grep -E "^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|CPU\(s\)|CPU max MHz)" | tee -a "$log"
       "$RUNG" --version 2>&1 | tee -a "$log"
       "$RUNG" doctor 2>&1 | tee -a "$log"
       ;;
@@ -203,7 +204,8 @@ PYEOF
       cp -r "$ROOT/tests/fixtures/kernelbench" "$H/kernelbench"
       for w in faults:v001,v002 outslot:v001,v002 kernelbench:v001,v002; do
         name=${w%%:*}
-        "$RUNG" -C "$H/$name" check ${w#*:} --json > "$LOGS/honest-$name.json" 2>> "$log"
+        # shellcheck disable=SC2046 # the ids, one argument each
+        "$RUNG" -C "$H/$name" check $(echo "${w#*:}" | tr , ' ') --json > "$LOGS/honest-$name.json" 2>> "$log"
         echo "$name: rung check exit $?" | tee -a "$log"
         "$PY" "$HERE/ncu_agree.py" "$H/$name" "$LOGS/honest-$name.json" "$LOGS/honest-$name" 2>&1 | tee -a "$log"
       done

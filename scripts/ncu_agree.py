@@ -25,29 +25,53 @@ from problem_launch import benchmarks  # noqa: E402
 CALLS = 10
 
 
+METRICS = ["gpu__time_duration.sum", "gpc__cycles_elapsed.max", "gpc__cycles_elapsed.avg.per_second"]
+
+
 def ncu_durations(cmd, extra, log):
-    """gpu__time_duration of every kernel Nsight Compute profiled, µs, in launch order."""
+    """Every kernel Nsight Compute profiled, in launch order: (gpu__time_duration, the GPCs'
+    elapsed time), µs. The second is gpc__cycles_elapsed.max over its clock rate: the kernel's
+    execution on the SMs' side, without the front end's launch work that gpu__time_duration also
+    counts (about 1-2 µs a kernel on an H100), None where a metric is missing."""
     full = ["ncu", "--clock-control", "none", "--cache-control", "all", "--metrics",
-            "gpu__time_duration.sum", "--csv"] + extra + cmd
+            ",".join(METRICS), "--csv"] + extra + cmd
     p = subprocess.run(full, capture_output=True, text=True)
     with open(log, "w") as f:
         f.write(" ".join(full) + "\n" + p.stdout + "\n--- stderr\n" + p.stderr)
-    scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
+    time_scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
+    rate_scale = {"cycle/nsecond": 1e9, "cycle/usecond": 1e6, "cycle/msecond": 1e3, "cycle/second": 1.0,
+                  "Ghz": 1e9, "Mhz": 1e6, "khz": 1e3, "hz": 1.0}
     rows = csv.DictReader([l for l in p.stdout.splitlines() if l.startswith('"')])
-    out = []
-    for row in rows:
-        if row.get("Metric Name") == "gpu__time_duration.sum":
+    kernels = {}
+    for n, row in enumerate(rows):
+        name, unit = row.get("Metric Name"), row.get("Metric Unit", "")
+        try:
             v = float(row["Metric Value"].replace(",", ""))
-            out.append((int(row.get("ID", len(out))), v * scale.get(row.get("Metric Unit", ""), 1.0)))
-    return [v for _, v in sorted(out) if v == v]
+        except (KeyError, ValueError):
+            continue
+        k = kernels.setdefault(int(row.get("ID", n)), {})
+        if name == "gpu__time_duration.sum":
+            k["duration"] = v * time_scale.get(unit, 1.0)
+        elif name == "gpc__cycles_elapsed.max":
+            k["cycles"] = v
+        elif name == "gpc__cycles_elapsed.avg.per_second":
+            k["rate"] = v * rate_scale.get(unit, rate_scale.get(unit.lower(), 1.0))
+    out = []
+    for _, k in sorted(kernels.items()):
+        if "duration" not in k or k["duration"] != k["duration"]:
+            continue
+        gpc = k["cycles"] / k["rate"] * 1e6 if k.get("cycles") and k.get("rate") else None
+        out.append((k["duration"], gpc))
+    return out
 
 
-def per_call(durations, calls):
-    """Each call's kernels summed: the kernels split evenly over the calls (None when they do not)."""
-    if not durations or len(durations) % calls:
+def per_call(values, calls):
+    """Each call's kernels summed: the kernels split evenly over the calls (None when they do not
+    or a value is missing)."""
+    if not values or len(values) % calls or any(v is None for v in values):
         return None
-    k = len(durations) // calls
-    return [sum(durations[i * k:(i + 1) * k]) for i in range(calls)]
+    k = len(values) // calls
+    return [sum(values[i * k:(i + 1) * k]) for i in range(calls)]
 
 
 def bench_sizes(v):
@@ -84,32 +108,43 @@ def main():
             targets.append((sizes[0], cmd, ["--launch-skip", "3", "--launch-count", str(CALLS)]))
         for i, (s, cmd, extra) in enumerate(targets):
             log = os.path.join(out, "ncu-%s-%d.log" % (v["id"], i))
-            durations = ncu_durations(cmd, extra, log)
+            kernels = ncu_durations(cmd, extra, log)
+            durations, gpcs = [d for d, _ in kernels], [g for _, g in kernels]
             calls = per_call(durations, CALLS) if problem else durations
+            gpc_calls = per_call(gpcs, CALLS) if problem else (gpcs if None not in gpcs else None)
             ncu = statistics.median(calls) if calls else None
+            gpc = statistics.median(gpc_calls) if gpc_calls else None
             rung = s["headline"]["median"] * 1e3
             rows.append({
                 "id": v["id"], "path": v["path"], "sizes": s["sizes"], "basis": s["basis"],
                 "rung_us": rung, "rung_ci": s["headline"].get("ci_rel"), "ncu_us": ncu,
+                "ncu_gpc_us": gpc,
                 "kernels_per_call": len(durations) // CALLS if durations else 0,
                 "delta": (ncu / rung - 1) if ncu and rung else None,
+                "delta_gpc": (gpc / rung - 1) if gpc and rung else None,
             })
     json.dump(rows, open(os.path.join(out, "ncu-agree.json"), "w"), indent=1)
-    print("rung's bench median against Nsight Compute's gpu__time_duration (µs; Δ = ncu / rung − 1)")
-    print("%-6s %-40s %-26s %-6s %10s %10s %8s %4s" % ("id", "version", "sizes", "basis", "rung", "ncu", "Δ", "k"))
-    worst = 0.0
+    print("rung's bench median against Nsight Compute's gpu__time_duration (ncu) and the GPCs' elapsed")
+    print("time (gpc: gpc__cycles_elapsed.max / its rate), µs, each call's kernels summed; Δ = ncu / rung − 1.")
+    print("rung's busy time also counts a call's copies and memsets, which Nsight Compute does not profile.")
+    print("%-6s %-34s %-22s %-6s %9s %9s %8s %9s %8s %3s" % ("id", "version", "sizes", "basis", "rung", "ncu", "Δ", "gpc", "Δgpc", "k"))
+    worst = worst_gpc = 0.0
+    fmt = lambda x: "%.1f" % x if x is not None else "-"
+    pct = lambda x: "%+.2f%%" % (100 * x) if x is not None else "-"
     for r in rows:
         if "note" in r:
-            print("%-6s %-40s %s" % (r["id"], r["path"][9:], r["note"]))
+            print("%-6s %-34s %s" % (r["id"], r["path"][9:], r["note"]))
             continue
-        fmt = lambda x: "%.1f" % x if x is not None else "-"
-        d = "%+.2f%%" % (100 * r["delta"]) if r["delta"] is not None else "-"
         if r["delta"] is not None:
             worst = max(worst, abs(r["delta"]))
-        sizes = json.dumps(r["sizes"], separators=(",", ":"))[:26]
-        print("%-6s %-40s %-26s %-6s %10s %10s %8s %4d" % (r["id"], r["path"][9:49], sizes, r["basis"][:6], fmt(r["rung_us"]), fmt(r["ncu_us"]), d, r["kernels_per_call"]))
+        if r["delta_gpc"] is not None:
+            worst_gpc = max(worst_gpc, abs(r["delta_gpc"]))
+        sizes = json.dumps(r["sizes"], separators=(",", ":"))[:22]
+        print("%-6s %-34s %-22s %-6s %9s %9s %8s %9s %8s %3d" % (
+            r["id"], r["path"][9:43], sizes, r["basis"][:6], fmt(r["rung_us"]), fmt(r["ncu_us"]),
+            pct(r["delta"]), fmt(r["ncu_gpc_us"]), pct(r["delta_gpc"]), r["kernels_per_call"]))
     timed = [r for r in rows if r.get("delta") is not None]
-    print("%d timed, largest |Δ| %.2f%%" % (len(timed), 100 * worst))
+    print("%d timed, largest |Δ| %.2f%%, largest |Δgpc| %.2f%%" % (len(timed), 100 * worst, 100 * worst_gpc))
 
 
 if __name__ == "__main__":
