@@ -52,6 +52,19 @@ for v in report["versions"]:
 print("         stages: " + ", ".join("%s %.1f s" % kv for kv in sorted(stages.items(), key=lambda kv: -kv[1])))
 if phases:
     print("         run phases: " + ", ".join("%s %.2f s" % kv for kv in sorted(phases.items(), key=lambda kv: -kv[1])))
+# The timeline from rung's start: where the wall time goes that the builds do not fill.
+from datetime import datetime
+t0 = float(sys.argv[3])
+def span(name):
+    runs = [(datetime.fromisoformat(s["started_at"].replace("Z", "+00:00")).timestamp() - t0, s["duration_ms"] / 1000)
+            for v in report["versions"] for s in v["stages"] if s["stage"] == name and s.get("started_at")]
+    return (min(a for a, _ in runs), max(a + d for a, d in runs)) if runs else None
+line = []
+for name in ("build", "run", "check"):
+    sp = span(name)
+    if sp:
+        line.append("%s %.2f-%.2f s" % (name, sp[0], sp[1]))
+print("         timeline from the start: " + ", ".join(line) + ", exit %.2f s" % wall)
 open(sys.argv[1] + ".wall", "w").write(str(wall))
 open(sys.argv[1] + ".builds", "w").write(str(sum(s["duration_ms"] for s in builds) / 1000))
 PY
