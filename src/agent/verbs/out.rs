@@ -10,8 +10,8 @@ use rung_core::asm::mix::InstructionMix;
 use rung_core::asm::{self, AsmKind};
 use rung_core::diag::Diagnostic;
 use rung_core::model::report::{Stage, Verdict};
-use rung_core::store::Status;
-use rung_core::workspace::{Format, VersionKind};
+use rung_core::store::{Status, VersionRow};
+use rung_core::workspace::{Format, VersionFile, VersionKind};
 
 // ---------------------------------------------------------------------------------------------
 // Results: the structured content of each tool (their schemas are the tools' output schemas).
@@ -29,8 +29,10 @@ pub struct VersionsOut {
     pub versions: Vec<VersionEntry>,
 }
 
+/// Who a version is and where it stands: the fields `list_versions`, `read_version` and
+/// `get_results` open with (flattened into each, so their JSON is as before).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct VersionEntry {
+pub struct VersionHead {
     pub id: String,
     /// Relative to the workspace root.
     pub path: PathBuf,
@@ -41,6 +43,38 @@ pub struct VersionEntry {
     pub parent: Option<String>,
     /// Why it was rejected.
     pub reason: Option<String>,
+}
+
+impl VersionHead {
+    pub fn of(v: &VersionFile, row: Option<&VersionRow>) -> VersionHead {
+        VersionHead {
+            id: v.id.clone(),
+            path: v.path.clone(),
+            kind: v.kind,
+            status: row.map(|r| r.status),
+            parent: row.and_then(|r| r.parent.clone()),
+            reason: row.and_then(|r| r.reason.clone()),
+        }
+    }
+
+    /// `v003 versions/v003.cu (cuda, accepted, parent v002`: the opening of each tool's line
+    /// for the version, left open for what the tool adds.
+    pub fn opening(&self) -> String {
+        format!(
+            "{} {} ({}, {}{}",
+            self.id,
+            self.path.display(),
+            self.kind,
+            self.status.map_or("new", Status::as_str),
+            self.parent.as_ref().map(|p| format!(", parent {p}")).unwrap_or_default()
+        )
+    }
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct VersionEntry {
+    #[serde(flatten)]
+    pub head: VersionHead,
     /// The worst verdict of the latest results for the file's current source; `null` when it
     /// was never checked as it is now.
     pub verdict: Option<Verdict>,
@@ -61,12 +95,8 @@ pub struct StageBrief {
 /// `read_version`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct SourceOut {
-    pub id: String,
-    pub path: PathBuf,
-    pub kind: VersionKind,
-    pub status: Option<Status>,
-    pub parent: Option<String>,
-    pub reason: Option<String>,
+    #[serde(flatten)]
+    pub head: VersionHead,
     /// SHA-256 of the source.
     pub source_hash: String,
     pub bytes: usize,
@@ -118,12 +148,8 @@ pub struct ResultEntry {
 /// `get_results`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ResultsOut {
-    pub id: String,
-    pub path: PathBuf,
-    pub kind: VersionKind,
-    pub status: Option<Status>,
-    pub parent: Option<String>,
-    pub reason: Option<String>,
+    #[serde(flatten)]
+    pub head: VersionHead,
     /// SHA-256 of the file's current source.
     pub source_hash: String,
     /// The worst verdict of the results for the current source; `null` when there are none.

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use rung_core::check::{self, CheckOptions, Machine};
 use rung_core::diag::Diagnostic;
 use rung_core::model::report::{CheckReport, Verdict};
-use rung_core::store::{ResultRow, Status, VersionRow, sha256_hex};
+use rung_core::store::{ResultRow, VersionRow, sha256_hex};
 use rung_core::workspace::{self};
 
 use super::*;
@@ -141,24 +141,10 @@ pub fn get_results(ctx: &Context, args: &VersionArgs) -> Result<Reply, ToolError
     let results: Vec<ResultEntry> =
         store.latest_results(&v.id)?.iter().map(|r| result_entry(r, Some(&hash), true)).collect();
     let verdict = worst(results.iter().filter(|r| r.current == Some(true)).filter_map(|r| Verdict::parse(&r.verdict)));
-    let out = ResultsOut {
-        id: v.id.clone(),
-        path: v.path.clone(),
-        kind: v.kind,
-        status: row.as_ref().map(|r| r.status),
-        parent: row.as_ref().and_then(|r| r.parent.clone()),
-        reason: row.as_ref().and_then(|r| r.reason.clone()),
-        source_hash: hash,
-        verdict,
-        results,
-    };
+    let out = ResultsOut { head: VersionHead::of(v, row.as_ref()), source_hash: hash, verdict, results };
     let mut text = format!(
-        "{} {} ({}, {}{}): {}\n",
-        out.id,
-        out.path.display(),
-        out.kind,
-        out.status.map_or("new", Status::as_str),
-        out.parent.as_ref().map(|p| format!(", parent {p}")).unwrap_or_default(),
+        "{}): {}\n",
+        out.head.opening(),
         match (out.verdict, out.results.is_empty()) {
             (Some(v), _) => v.name(),
             (None, true) => "not checked yet: call check",

@@ -31,16 +31,7 @@ pub fn list_versions(ctx: &Context) -> Result<Reply, ToolError> {
             })
             .collect();
         let verdict = worst(stages.iter().filter(|s| s.current).filter_map(|s| Verdict::parse(&s.verdict)));
-        entries.push(VersionEntry {
-            id: v.id.clone(),
-            path: v.path.clone(),
-            kind: v.kind,
-            status: row.as_ref().map(|r| r.status),
-            parent: row.as_ref().and_then(|r| r.parent.clone()),
-            reason: row.as_ref().and_then(|r| r.reason.clone()),
-            verdict,
-            stages,
-        });
+        entries.push(VersionEntry { head: VersionHead::of(v, row.as_ref()), verdict, stages });
     }
     let out = VersionsOut {
         workspace: ws.root.clone(),
@@ -61,8 +52,6 @@ pub fn list_versions(ctx: &Context) -> Result<Reply, ToolError> {
         let _ = writeln!(text, "{d}");
     }
     for e in &out.versions {
-        let status = e.status.map_or("new", Status::as_str);
-        let parent = e.parent.as_ref().map(|p| format!(", parent {p}")).unwrap_or_default();
         let climbed: Vec<String> =
             e.stages.iter().filter(|s| s.current).map(|s| format!("{} {}", symbol(&s.verdict), s.stage)).collect();
         let verdict = match (e.verdict, e.stages.is_empty()) {
@@ -78,8 +67,8 @@ pub fn list_versions(ctx: &Context) -> Result<Reply, ToolError> {
             .or_else(|| e.stages.iter().rfind(|s| s.current))
             .map(|s| format!(" — {}: {}", s.stage, s.summary))
             .unwrap_or_default();
-        let _ = writeln!(text, "{} {} ({}, {status}{parent}): {verdict}{last}", e.id, e.path.display(), e.kind);
-        if let Some(r) = &e.reason {
+        let _ = writeln!(text, "{}): {verdict}{last}", e.head.opening());
+        if let Some(r) = &e.head.reason {
             let _ = writeln!(text, "  rejected because: {r}");
         }
     }
@@ -96,29 +85,16 @@ pub fn read_version(ctx: &Context, args: &VersionArgs) -> Result<Reply, ToolErro
     let store = open_store(&ws)?;
     let row = store.version(&v.id)?;
     let out = SourceOut {
-        id: v.id.clone(),
-        path: v.path.clone(),
-        kind: v.kind,
-        status: row.as_ref().map(|r| r.status),
-        parent: row.as_ref().and_then(|r| r.parent.clone()),
-        reason: row.as_ref().and_then(|r| r.reason.clone()),
+        head: VersionHead::of(v, row.as_ref()),
         source_hash: sha256_hex(source.as_bytes()),
         bytes: source.len(),
         source,
     };
-    let mut text = format!(
-        "{} {} ({}, {}{}, {} bytes)\n",
-        out.id,
-        out.path.display(),
-        out.kind,
-        out.status.map_or("new", Status::as_str),
-        out.parent.as_ref().map(|p| format!(", parent {p}")).unwrap_or_default(),
-        out.bytes
-    );
-    if let Some(r) = &out.reason {
+    let mut text = format!("{}, {} bytes)\n", out.head.opening(), out.bytes);
+    if let Some(r) = &out.head.reason {
         let _ = writeln!(text, "rejected because: {r}");
     }
-    let _ = write!(text, "```{}\n{}", fence(out.kind), out.source);
+    let _ = write!(text, "```{}\n{}", fence(out.head.kind), out.source);
     if !out.source.ends_with('\n') {
         text.push('\n');
     }
