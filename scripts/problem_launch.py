@@ -9,6 +9,8 @@ drawn once; every call gets the same tensors, as the pmpp_v2 convention allows (
 handed in). KernelBench (a problem file with get_inputs): ModelNew built from
 get_init_inputs(), called on get_inputs() under torch.no_grad(); the index is ignored (the
 problem has its one published size).
+
+PROBLEM_LAUNCH_FLUSH=1 reads a buffer of twice L2 before each call, outside its range.
 """
 
 import importlib.util
@@ -78,10 +80,20 @@ def main():
         call, what = gpumode_call(ws, version, index)
     else:
         call, what = kernelbench_call(ws, version)
+    # PROBLEM_LAUNCH_FLUSH=1: L2 flushed before each call, outside its range, as rung's bench
+    # flushes it (for `ncu --cache-control none`, which then flushes nothing between a call's own
+    # kernels). A read of twice L2 leaves only clean lines of the buffer, nothing to write back.
+    flush = None
+    if os.environ.get("PROBLEM_LAUNCH_FLUSH") == "1":
+        l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+        buf = torch.ones(max(l2, 1 << 20) * 2 // 4, dtype=torch.float32, device="cuda")
+        flush = lambda: buf.sum()
     for _ in range(3):
         call()
     torch.cuda.synchronize()
     for _ in range(n):
+        if flush:
+            flush()
         torch.cuda.nvtx.range_push("timed")
         call()
         torch.cuda.nvtx.range_pop()
