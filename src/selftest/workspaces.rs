@@ -62,30 +62,13 @@ pub(super) fn version_runs(label: &str, report: &crate::model::report::CheckRepo
         .collect()
 }
 
-/// The reason code a fixture's name asks for: `v003-wrong-input-mutated.py` → input-mutated.
+/// The reason code a fixture's name asks for: `v003-wrong-input-mutated.py` → input-mutated,
+/// `v012-wrong-input-mutated-via-gc.py` too (the longest leading run of words that names a reason).
 pub(super) fn expected_reason(name: &str) -> Option<crate::model::report::Reason> {
-    use crate::model::report::Reason::*;
     let rest = name.rsplit('/').next()?.split_once("wrong-")?.1;
-    [
-        InputMutated,
-        Unwritten,
-        Crashed,
-        Memoised,
-        ProblemCheck,
-        ShapeMismatch,
-        Mismatch,
-        Timeout,
-        NonFinite,
-        Exception,
-        TimerPatched,
-        NoCustomKernel,
-        ForgedReply,
-        HarnessPatched,
-        L2Persisting,
-        LateWork,
-    ]
-    .into_iter()
-    .find(|r| rest.starts_with(&r.name()))
+    let stem = rest.split_once('.').map_or(rest, |(s, _)| s);
+    let words: Vec<&str> = stem.split('-').collect();
+    (1..=words.len()).rev().find_map(|k| serde_json::from_value(serde_json::Value::String(words[..k].join("-"))).ok())
 }
 
 /// The demo workspace with the versions only the selftest adds: PTX, a `rung_run` host entry and
@@ -311,4 +294,31 @@ pub fn run_warm(dir: &Path, rounds: usize) -> anyhow::Result<Vec<WarmRun>> {
     }
     std::fs::write(&file, original)?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::expected_reason;
+    use crate::model::report::Reason;
+
+    #[test]
+    fn a_fixture_name_asks_for_the_longest_reason_it_starts_with() {
+        let cases = [
+            ("versions/v003-wrong-input-mutated.py", Some(Reason::InputMutated)),
+            ("v012-wrong-input-mutated-via-gc.py", Some(Reason::InputMutated)),
+            ("v007-wrong-problem-check-large.py", Some(Reason::ProblemCheck)),
+            ("v017-wrong-no-custom-kernel-cuda.py", Some(Reason::NoCustomKernel)),
+            ("v020-wrong-harness-patched-builtin-swap.py", Some(Reason::HarnessPatched)),
+            ("v009-wrong-l2-persisting.py", Some(Reason::L2Persisting)),
+            ("v004-wrong-shape-mismatch.cu", Some(Reason::ShapeMismatch)),
+            ("v005-wrong-mismatch.py", Some(Reason::Mismatch)),
+            // No reason named: the verdict alone is checked.
+            ("v021-wrong-judge-module-swapped.py", None),
+            ("v030-wrong-shape.py", None),
+            ("v001-fills-output.py", None),
+        ];
+        for (name, want) in cases {
+            assert_eq!(expected_reason(name), want, "{name}");
+        }
+    }
 }
