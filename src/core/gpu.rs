@@ -33,6 +33,11 @@ pub struct GpuProbe {
 }
 
 impl GpuProbe {
+    /// No GPU, for the reason given.
+    pub fn absent(why: impl Into<String>) -> GpuProbe {
+        GpuProbe { driver_version: None, devices: Vec::new(), absent_reason: Some(why.into()) }
+    }
+
     pub fn first(&self) -> Option<&GpuInfo> {
         self.devices.first()
     }
@@ -40,7 +45,7 @@ impl GpuProbe {
 
 /// Probes the driver. Never panics: a missing libcuda or a driver error becomes `absent_reason`.
 pub fn probe() -> GpuProbe {
-    let absent = |why: String| GpuProbe { driver_version: None, devices: Vec::new(), absent_reason: Some(why) };
+    let absent = GpuProbe::absent;
     // SAFETY: only tries to dlopen libcuda; no symbol is called.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
         return absent("no NVIDIA driver (libcuda.so not found)".into());

@@ -78,8 +78,16 @@ pub struct Machine {
 pub const SIMULATE_GPUS: &str = "RUNG_SIMULATE_GPUS";
 
 impl Machine {
+    /// The toolchain and the GPU, found side by side: the driver's initialisation (a few hundred
+    /// milliseconds on an H100) and the toolchain's discovery are both paid before the first
+    /// build starts.
     pub fn discover() -> Machine {
-        Machine { toolchain: Toolchain::discover(), gpu: crate::gpu::probe(), device: None }
+        let (toolchain, gpu) = std::thread::scope(|s| {
+            let gpu = s.spawn(crate::gpu::probe);
+            let toolchain = Toolchain::discover();
+            (toolchain, gpu.join().unwrap_or_else(|_| crate::gpu::GpuProbe::absent("the GPU probe panicked")))
+        });
+        Machine { toolchain, gpu, device: None }
     }
 
     /// One view per worker lane: each GPU alone (its workers see only it, through
