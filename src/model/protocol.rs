@@ -231,15 +231,8 @@ pub struct Call {
 impl Call {
     /// A call of a Python reference's `reference(...)`, whose outputs it returns to `returns`.
     pub fn reference(file: PathBuf, args: BTreeMap<String, Arg>, returns: BTreeMap<String, TensorFile>) -> Call {
-        Call {
-            file,
-            function: "reference".into(),
-            mode: CallMode::Reference,
-            args,
-            returns,
-            guard_bytes: 0,
-            trace: None,
-        }
+        let (function, mode, guard_bytes, trace) = ("reference".into(), CallMode::Reference, 0, None);
+        Call { file, function, mode, args, returns, guard_bytes, trace }
     }
 }
 
