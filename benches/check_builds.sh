@@ -71,10 +71,13 @@ PY
 }
 run serial 1
 run parallel ""
-python3 - "$tmp/serial.json.wall" "$tmp/parallel.json.wall" "$tmp/serial.json.builds" "$cores" <<'PY'
+python3 - "$tmp/serial.json.wall" "$tmp/parallel.json.wall" "$tmp/serial.json.builds" "$tmp/parallel.json.builds" "$cores" <<'PY'
 import sys
-serial, parallel, compiles = (float(open(p).read()) for p in sys.argv[1:4])
-cores = int(sys.argv[4])
+serial, parallel, compiles, parallel_compiles = (float(open(p).read()) for p in sys.argv[1:5])
+cores = int(sys.argv[5])
 print("cores %d: parallel / (build rungs / cores) = %.2f (target <= 1.2); parallel / (serial / cores) = %.2f; speedup %.2fx"
       % (cores, parallel / (compiles / cores), parallel / (serial / cores), serial / parallel))
+# How much of that is the builds' own slowdown with many at once, and how much the scheduling.
+print("         the parallel check's build rungs: %.2fx the serial one's; parallel / (its own build rungs / cores) = %.2f"
+      % (parallel_compiles / compiles, parallel / (parallel_compiles / cores)))
 PY
