@@ -61,8 +61,9 @@ pub(super) fn selftest(args: &SelftestArgs) -> Result<i32> {
     if let Some(g) = gpu.first() {
         doc.insert("gpu".into(), serde_json::json!({ "name": g.name, "uuid": g.uuid, "sms": g.sm_count }));
     }
-    if parts.iter().any(|p| p == "faults") {
-        let opts = FaultOptions { gpu: args.gpu, order_seed, run_limit: args.run_limit.clone() };
+    let opts = FaultOptions { gpu: args.gpu, order_seed, run_limit: args.run_limit.clone() };
+    let faults = parts.iter().any(|p| p == "faults");
+    if faults {
         if !args.json {
             println!(
                 "fault cases ({}; order seed {order_seed}, limits.run {})",
@@ -83,9 +84,9 @@ pub(super) fn selftest(args: &SelftestArgs) -> Result<i32> {
         doc.insert("order_seed".into(), order_seed.into());
         doc.insert("faults".into(), serde_json::to_value(&runs)?);
     }
-    if parts.iter().any(|p| p == "lanes") {
-        // The faults part ends with these rows too; alone, they take well under a minute.
-        let opts = FaultOptions { gpu: args.gpu, order_seed, run_limit: args.run_limit.clone() };
+    // The faults part ends with these rows on a GPU (the lanes part needs one): alone, they take
+    // well under a minute; asked for beside it, they are not run twice.
+    if parts.iter().any(|p| p == "lanes") && !faults {
         let runs = st::run_lanes(&dir.join("lanes"), &opts)?;
         if !args.json {
             println!("\nthe CUDA fault cases in one check, in check lanes");

@@ -45,15 +45,14 @@ impl GpuProbe {
 
 /// Probes the driver. Never panics: a missing libcuda or a driver error becomes `absent_reason`.
 pub fn probe() -> GpuProbe {
-    let absent = GpuProbe::absent;
     // SAFETY: only tries to dlopen libcuda; no symbol is called.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        return absent("no NVIDIA driver (libcuda.so not found)".into());
+        return GpuProbe::absent("no NVIDIA driver (libcuda.so not found)");
     }
     match std::panic::catch_unwind(probe_driver) {
         Ok(Ok(p)) => p,
-        Ok(Err(e)) => absent(format!("the CUDA driver failed: {e:?}")),
-        Err(_) => absent("the CUDA driver library could not be used".into()),
+        Ok(Err(e)) => GpuProbe::absent(format!("the CUDA driver failed: {e:?}")),
+        Err(_) => GpuProbe::absent("the CUDA driver library could not be used"),
     }
 }
 
