@@ -1,6 +1,8 @@
 //! The GPU runs' measuring scripts, on this machine with a stand-in for Nsight Compute: what they
 //! print is what a note quotes, so their sums and matching are tested where CI can run them.
 
+mod common;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
@@ -23,13 +25,9 @@ for i in range(30):
 
 #[test]
 fn ncu_agree_sums_each_calls_kernels_in_both_cache_modes() {
-    let Some(python) = ["python3", "python"]
-        .into_iter()
-        .find(|p| Command::new(p).arg("--version").output().is_ok_and(|o| o.status.success()))
-    else {
-        eprintln!("SKIPPED: no python3 here");
-        return;
-    };
+    // rung's Python (the script needs only the standard library): skipped without it, a failure
+    // under RUNG_REQUIRE_TOOLCHAIN.
+    let Some(python) = common::python_with_module("csv") else { return };
     let tmp = tempfile::tempdir().unwrap();
     let bin = tmp.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -50,7 +48,7 @@ fn ncu_agree_sums_each_calls_kernels_in_both_cache_modes() {
     let out = tmp.path().join("out");
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/ncu_agree.py");
-    let run = Command::new(python).arg(&script).arg(&ws).arg(&report).arg(&out).env("PATH", path).output().unwrap();
+    let run = Command::new(&python).arg(&script).arg(&ws).arg(&report).arg(&out).env("PATH", path).output().unwrap();
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(run.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
 
