@@ -34,7 +34,7 @@ run() { # $1: label, $2: threads or empty
     t0=$(date +%s.%N)
     (cd "$tmp/ws" && RUNG_BUILD_THREADS=$2 "$rung" check --no-bench --json >"$tmp/$1.json" 2>/dev/null) || true
     t1=$(date +%s.%N)
-    python3 - "$tmp/$1.json" "$1" "$t0" "$t1" <<'PY'
+    python3 - "$tmp/$1.json" "$1" "$t0" "$t1" "${2:-$cores}" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1]))
 builds = [s for v in report["versions"] for s in v["stages"] if s["stage"] == "build"]
@@ -65,6 +65,29 @@ for name in ("build", "run", "check"):
     if sp:
         line.append("%s %.2f-%.2f s" % (name, sp[0], sp[1]))
 print("         timeline from the start: " + ", ".join(line) + ", exit %.2f s" % wall)
+# The build threads' time not spent in build rungs: before each thread's first build, between a
+# build's end and the same thread's next (the prepare rung, the history writes), and after its
+# last. Threads are not in the report: each build goes to the thread free longest before it.
+builds_at = sorted((datetime.fromisoformat(s["started_at"].replace("Z", "+00:00")).timestamp() - t0,
+                    s["duration_ms"] / 1000)
+                   for v in report["versions"] for s in v["stages"] if s["stage"] == "build" and s.get("started_at"))
+threads = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+free, start_idle, gaps = [], 0.0, 0.0
+for at, d in builds_at:
+    ready = [i for i, f in enumerate(free) if f <= at + 1e-3]
+    if not ready and len(free) < threads:
+        start_idle += at
+        free.append(at + d)
+        continue
+    i = max(ready, key=lambda i: free[i]) if ready else min(range(len(free)), key=lambda i: free[i])
+    gaps += max(0.0, at - free[i])
+    free[i] = at + d
+end_idle = sum(wall - f for f in free)
+if builds_at:
+    print("         build threads %d: idle before the first build %.2f thread-s, between builds %.2f thread-s"
+          " (%.1f ms a build), after the last %.2f thread-s; busy %.1f of %.1f thread-s"
+          % (len(free), start_idle, gaps, 1000 * gaps / len(builds_at), end_idle,
+             sum(d for _, d in builds_at), wall * len(free)))
 open(sys.argv[1] + ".wall", "w").write(str(wall))
 open(sys.argv[1] + ".builds", "w").write(str(sum(s["duration_ms"] for s in builds) / 1000))
 PY
