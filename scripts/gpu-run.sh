@@ -41,6 +41,7 @@
 #   selftest-wait waits for it (at most WAIT_S seconds, default 540)
 #   builds       benches/check_builds.sh: BUILDS_N (default 200) CUDA versions built one at a time
 #                and as rung chooses (BUILDS_HIDE_GPU=1: builds only, the GPU hidden from rung)
+#   builds-hidden the same with BUILDS_HIDE_GPU=1, in a log of its own
 set -uo pipefail
 OUT=${1:?OUT folder}
 shift
@@ -221,9 +222,11 @@ PYEOF
       while [ ! -f "$LOGS/selftest.rc" ] && [ "$waited" -lt "${WAIT_S:-540}" ]; do sleep 5; waited=$((waited + 5)); done
       if [ -f "$LOGS/selftest.rc" ]; then echo "selftest exit $(cat "$LOGS/selftest.rc")" | tee -a "$log"; cat "$LOGS/selftest.txt" >> "$log"; else echo "still running after ${waited} s" | tee -a "$log"; fi
       ;;
-    builds)
+    builds | builds-hidden)
+      [ "$step" = builds-hidden ] && export BUILDS_HIDE_GPU=1
       bash "$ROOT/benches/check_builds.sh" "$RUNG" "${BUILDS_N:-200}" >> "$log" 2>&1
       echo "exit $?" | tee -a "$log"
+      [ "$step" = builds-hidden ] && unset BUILDS_HIDE_GPU
       ;;
     *)
       echo "unknown step $step" | tee -a "$log"
