@@ -126,12 +126,16 @@ def main():
                 again = per_call([d for d, _ in ncu_durations(cmd, extra, log, "none", env)], CALLS)
                 flushed = statistics.median(again) if again else None
             rung = s["headline"]["median"] * 1e3
+            k = len(durations) // CALLS if durations else 0
             rows.append({
                 "id": v["id"], "path": v["path"], "sizes": s["sizes"], "basis": s["basis"],
                 "rung_us": rung, "rung_ci": s["headline"].get("ci_rel"), "ncu_us": ncu,
                 "ncu_gpc_us": gpc, "ncu_call_flush_us": flushed,
-                "kernels_per_call": len(durations) // CALLS if durations else 0,
+                "kernels_per_call": k,
                 "delta": (ncu / rung - 1) if ncu and rung else None,
+                # What Nsight Compute reads over rung, per kernel of a call: a constant here
+                # (not a fraction) is a fixed cost in each profiled kernel's measurement.
+                "offset_per_kernel_us": ((flushed or ncu) - rung) / k if (flushed or ncu) and rung and k else None,
                 "delta_gpc": (gpc / rung - 1) if gpc and rung else None,
                 "delta_call_flush": (flushed / rung - 1) if flushed and rung else None,
             })
@@ -140,7 +144,8 @@ def main():
     print("ncu: `--cache-control all` (every cache flushed before every kernel); ncu·call: `--cache-control none`")
     print("with L2 flushed before each call, as rung does (GPU MODE and KernelBench versions); Δ = ncu / rung − 1.")
     print("rung's busy time also counts a call's copies and memsets, which Nsight Compute does not profile.")
-    print("%-6s %-34s %-22s %9s %9s %8s %9s %8s %3s" % ("id", "version", "sizes", "rung", "ncu", "Δ", "ncu·call", "Δ", "k"))
+    print("µs/k: (ncu·call, else ncu) − rung, per kernel of a call.")
+    print("%-6s %-34s %-22s %9s %9s %8s %9s %8s %3s %6s" % ("id", "version", "sizes", "rung", "ncu", "Δ", "ncu·call", "Δ", "k", "µs/k"))
     worst = worst_call = 0.0
     fmt = lambda x: "%.1f" % x if x is not None else "-"
     pct = lambda x: "%+.2f%%" % (100 * x) if x is not None else "-"
@@ -153,9 +158,11 @@ def main():
         if r.get("delta_call_flush") is not None:
             worst_call = max(worst_call, abs(r["delta_call_flush"]))
         sizes = json.dumps(r["sizes"], separators=(",", ":"))[:22]
-        print("%-6s %-34s %-22s %9s %9s %8s %9s %8s %3d" % (
+        off = r.get("offset_per_kernel_us")
+        print("%-6s %-34s %-22s %9s %9s %8s %9s %8s %3d %6s" % (
             r["id"], r["path"][9:43], sizes, fmt(r["rung_us"]), fmt(r["ncu_us"]), pct(r["delta"]),
-            fmt(r.get("ncu_call_flush_us")), pct(r.get("delta_call_flush")), r["kernels_per_call"]))
+            fmt(r.get("ncu_call_flush_us")), pct(r.get("delta_call_flush")), r["kernels_per_call"],
+            "%+.2f" % off if off is not None else "-"))
     timed = [r for r in rows if r.get("delta") is not None]
     print("%d timed, largest |Δ| %.2f%% (ncu), %.2f%% (ncu·call)" % (len(timed), 100 * worst, 100 * worst_call))
 

@@ -66,6 +66,9 @@ fn ncu_agree_sums_each_calls_kernels_in_both_cache_modes() {
     assert!(close(&v1["ncu_gpc_us"], 8.0), "{v1}");
     assert!(close(&v1["delta"], 8.0 / 6.1 - 1.0), "{v1}");
     assert!(close(&v1["delta_call_flush"], 6.0 / 6.1 - 1.0), "{v1}");
+    // Per kernel, what ncu·call reads over rung: (6.0 − 6.1) / 3.
+    assert!(close(&v1["offset_per_kernel_us"], -0.1 / 3.0), "{v1}");
+    assert!(stdout.contains("  3  -0.03\n"), "{stdout}");
     // A version whose bench did not pass is listed, not timed.
     assert_eq!(rows[1]["note"], "no passing bench");
     assert!(stdout.contains("+31.15%") && stdout.contains("-1.64%"), "{stdout}");
