@@ -198,4 +198,25 @@ impl Reason {
     pub fn name(self) -> String {
         serde_json::to_value(self).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
     }
+
+    /// The reason a code names (`input-mutated`), as [`Reason::name`] writes it.
+    pub fn parse(code: &str) -> Option<Reason> {
+        serde_json::from_value(serde_json::Value::String(code.to_string())).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Reason;
+
+    /// A code reads back as the reason that wrote it; a code no reason writes reads as none.
+    #[test]
+    fn a_reason_code_parses_back_to_its_reason() {
+        for r in [Reason::InputMutated, Reason::L2Persisting, Reason::NoCustomKernel, Reason::Timeout] {
+            assert_eq!(Reason::parse(&r.name()), Some(r), "{}", r.name());
+        }
+        assert_eq!(Reason::name(Reason::L2Persisting), "l2-persisting");
+        assert_eq!(Reason::parse("input_mutated"), None);
+        assert_eq!(Reason::parse(""), None);
+    }
 }

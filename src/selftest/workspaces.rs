@@ -68,7 +68,7 @@ pub(super) fn expected_reason(name: &str) -> Option<crate::model::report::Reason
     let rest = name.rsplit('/').next()?.split_once("wrong-")?.1;
     let stem = rest.split_once('.').map_or(rest, |(s, _)| s);
     let words: Vec<&str> = stem.split('-').collect();
-    (1..=words.len()).rev().find_map(|k| serde_json::from_value(serde_json::Value::String(words[..k].join("-"))).ok())
+    (1..=words.len()).rev().find_map(|k| crate::model::report::Reason::parse(&words[..k].join("-")))
 }
 
 /// The demo workspace with the versions only the selftest adds: PTX, a `rung_run` host entry and
