@@ -55,9 +55,12 @@ if phases:
 # The timeline from rung's start: where the wall time goes that the builds do not fill.
 from datetime import datetime
 t0 = float(sys.argv[3])
+def starts(name):
+    """Each rung of this stage: (its start from rung's start, its duration), s, by start."""
+    return sorted((datetime.fromisoformat(s["started_at"].replace("Z", "+00:00")).timestamp() - t0, s["duration_ms"] / 1000)
+                  for v in report["versions"] for s in v["stages"] if s["stage"] == name and s.get("started_at"))
 def span(name):
-    runs = [(datetime.fromisoformat(s["started_at"].replace("Z", "+00:00")).timestamp() - t0, s["duration_ms"] / 1000)
-            for v in report["versions"] for s in v["stages"] if s["stage"] == name and s.get("started_at")]
+    runs = starts(name)
     return (min(a for a, _ in runs), max(a + d for a, d in runs)) if runs else None
 line = []
 for name in ("build", "run", "check"):
@@ -68,10 +71,8 @@ print("         timeline from the start: " + ", ".join(line) + ", exit %.2f s" %
 # The build threads' time not spent in build rungs: before each thread's first build, between a
 # build's end and the same thread's next (the prepare rung, the history writes), and after its
 # last. Threads are not in the report: each build goes to the thread free longest before it.
-builds_at = sorted((datetime.fromisoformat(s["started_at"].replace("Z", "+00:00")).timestamp() - t0,
-                    s["duration_ms"] / 1000)
-                   for v in report["versions"] for s in v["stages"] if s["stage"] == "build" and s.get("started_at"))
-threads = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+builds_at = starts("build")
+threads = int(sys.argv[5])
 free, start_idle, gaps = [], 0.0, 0.0
 for at, d in builds_at:
     ready = [i for i, f in enumerate(free) if f <= at + 1e-3]

@@ -223,10 +223,10 @@ PYEOF
       if [ -f "$LOGS/selftest.rc" ]; then echo "selftest exit $(cat "$LOGS/selftest.rc")" | tee -a "$log"; cat "$LOGS/selftest.txt" >> "$log"; else echo "still running after ${waited} s" | tee -a "$log"; fi
       ;;
     builds | builds-hidden)
-      [ "$step" = builds-hidden ] && export BUILDS_HIDE_GPU=1
-      bash "$ROOT/benches/check_builds.sh" "$RUNG" "${BUILDS_N:-200}" >> "$log" 2>&1
+      hide=${BUILDS_HIDE_GPU:-}
+      [ "$step" = builds-hidden ] && hide=1
+      BUILDS_HIDE_GPU=$hide bash "$ROOT/benches/check_builds.sh" "$RUNG" "${BUILDS_N:-200}" >> "$log" 2>&1
       echo "exit $?" | tee -a "$log"
-      [ "$step" = builds-hidden ] && unset BUILDS_HIDE_GPU
       ;;
     *)
       echo "unknown step $step" | tee -a "$log"

@@ -32,9 +32,10 @@ METRICS = ["gpu__time_duration.sum", "gpc__cycles_elapsed.max", "gpc__cycles_ela
 
 def ncu_durations(cmd, extra, log, cache="all", env=None):
     """Every kernel Nsight Compute profiled, in launch order: (gpu__time_duration, the GPCs'
-    elapsed time), µs. The second is gpc__cycles_elapsed.max over its clock rate: the kernel's
-    execution on the SMs' side, without the front end's launch work that gpu__time_duration also
-    counts (about 1-2 µs a kernel on an H100), None where a metric is missing."""
+    elapsed time), µs. The second is gpc__cycles_elapsed.max over its clock rate, None where a
+    metric is missing; it gave the clock a kernel ran at (on an H100 it tracks
+    gpu__time_duration to 0.1%, so it does not separate launch work from execution), and is kept
+    in the JSON, not the table."""
     full = ["ncu", "--clock-control", "none", "--cache-control", cache, "--metrics",
             ",".join(METRICS), "--csv"] + extra + cmd
     p = subprocess.run(full, capture_output=True, text=True, env=env)
