@@ -42,16 +42,20 @@ passed = sum(1 for s in builds if s["verdict"] == "pass")
 wall = float(sys.argv[4]) - float(sys.argv[3])
 print("%-8s %3d versions, %3d builds passed, wall %.1f s, sum of build rungs %.1f s"
       % (sys.argv[2], len(report["versions"]), passed, wall, sum(s["duration_ms"] for s in builds) / 1000))
-# Where the rest of the wall time went: every stage's summed time, and the run rung's phases.
+# Where the rest of the wall time went: every stage's summed time, and the build and run rungs'
+# phases (the build's by tool).
 stages, phases = {}, {}
 for v in report["versions"]:
     for s in v["stages"]:
         stages[s["stage"]] = stages.get(s["stage"], 0.0) + s["duration_ms"] / 1000
+        mine = phases.setdefault(s["stage"], {})
         for k, t in (s.get("detail") or {}).get("phases", {}).items():
-            phases[k] = phases.get(k, 0.0) + t
+            mine[k] = mine.get(k, 0.0) + t
 print("         stages: " + ", ".join("%s %.1f s" % kv for kv in sorted(stages.items(), key=lambda kv: -kv[1])))
-if phases:
-    print("         run phases: " + ", ".join("%s %.2f s" % kv for kv in sorted(phases.items(), key=lambda kv: -kv[1])))
+for stage in ("build", "run"):
+    if phases.get(stage):
+        print("         %s phases: " % stage
+              + ", ".join("%s %.2f s" % kv for kv in sorted(phases[stage].items(), key=lambda kv: -kv[1])))
 # The timeline from rung's start: where the wall time goes that the builds do not fill.
 from datetime import datetime
 t0 = float(sys.argv[3])

@@ -205,10 +205,22 @@ fn an_unchanged_version_is_not_rebuilt_and_a_changed_option_is() {
     // The first check compiles (and asks nvcc its version once, remembered from then on).
     let n = calls();
     assert!(n >= 1);
+    // Where the build's time went, by tool, within the rung's own time.
+    let build = &first["versions"][0]["stages"][1];
+    let phases = build["detail"]["phases"].as_object().unwrap();
+    for tool in ["nvcc", "ptxas", "store"] {
+        assert!(phases.get(tool).and_then(|t| t.as_f64()).is_some_and(|t| t > 0.0), "no {tool} time: {phases:?}");
+    }
+    assert!(phases.contains_key("nvdisasm") || phases.contains_key("cuobjdump"), "no SASS time: {phases:?}");
+    let summed: f64 = phases.values().filter_map(|t| t.as_f64()).sum();
+    let rung_s = build["duration_ms"].as_f64().unwrap() / 1000.0;
+    assert!(summed <= rung_s + 0.005, "the phases ({summed} s) exceed the build rung ({rung_s} s): {phases:?}");
 
     let second = json(&rung(&ws, &["check", "--json", "v001"], &env));
     assert_eq!(calls(), n, "an unchanged version calls nvcc zero times");
     assert_eq!(second["versions"][0]["stages"][1]["detail"]["cached"], true);
+    let phases = &second["versions"][0]["stages"][1]["detail"]["phases"];
+    assert!(phases.as_object().unwrap().is_empty(), "a cached build ran no tool: {phases}");
     assert!(ws.join(".rung/dumps/v001/v001.sass").is_file());
 
     // One build option changes: rebuilt.

@@ -1340,6 +1340,7 @@ fn build_detail(registers: u32) -> StageDetail {
         artefacts: vec![],
         kernels: vec![kernel("vadd"), kernel("scale")],
         notes: vec![],
+        phases: Default::default(),
     })
 }
 

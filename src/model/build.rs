@@ -1,5 +1,7 @@
 //! The build stage's report types.
 
+use std::collections::BTreeMap;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -23,6 +25,12 @@ pub struct BuildDetail {
     pub kernels: Vec<KernelBuild>,
     /// Anything the build inferred or assumed.
     pub notes: Vec<String>,
+    /// Where the build's time went, in seconds, by tool as run: `nvcc` (the front end, and
+    /// again for a `rung_run` version's shared library), `nvrtc`, `ptxas`, `nvdisasm` or
+    /// `cuobjdump` (the SASS), `triton_aot`, `cute_aot`, `tilelang_aot`, `cuobjdump_resources`;
+    /// then `store` (hashing and keeping the artefacts). Empty for a cached build: no tool ran.
+    #[serde(default)]
+    pub phases: BTreeMap<String, f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

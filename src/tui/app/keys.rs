@@ -493,6 +493,7 @@ impl App {
                     self.log(t, verdict_role(s.verdict), format!("  {} {}: {}", s.stage, s.verdict.name(), s.summary));
                     // Where the rung's time went, when it says.
                     let phases = match &s.detail {
+                        rung_core::model::report::StageDetail::Build(b) => Some(&b.phases),
                         rung_core::model::report::StageDetail::Run(r) => Some(&r.phases),
                         rung_core::model::report::StageDetail::Bench(b) => Some(&b.phases),
                         _ => None,

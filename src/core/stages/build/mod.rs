@@ -215,6 +215,25 @@ struct Session<'a> {
     commands: Vec<String>,
     diagnostics: Vec<Diagnostic>,
     ctx: ParseContext,
+    /// Seconds each tool took, summed by [`phase_label`].
+    phases: BTreeMap<String, f64>,
+}
+
+/// The phase a build command's time goes under: the tool's file name, `nvrtc` for rung's own
+/// NVRTC child, and the script's stem for a Python compile script (`triton_aot`).
+fn phase_label(cmd: &Command) -> String {
+    let file = |p: &std::ffi::OsStr| {
+        Path::new(p).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "tool".into())
+    };
+    let mut args = cmd.get_args();
+    let first = args.next();
+    if first.is_some_and(|a| a == "internal-nvrtc") {
+        return "nvrtc".into();
+    }
+    match first {
+        Some(a) if Path::new(a).extension().is_some_and(|e| e == "py") => file(a),
+        _ => file(cmd.get_program()),
+    }
 }
 
 impl Session<'_> {
@@ -245,7 +264,11 @@ impl Session<'_> {
             cmd.env("TMPDIR", &self.tmp);
         }
         self.commands.push(quote(&cmd));
-        let out = match run_tool(cmd, self.env) {
+        let label = phase_label(&cmd);
+        let t0 = Instant::now();
+        let ran = run_tool(cmd, self.env);
+        *self.phases.entry(label).or_default() += t0.elapsed().as_secs_f64();
+        let out = match ran {
             Ok(o) => o,
             Err(e) => {
                 self.diagnostics.push(Diagnostic::error(&self.v.path, Pos::WHOLE_FILE, e.to_string()));
@@ -426,6 +449,8 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
         && link_dumps(&objects, &env.ws.state_dir(), &v.id, &detail.artefacts).is_ok()
     {
         detail.cached = true;
+        // The phases were the first build's: none ran now.
+        detail.phases.clear();
         let summary = summarise(&detail, 0);
         return Ok(Built {
             verdict: Verdict::Pass,
@@ -478,7 +503,16 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
     let mut ctx = ParseContext::for_version(&v.path);
     // Tools print absolute paths for files given relative to the workspace root, sometimes.
     ctx.path_map.push((format!("{}/", env.ws.root.display()), PathBuf::new()));
-    let mut s = Session { env, v, launch, tmp: tmp.clone(), commands: Vec::new(), diagnostics: Vec::new(), ctx };
+    let mut s = Session {
+        env,
+        v,
+        launch,
+        tmp: tmp.clone(),
+        commands: Vec::new(),
+        diagnostics: Vec::new(),
+        ctx,
+        phases: BTreeMap::new(),
+    };
     let mut detail = BuildDetail {
         compiler: match v.kind {
             VersionKind::Triton => "triton".into(),
@@ -497,6 +531,7 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
         artefacts: vec![],
         kernels: vec![],
         notes: vec![],
+        phases: BTreeMap::new(),
     };
     let produced = match v.kind {
         VersionKind::Triton => build_python_aot(&mut s, AotTool::Triton, &arch, &mut detail),
@@ -505,6 +540,7 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
         _ => build_cuda(&mut s, &arch, &flags, use_nvrtc, &mut detail),
     };
     detail.commands = std::mem::take(&mut s.commands);
+    detail.phases = std::mem::take(&mut s.phases);
     let diagnostics = std::mem::take(&mut s.diagnostics);
     let _ = std::fs::remove_dir_all(&tmp);
 
@@ -521,6 +557,7 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
         });
     }
     let files = produced.expect("checked above");
+    let stored = Instant::now();
     for (name, kind, bytes) in files {
         let hash = match objects.put(&bytes) {
             Ok(h) => h,
@@ -545,6 +582,7 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
             detail: StageDetail::Build(detail),
         });
     }
+    detail.phases.insert("store".into(), stored.elapsed().as_secs_f64());
     store.put_cached_build(&cache_key, &serde_json::to_string(&detail).expect("build details serialise"))?;
     let warnings = diagnostics.iter().filter(|d| d.severity == Severity::Warning).count();
     let summary = summarise(&detail, warnings);

@@ -104,7 +104,10 @@ pub(super) fn build_python_aot(
     cmd.env("PYTHONPATH", path);
     cmd.current_dir(&s.env.ws.root);
     s.commands.push(quote(&cmd));
-    let out = match run_tool(cmd, s.env) {
+    let t0 = std::time::Instant::now();
+    let ran = run_tool(cmd, s.env);
+    *s.phases.entry(name.trim_end_matches(".py").to_string()).or_default() += t0.elapsed().as_secs_f64();
+    let out = match ran {
         Ok(o) => o,
         Err(e) => {
             s.diagnostics.push(Diagnostic::error(&s.v.path, Pos::WHOLE_FILE, e.to_string()));
@@ -257,6 +260,7 @@ pub fn captured(
         notes: vec![format!(
             "compiled by {compiler} at launch on the GPU; captured by the run rung: these are the kernels that ran"
         )],
+        phases: Default::default(),
     };
     for k in kernels {
         for path in [&k.ptx, &k.cubin].into_iter().flatten() {
