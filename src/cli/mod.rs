@@ -248,6 +248,8 @@ pub fn main() -> std::process::ExitCode {
             rung::exit::INTERNAL
         }
     };
+    // Workers asked to exit: a zygote gets its grace, the rest are killed, none waited for.
+    rung::runners::ending::finish();
     std::process::ExitCode::from(code as u8)
 }
 

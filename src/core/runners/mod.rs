@@ -16,6 +16,7 @@ use crate::model::protocol::{self, CallMode, Capability, Op, Request, Response, 
 
 use crate::assets::PYTHON_WORKER;
 
+pub mod ending;
 mod worker;
 mod zygote;
 pub use worker::{Failure, Worker};

@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::model::protocol::{self, Hello, Op, Request, Response, WorkerKind};
 
@@ -187,16 +187,16 @@ impl Worker {
 }
 
 impl Drop for Worker {
+    /// Asks the worker to exit (its standard input closes as this ends too) and leaves its end
+    /// to [`super::ending`]: nothing here waits for a CUDA context's teardown. A worker already
+    /// reaped (killed, or found dead) is not handed over.
     fn drop(&mut self) {
-        let _ = self.send(&Request { id: 0, op: Op::Exit });
-        let deadline = Instant::now() + Duration::from_millis(200);
-        while Instant::now() < deadline {
-            if !self.alive() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(5));
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return;
         }
-        self.kill();
+        let _ = self.send(&Request { id: 0, op: Op::Exit });
+        let grace = if self.hello.worker == WorkerKind::Native { Duration::ZERO } else { super::ending::GRACE };
+        super::ending::hand_over(self.child.id(), grace);
     }
 }
 
