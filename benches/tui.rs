@@ -201,9 +201,20 @@ fn main() {
     workspace(&dir);
     let setup = t.elapsed();
 
-    // A real build beside the TUI: compilers on every core, results landing in the history.
-    let load = std::process::Command::new(env!("CARGO_BIN_EXE_rung"))
-        .args(["check", "--no-bench", "--json"])
+    // A real build beside the TUI: compilers on every core, results landing in the history. With
+    // TUI_BENCH_BENCHES=N (a machine with a GPU), the check builds and benches v001..vN instead,
+    // and the keys go on until it ends: the TUI during builds and then benches. RUNG names the
+    // rung binary where this one was built elsewhere.
+    let rung = std::env::var_os("RUNG").map_or_else(|| env!("CARGO_BIN_EXE_rung").into(), std::path::PathBuf::from);
+    let benches: usize = std::env::var("TUI_BENCH_BENCHES").ok().and_then(|n| n.parse().ok()).unwrap_or(0);
+    let mut args: Vec<String> = vec!["check".into(), "--json".into()];
+    if benches == 0 {
+        args.push("--no-bench".into());
+    } else {
+        args.extend((1..=benches.min(VERSIONS)).map(|i| format!("v{i:03}")));
+    }
+    let mut load = std::process::Command::new(&rung)
+        .args(&args)
         .current_dir(&dir)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -233,7 +244,24 @@ fn main() {
     let mut samples = Vec::with_capacity(n);
     let mut cpu = Vec::with_capacity(n);
     let mut refreshes = Vec::new();
-    for i in 0..n {
+    let benched = || -> i64 {
+        history
+            .connection()
+            .query_row("SELECT COUNT(*) FROM results WHERE stage = 'bench'", [], |r| r.get(0))
+            .unwrap_or(0)
+    };
+    let benched_before = benched();
+    let keys_from = Instant::now();
+    // With benches beside, keys every 2 ms until the check ends (at most 5 minutes).
+    let load_running = |load: &mut Option<std::process::Child>| {
+        load.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+            && keys_from.elapsed() < Duration::from_secs(300)
+    };
+    let mut i = 0;
+    while i < n || (benches > 0 && load_running(&mut load)) {
+        if benches > 0 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
         let version = format!("v{:03}", 1 + (i / 25) % VERSIONS);
         let mut pending = Vec::new();
         match i % 25 {
@@ -257,7 +285,10 @@ fn main() {
         if reloads {
             refreshes.push(took);
         }
+        i += 1;
     }
+    let keys_for = keys_from.elapsed();
+    let benched_beside = benched() - benched_before;
     let (rss, peak) = memory_mb();
     if let Some(mut child) = load {
         let _ = child.kill();
@@ -298,6 +329,13 @@ fn main() {
             refreshes.len(),
             ms(percentile(&refreshes, 0.5)),
             ms(*refreshes.last().unwrap())
+        );
+    }
+    if benches > 0 {
+        let _ = writeln!(
+            out,
+            "  beside: `rung check` of v001..v{benches:03} with benches; {benched_beside} bench rows landed during the {:.1} s of keys",
+            keys_for.as_secs_f64()
         );
     }
     let _ = writeln!(out, "resident memory: {rss:.0} MB now, {peak:.0} MB at the peak (target <= 150 MB)");

@@ -42,6 +42,9 @@
 #   builds       benches/check_builds.sh: BUILDS_N (default 200) CUDA versions built one at a time
 #                and as rung chooses (BUILDS_HIDE_GPU=1: builds only, the GPU hidden from rung)
 #   builds-hidden the same with BUILDS_HIDE_GPU=1, in a log of its own
+#   tui          benches/tui.rs's executable (TUI_BENCH, built here by `cargo bench --bench tui
+#                --no-run`) with a check beside that builds and benches TUI_BENCHES (default 20)
+#                versions: key to frame and resident memory during builds and benches
 set -uo pipefail
 OUT=${1:?OUT folder}
 shift
@@ -210,6 +213,10 @@ PYEOF
         echo "$name: rung check exit $?" | tee -a "$log"
         "$PY" "$HERE/ncu_agree.py" "$H/$name" "$LOGS/honest-$name.json" "$LOGS/honest-$name" 2>&1 | tee -a "$log"
       done
+      ;;
+    tui)
+      RUNG="$RUNG" TUI_BENCH_BENCHES=${TUI_BENCHES:-20} "${TUI_BENCH:?TUI_BENCH: the tui bench executable}" --bench >> "$log" 2>&1
+      echo "exit $?" | tee -a "$log"
       ;;
     selftest-bg)
       rm -rf "$WORK/st-all" "$LOGS/selftest.rc"
