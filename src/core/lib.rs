@@ -25,6 +25,7 @@ pub use rung_model as model;
 pub mod nvrtc;
 pub mod parsers;
 pub mod profile;
+pub mod pyprobe;
 pub mod remote;
 pub mod runners;
 pub mod sandbox;

@@ -250,34 +250,10 @@ pub fn find_cupti() -> Option<PathBuf> {
     cupti_in(&cuda_roots(None))
 }
 
-/// Asks a Python for its version, the versions of rung's packages and where its nvidia/cu13
-/// wheels are, without importing any of them.
-const PROBE: &str = r#"
-import importlib.util, importlib.metadata, json, os, sys
-out = {"__version": sys.version.split()[0]}
-for mod, dist in [("numpy","numpy"),("triton","triton"),("torch","torch"),("cutlass","nvidia-cutlass-dsl"),("tilelang","tilelang")]:
-    try:
-        if importlib.util.find_spec(mod) is not None:
-            try: out[mod] = importlib.metadata.version(dist)
-            except Exception: out[mod] = "unknown"
-    except Exception: pass
-try:
-    spec = importlib.util.find_spec("nvidia")
-    for base in (spec.submodule_search_locations or []) if spec else []:
-        d = os.path.join(base, "cu13")
-        if os.path.isdir(os.path.join(d, "bin")): out["__nvidia_cu13"] = d; break
-except Exception: pass
-print(json.dumps(out))
-"#;
-
+/// Asks a Python for its version and rung's packages ([`crate::pyprobe`]), remembered in rung's
+/// home while nothing the answer came from has changed.
 fn probe_python(path: &Path, via: &str) -> Option<PythonEnv> {
-    // From `/`, not from wherever rung was started: `python -c` imports from its working folder
-    // first, so a `json.py` planted in a workspace would run when rung merely looked for Python.
-    let out = Command::new(path).args(["-c", PROBE]).current_dir("/").output().ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let mut map: BTreeMap<String, String> = serde_json::from_slice(&out.stdout).ok()?;
+    let mut map = crate::pyprobe::probe(path, Some(&rung_home()))?.answer;
     let version = map.remove("__version")?;
     Some(PythonEnv { path: path.to_path_buf(), version, packages: map, found_via: via.to_string() })
 }

@@ -440,37 +440,11 @@ impl Sandbox {
 }
 
 /// The folders a Python needs to read: its prefix, base prefix and every `sys.path` entry, as it
-/// reports them (asked from `/`, so nothing of a workspace is imported). Asked once per Python
-/// in a process: each worker start and build would otherwise start a Python to ask again.
+/// reports them (asked from `/`, so nothing of a workspace is imported), from the probe that
+/// found it ([`crate::pyprobe`]): each worker start and build would otherwise start a Python to
+/// ask again.
 pub fn python_folders(python: &Path) -> Vec<PathBuf> {
-    static ASKED: LazyLock<Mutex<BTreeMap<PathBuf, Vec<PathBuf>>>> = LazyLock::new(|| Mutex::new(BTreeMap::new()));
-    let mut asked = ASKED.lock().unwrap_or_else(|e| e.into_inner());
-    asked.entry(python.to_path_buf()).or_insert_with(|| ask_python_folders(python)).clone()
-}
-
-fn ask_python_folders(python: &Path) -> Vec<PathBuf> {
-    let probe = "import json, sys; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix] + sys.path))";
-    let out = Command::new(python).args(["-c", probe]).current_dir("/").output();
-    let mut dirs: Vec<PathBuf> = out
-        .ok()
-        .and_then(|o| serde_json::from_slice::<Vec<String>>(&o.stdout).ok())
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|p| !p.is_empty() && p != "/")
-        .map(PathBuf::from)
-        .collect();
-    // The interpreter itself, wherever its links lead.
-    if let Ok(real) = python.canonicalize()
-        && let Some(prefix) = real.parent().and_then(Path::parent)
-    {
-        dirs.push(prefix.to_path_buf());
-    }
-    if let Some(dir) = python.parent().and_then(Path::parent) {
-        dirs.push(dir.to_path_buf());
-    }
-    dirs.sort();
-    dirs.dedup();
-    dirs
+    crate::pyprobe::folders(python)
 }
 
 /// The sandbox for a workspace's processes with this Python, made once per process and reused
