@@ -2249,11 +2249,14 @@ fn t_shows_the_trace_statistics_and_a_timeline_that_zooms_and_scrolls() {
 }
 
 /// The log pane says where each rung's time went, longest first, when the rung recorded it
-/// (the run's phases, the bench's).
+/// (the build's tools, the run's phases, the bench's).
 #[test]
 fn the_log_pane_shows_where_the_run_and_bench_time_went() {
     let (_tmp, ws) = new_workspace();
     let mut app = open_app(&ws, false).unwrap();
+    let StageDetail::Build(mut build) = build_detail(32) else { unreachable!() };
+    build.phases =
+        [("nvcc", 0.32), ("nvdisasm", 0.43), ("ptxas", 0.02)].into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     let run = rung::model::run::RunDetail {
         mode: "cuda".into(),
         sizes: vec![],
@@ -2277,11 +2280,13 @@ fn the_log_pane_shows_where_the_run_and_bench_time_went() {
         "v001",
         Verdict::Pass,
         vec![
+            result(Stage::Build, Verdict::Pass, vec![], StageDetail::Build(build)),
             result(Stage::Run, Verdict::Pass, vec![], StageDetail::Run(run)),
             result(Stage::Bench, Verdict::Pass, vec![], StageDetail::Bench(bench)),
         ],
     ));
     let text = pane_text(&app, Pane::Log, 120, 20);
+    assert!(text.contains("time: nvdisasm 0.43 s · nvcc 0.32 s · ptxas 0.02 s"), "{text}");
     assert!(text.contains("time: import 0.42 s · fork 0.01 s"), "{text}");
     assert!(text.contains("time: interleaved 6.25 s · series 2.50 s · inputs 0.31 s · device_state 0.02 s"), "{text}");
     assert!(text.contains("series at n=1024: timed 1.75 s · upload 0.50 s"), "{text}");
