@@ -42,6 +42,9 @@
 #   builds       benches/check_builds.sh: BUILDS_N (default 200) CUDA versions built one at a time
 #                and as rung chooses (BUILDS_HIDE_GPU=1: builds only, the GPU hidden from rung)
 #   builds-hidden the same with BUILDS_HIDE_GPU=1, in a log of its own
+#   nvdisasm     nvdisasm's fixed cost: the vector-add template's naive version as a cubin,
+#                disassembled five times by 1 and by 16 processes at once, each with and without
+#                GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (fewer page faults while it builds its tables)
 #   tui          benches/tui.rs's executable (TUI_BENCH, built here by `cargo bench --bench tui
 #                --no-run`) with a check beside that builds and benches TUI_BENCHES (default 20)
 #                versions: key to frame and resident memory during builds and benches
@@ -212,6 +215,22 @@ PYEOF
         "$RUNG" -C "$H/$name" check $(echo "${w#*:}" | tr , ' ') --json > "$LOGS/honest-$name.json" 2>> "$log"
         echo "$name: rung check exit $?" | tee -a "$log"
         "$PY" "$HERE/ncu_agree.py" "$H/$name" "$LOGS/honest-$name.json" "$LOGS/honest-$name" 2>&1 | tee -a "$log"
+      done
+      ;;
+    nvdisasm)
+      cubin="$WORK/nvdisasm.cubin"
+      nvcc -cubin -arch=sm_90 -o "$cubin" "$ROOT"/assets/templates/vector-add/versions/*naive.cu >> "$log" 2>&1
+      for tunables in "" glibc.malloc.hugetlb=1; do
+        for procs in 1 16; do
+          t1=$(stamp)
+          pids=()
+          for _ in $(seq "$procs"); do
+            (for _ in 1 2 3 4 5; do GLIBC_TUNABLES=$tunables nvdisasm -c -g "$cubin" > /dev/null; done) &
+            pids+=($!)
+          done
+          wait "${pids[@]}"  # not the packer, which never ends
+          echo "GLIBC_TUNABLES='$tunables', $procs at once: $("$PY" -c "import sys; print('%.3f' % ((float(sys.argv[2]) - float(sys.argv[1])) / 5))" "$t1" "$(stamp)") s a run" | tee -a "$log"
+        done
       done
       ;;
     tui)
