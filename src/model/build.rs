@@ -27,8 +27,8 @@ pub struct BuildDetail {
     pub notes: Vec<String>,
     /// Where the build's time went, in seconds, by tool as run: `nvcc` (the front end, and
     /// again for a `rung_run` version's shared library), `nvrtc`, `ptxas`, `nvdisasm` or
-    /// `cuobjdump` (the SASS), `triton_aot`, `cute_aot`, `tilelang_aot`, `cuobjdump_resources`;
-    /// then `store` (hashing and keeping the artefacts). Empty for a cached build: no tool ran.
+    /// `cuobjdump` (the SASS), `triton_aot`, `cute_aot`, `tilelang_aot`; then
+    /// `store` (hashing and keeping the artefacts). Empty for a cached build: no tool ran.
     #[serde(default)]
     pub phases: BTreeMap<String, f64>,
 }

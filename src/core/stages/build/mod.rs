@@ -243,6 +243,16 @@ impl Session<'_> {
         p.strip_prefix(&self.env.ws.root).map(Path::to_path_buf).unwrap_or_else(|_| p.to_path_buf())
     }
 
+    /// Runs a command as it is, recorded in the build's commands and its time in its phase.
+    fn run(&mut self, cmd: Command) -> Result<Output, ToolError> {
+        self.commands.push(quote(&cmd));
+        let label = phase_label(&cmd);
+        let t0 = Instant::now();
+        let ran = run_tool(cmd, self.env);
+        *self.phases.entry(label).or_default() += t0.elapsed().as_secs_f64();
+        ran
+    }
+
     /// Runs a command in the workspace root; parses its stderr; returns its output if it succeeded.
     fn step(&mut self, cmd: Command, parsers: &[&dyn OutputParser]) -> Result<Output, ()> {
         self.step_reading_ptx(cmd, parsers, None)
@@ -263,12 +273,7 @@ impl Session<'_> {
         if !cmd.get_envs().any(|(k, _)| k == "TMPDIR") {
             cmd.env("TMPDIR", &self.tmp);
         }
-        self.commands.push(quote(&cmd));
-        let label = phase_label(&cmd);
-        let t0 = Instant::now();
-        let ran = run_tool(cmd, self.env);
-        *self.phases.entry(label).or_default() += t0.elapsed().as_secs_f64();
-        let out = match ran {
+        let out = match self.run(cmd) {
             Ok(o) => o,
             Err(e) => {
                 self.diagnostics.push(Diagnostic::error(&self.v.path, Pos::WHOLE_FILE, e.to_string()));

@@ -103,11 +103,7 @@ pub(super) fn build_python_aot(
     }
     cmd.env("PYTHONPATH", path);
     cmd.current_dir(&s.env.ws.root);
-    s.commands.push(quote(&cmd));
-    let t0 = std::time::Instant::now();
-    let ran = run_tool(cmd, s.env);
-    *s.phases.entry(name.trim_end_matches(".py").to_string()).or_default() += t0.elapsed().as_secs_f64();
-    let out = match ran {
+    let out = match s.run(cmd) {
         Ok(o) => o,
         Err(e) => {
             s.diagnostics.push(Diagnostic::error(&s.v.path, Pos::WHOLE_FILE, e.to_string()));
