@@ -6,7 +6,7 @@
 //! build of every check.
 //!
 //! The answer is reused only when every path it came from is as it was (size and modification
-//! time): the interpreter (and what its link leads to), each folder on its `sys.path`, its
+//! time): the interpreter (its stamp is its link's target's), each folder on its `sys.path`, its
 //! prefixes, its user site (absent then present counts as a change), and the `nvidia` namespace
 //! folders. Installing, removing or upgrading a package adds or renames entries in one of those
 //! folders, which changes its modification time. The `PYTHON*` variables and `HOME`, which
@@ -145,8 +145,9 @@ fn ask(python: &Path) -> Option<(Probe, Vec<PathBuf>)> {
     let answer: BTreeMap<String, String> =
         map.into_iter().filter_map(|(k, v)| v.as_str().map(|s| (k, s.to_string()))).collect();
     answer.get("__version")?;
+    // The interpreter's stamp follows its link: a link led elsewhere, or its target replaced,
+    // changes it.
     let mut read: Vec<PathBuf> = vec![python.to_path_buf()];
-    read.extend(python.canonicalize().ok());
     read.extend(folders.iter().chain(&user_site).chain(&nvidia).filter(|p| !p.is_empty()).map(PathBuf::from));
     read.extend(answer.get("__nvidia_cu13").map(PathBuf::from));
     read.sort();

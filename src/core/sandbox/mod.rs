@@ -439,13 +439,9 @@ impl Sandbox {
     }
 }
 
-/// The folders a Python needs to read: its prefix, base prefix and every `sys.path` entry, as it
-/// reports them (asked from `/`, so nothing of a workspace is imported), from the probe that
-/// found it ([`crate::pyprobe`]): each worker start and build would otherwise start a Python to
-/// ask again.
-pub fn python_folders(python: &Path) -> Vec<PathBuf> {
-    crate::pyprobe::folders(python)
-}
+/// The folders a Python needs to read (its prefixes and `sys.path`), from the probe that found
+/// it, else asked once in this process.
+pub use crate::pyprobe::folders as python_folders;
 
 /// The sandbox for a workspace's processes with this Python, made once per process and reused
 /// while the workspace's top-level entries stay the same (a file added at its root is readable
