@@ -211,7 +211,17 @@ fn an_unchanged_version_is_not_rebuilt_and_a_changed_option_is() {
     for tool in ["nvcc", "ptxas", "store"] {
         assert!(phases.get(tool).and_then(|t| t.as_f64()).is_some_and(|t| t > 0.0), "no {tool} time: {phases:?}");
     }
-    assert!(phases.contains_key("nvdisasm") || phases.contains_key("cuobjdump"), "no SASS time: {phases:?}");
+    // The SASS listing follows the rung: the run does not wait for it.
+    assert!(!phases.contains_key("nvdisasm") && !phases.contains_key("cuobjdump"), "SASS in the rung: {phases:?}");
+    let commands = build["detail"]["commands"].as_array().unwrap();
+    assert!(!commands.iter().any(|c| c.as_str().unwrap().contains("nvdisasm")), "{commands:?}");
+    let artefacts = |b: &serde_json::Value| -> Vec<String> {
+        b["detail"]["artefacts"].as_array().unwrap().iter().map(|a| a["name"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(artefacts(build), ["v001.ptx", "v001.cubin"], "{build}");
+    // ... and is in the dumps by the time rung has ended.
+    let sass = std::fs::read_to_string(ws.join(".rung/dumps/v001/v001.sass")).unwrap();
+    assert!(sass.contains("EXIT"), "{sass}");
     let summed: f64 = phases.values().filter_map(|t| t.as_f64()).sum();
     let rung_s = build["duration_ms"].as_f64().unwrap() / 1000.0;
     assert!(summed <= rung_s + 0.005, "the phases ({summed} s) exceed the build rung ({rung_s} s): {phases:?}");
@@ -222,6 +232,9 @@ fn an_unchanged_version_is_not_rebuilt_and_a_changed_option_is() {
     let phases = &second["versions"][0]["stages"][1]["detail"]["phases"];
     assert!(phases.as_object().unwrap().is_empty(), "a cached build ran no tool: {phases}");
     assert!(ws.join(".rung/dumps/v001/v001.sass").is_file());
+    // The listing made after the first build joined the cache's record: the cached build lists it.
+    let cached = &second["versions"][0]["stages"][1];
+    assert_eq!(artefacts(cached), ["v001.ptx", "v001.cubin", "v001.sass"], "{cached}");
 
     // One build option changes: rebuilt.
     let toml = std::fs::read_to_string(ws.join("rung.toml")).unwrap();
@@ -507,7 +520,8 @@ fn a_rung_run_host_entry_builds_as_a_shared_object() {
     assert_eq!(build["verdict"], "pass", "{build}");
     let kinds: Vec<&str> =
         build["detail"]["artefacts"].as_array().unwrap().iter().map(|a| a["kind"].as_str().unwrap()).collect();
-    assert!(kinds.contains(&"so") && kinds.contains(&"sass"), "{kinds:?}");
+    assert!(kinds.contains(&"so") && kinds.contains(&"cubin"), "{kinds:?}");
+    assert!(ws.join(".rung/dumps/v030/v030.sass").is_file(), "the listing follows the rung");
     let so = std::fs::read(ws.join(".rung/dumps/v030/libv030.so")).unwrap();
     assert_eq!(&so[..4], b"\x7fELF");
     let commands = build["detail"]["commands"].as_array().unwrap();

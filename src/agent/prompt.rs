@@ -168,6 +168,8 @@ fn sass_excerpt(
     if !lines.is_empty() {
         let _ = write!(out, "\n### Its kernels' resources (ptxas)\n{}\n", lines.join("\n"));
     }
+    // The listing follows the build: this process may still be making it.
+    rung_core::stages::build::sass::wait(&ws.state_dir(), id, std::time::Duration::from_secs(30));
     let Some((_, text)) = ws.dumps(id, "sass") else { return };
     let listing = rung_core::asm::parse(rung_core::asm::AsmKind::Sass, &text);
     let Some(k) = listing.iter().find(|k| k.lines.iter().any(|l| l.instr.is_some())) else { return };

@@ -248,6 +248,9 @@ pub fn main() -> std::process::ExitCode {
             rung::exit::INTERNAL
         }
     };
+    // SASS listings still being made (they follow their builds): in the dumps before rung ends,
+    // each within its build's time limit.
+    rung::stages::build::sass::wait_all(std::time::Duration::from_secs(600));
     // Workers asked to exit: a zygote gets its grace, the rest are killed, none waited for.
     rung::runners::ending::finish();
     std::process::ExitCode::from(code as u8)

@@ -21,13 +21,17 @@ pub struct BuildDetail {
     pub cache_key: String,
     /// Every command run, exactly as run (working directory: the workspace root).
     pub commands: Vec<String>,
+    /// What the rung made, stored by hash and linked in `.rung/dumps/<version>/`. A CUDA or PTX
+    /// build's SASS listing (`<version>.sass`, from `nvdisasm -c -g`) is made after the rung,
+    /// while the version runs, and is not among them: it lands in the dumps a moment later and
+    /// in the build cache's record, so a cached build lists it.
     pub artefacts: Vec<Artefact>,
     pub kernels: Vec<KernelBuild>,
     /// Anything the build inferred or assumed.
     pub notes: Vec<String>,
     /// Where the build's time went, in seconds, by tool as run: `nvcc` (the front end, and
-    /// again for a `rung_run` version's shared library), `nvrtc`, `ptxas`, `nvdisasm` or
-    /// `cuobjdump` (the SASS), `triton_aot`, `cute_aot`, `tilelang_aot`; then
+    /// again for a `rung_run` version's shared library), `nvrtc`, `ptxas`, `triton_aot`,
+    /// `cute_aot`, `tilelang_aot` (each of which lists its own SASS); then
     /// `store` (hashing and keeping the artefacts). Empty for a cached build: no tool ran.
     #[serde(default)]
     pub phases: BTreeMap<String, f64>,

@@ -40,6 +40,9 @@ pub enum ListingError {
         summary: String,
         diagnostics: Vec<Diagnostic>,
     },
+    /// The version built, and its cubin's disassembler failed.
+    #[error("{id} builds, and its SASS listing was not made: {message}")]
+    Disassembly { id: String, message: String },
     #[error("the build of {id} was cancelled")]
     Cancelled { id: String },
     /// It builds but left no listing of this kind: a Triton version's SASS, say, exists only once
@@ -71,6 +74,9 @@ impl ListingError {
             }
             ListingError::Build { .. } => "fix the source; `rung check` shows every diagnostic".into(),
             ListingError::Cancelled { .. } => "ask again".into(),
+            ListingError::Disassembly { .. } => {
+                "ask for the PTX, or see to the disassembler the message names (`rung doctor`)".into()
+            }
             ListingError::Missing { gpu: true, kind, .. } => {
                 format!("the version ran and still left no {}: ask for the other kind", kind.label())
             }
@@ -105,6 +111,16 @@ pub fn listing(
         .iter()
         .any(|r| r.stage == Stage::Build.name() && r.verdict == Verdict::Pass.name() && r.source_hash == hash);
     let mut built_now = false;
+    // A SASS listing follows its build: waited for when this process is making it, made here
+    // when it is missing beside its cubin. Its error stands when no listing is had at all.
+    let limit = ws.spec.as_ref().map_or(crate::spec::Limits::default().build, |s| s.limits.build);
+    let sass_now = || match kind {
+        AsmKind::Sass => {
+            crate::stages::build::sass::ensure(&ws.root, &ws.state_dir(), &v.id, &machine.toolchain, limit)
+        }
+        AsmKind::Ptx => Ok(()),
+    };
+    let mut made = sass_now();
     // Whether a listing is there, without reading it (a SASS listing runs to megabytes).
     let listed = || !crate::workspace::dump_files(&ws.state_dir(), &v.id, kind.ext()).is_empty();
     if !built_fresh || !listed() {
@@ -124,6 +140,7 @@ pub fn listing(
             });
         }
         built_now = true;
+        made = sass_now();
         let gpu = !machine.gpu.devices.is_empty();
         if gpu && !listed() {
             let opts = CheckOptions { versions: vec![v.id.clone()], seed: None, no_bench: true };
@@ -131,6 +148,7 @@ pub fn listing(
         }
     }
     let Some((files, text)) = ws.dumps(&v.id, kind.ext()) else {
+        made.map_err(|e| ListingError::Disassembly { id: v.id.clone(), message: e.to_string() })?;
         return Err(ListingError::Missing {
             id: v.id.clone(),
             kind,

@@ -203,6 +203,9 @@ pub struct App {
     pub syntax: Option<Arc<syntect::highlighting::Theme>>,
     /// The assembly pane's listings, comparison and diffs.
     pub asm: AsmView,
+    /// The assembly pane waited for a SASS listing at the last tick: the tick after it lands
+    /// looks once more.
+    asm_awaiting: bool,
     /// The `rung profile` running in the background, if one is: (version, tool).
     pub profiling: Option<(String, String)>,
     /// The trace the trace overlay shows (`T`).
@@ -299,6 +302,7 @@ impl App {
             syntax_theme: String::new(),
             syntax: None,
             asm: AsmView::default(),
+            asm_awaiting: false,
             profiling: None,
             trace: None,
             select_when_listed: None,
@@ -433,7 +437,9 @@ impl App {
             }
             Event::Tick => {
                 self.frame = self.frame.wrapping_add(1);
-                self.follow_store() | !self.running.is_empty()
+                let awaits = self.asm_awaits_listing();
+                let awaited = std::mem::replace(&mut self.asm_awaiting, awaits);
+                self.follow_store() | !self.running.is_empty() | awaits | awaited
             }
             Event::Watch(e) => {
                 self.log_event(&e);
@@ -703,6 +709,13 @@ impl App {
         }
     }
 
+    /// Whether the assembly pane waits for the selected version's SASS listing, which follows
+    /// its build: each tick looks again until it lands.
+    fn asm_awaits_listing(&self) -> bool {
+        self.asm.kind == rung_core::asm::AsmKind::Sass
+            && self.selected_version().is_some_and(|v| rung_core::stages::build::sass::pending(&self.state_dir, &v.id))
+    }
+
     fn asm_key(&self) -> Result<DiffKey, String> {
         let v = self.selected_version().ok_or("no version selected")?;
         let kind = self.asm.kind;
@@ -715,7 +728,11 @@ impl App {
             ));
         }
         let Some(right) = Listing::stat(&self.state_dir, &v.id, kind) else {
-            let when = if self.running.contains_key(&v.id) {
+            let when = if kind == rung_core::asm::AsmKind::Sass
+                && rung_core::stages::build::sass::pending(&self.state_dir, &v.id)
+            {
+                "its cubin is being disassembled, after its build"
+            } else if self.running.contains_key(&v.id) {
                 "it is being built"
             } else if kind == rung_core::asm::AsmKind::Sass && v.path.extension().is_some_and(|e| e == "py") {
                 "a Triton version's SASS comes from its build with the CUDA toolchain (`rung setup`), or from its run on a GPU"

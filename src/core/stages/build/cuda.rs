@@ -1,5 +1,5 @@
-//! A `.cu` or `.ptx` version built: nvcc (or NVRTC), ptxas, cuobjdump and nvdisasm, each tool's
-//! output parsed into diagnostics and per-kernel resources.
+//! A `.cu` or `.ptx` version built: nvcc (or NVRTC) and ptxas, each tool's output parsed into
+//! diagnostics and per-kernel resources; its SASS listing follows the rung ([`super::sass`]).
 
 use std::path::Path;
 use std::process::Command;
@@ -117,10 +117,9 @@ pub(super) fn build_cuda(
             files.push((format!("lib{id}.so"), "so".into(), std::fs::read(&so).map_err(|_| ())?));
         }
     }
+    // The SASS listing is made after the rung ([`super::sass`]): the run needs the cubin only.
     let cubin = std::fs::read(&cubin_path).map_err(|_| ())?;
-    let sass = disassemble(s, &cubin_path)?;
     files.push((format!("{id}.cubin"), "cubin".into(), cubin));
-    files.push((format!("{id}.sass"), "sass".into(), sass.into_bytes()));
     Ok(files)
 }
 
@@ -153,28 +152,6 @@ pub(super) fn kernels_from(ptxas_stderr: &str) -> Vec<KernelBuild> {
         .into_iter()
         .map(|r| KernelBuild { resources: r, num_warps: None, num_stages: None })
         .collect()
-}
-
-/// SASS through `nvdisasm -c -g` when present: it names branch targets with labels and keeps
-/// the source line of each instruction; else `cuobjdump --dump-sass`.
-pub(super) fn disassemble(s: &mut Session, cubin: &Path) -> Result<String, ()> {
-    let tc = s.env.toolchain;
-    let mut cmd = match (&tc.nvdisasm, &tc.cuobjdump) {
-        (Some(n), _) => {
-            let mut cmd = Command::new(&n.path);
-            cmd.args(["-c", "-g"]).arg(s.rel(cubin));
-            cmd
-        }
-        (None, Some(c)) => {
-            let mut cmd = Command::new(&c.path);
-            cmd.arg("--dump-sass").arg(s.rel(cubin));
-            cmd
-        }
-        (None, None) => return Err(()),
-    };
-    cmd.current_dir(&s.env.ws.root);
-    let out = s.step(cmd, &[])?;
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// The arguments `run(...)` gets at the first benchmark size (else the last test size), for

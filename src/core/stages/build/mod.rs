@@ -1,8 +1,9 @@
-//! The build rung: source → PTX → CUBIN → SASS, with the ptxas resource report per kernel and
-//! diagnostics in the version's own file.
+//! The build rung: source → PTX → CUBIN, with the ptxas resource report per kernel and
+//! diagnostics in the version's own file; the SASS listing follows it, made while the version
+//! runs ([`sass`]).
 //!
 //! CUDA C++ goes through `nvcc -ptx` (the front end, and nvcc's own PTX validation), then
-//! `ptxas -v` (cubin and resource report), then `cuobjdump --dump-sass`. Splitting it this way
+//! `ptxas -v` (cubin and resource report); `nvdisasm` lists the cubin after the rung. Splitting it this way
 //! keeps the PTX that ptxas saw, so a ptxas error (inline PTX, wgmma on plain sm_90) is mapped
 //! back through the PTX's `.loc` lines to the version's own line. A `rung_run` host entry is
 //! also linked as a shared object. `.ptx` versions start at ptxas. Triton versions are compiled
@@ -14,6 +15,7 @@
 
 mod cuda;
 mod python;
+pub mod sass;
 
 use cuda::*;
 pub use python::*;
@@ -456,6 +458,8 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
         detail.cached = true;
         // The phases were the first build's: none ran now.
         detail.phases.clear();
+        // A listing the first build's rung ended before is made now.
+        listings_later(env, v, &detail);
         let summary = summarise(&detail, 0);
         return Ok(Built {
             verdict: Verdict::Pass,
@@ -589,9 +593,33 @@ pub fn build(env: &BuildEnv, store: &mut Store, v: &VersionFile, source: &str) -
     }
     detail.phases.insert("store".into(), stored.elapsed().as_secs_f64());
     store.put_cached_build(&cache_key, &serde_json::to_string(&detail).expect("build details serialise"))?;
+    // After the record: the listing's job adds itself to it.
+    listings_later(env, v, &detail);
     let warnings = diagnostics.iter().filter(|d| d.severity == Severity::Warning).count();
     let summary = summarise(&detail, warnings);
     Ok(Built { verdict: Verdict::Pass, summary, diagnostics, tools, detail: StageDetail::Build(detail) })
+}
+
+/// Queues the SASS listing of each of the build's cubins that has none ([`sass`]): made while
+/// the version runs, not before its run rung.
+fn listings_later(env: &BuildEnv, v: &VersionFile, detail: &BuildDetail) {
+    let Some(tool) = sass::Disassembler::of(env.toolchain) else { return };
+    for cubin in detail.artefacts.iter().filter(|a| a.kind == "cubin") {
+        let stem = cubin.name.strip_suffix(".cubin").unwrap_or(&cubin.name);
+        if detail.artefacts.iter().any(|a| a.name == format!("{stem}.sass")) {
+            continue;
+        }
+        sass::later(sass::Job {
+            root: env.ws.root.clone(),
+            state: env.ws.state_dir(),
+            id: v.id.clone(),
+            cubin: cubin.name.clone(),
+            hash: cubin.hash.clone(),
+            cache_key: Some(detail.cache_key.clone()),
+            tool: tool.clone(),
+            timeout: env.timeout,
+        });
+    }
 }
 
 fn summarise(d: &BuildDetail, warnings: usize) -> String {
