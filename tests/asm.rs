@@ -116,6 +116,12 @@ fn demo_diffs_show_what_the_faster_version_adds() {
     }
     assert_eq!(k["left_mix"]["classes"]["shared store"], serde_json::Value::Null);
     assert!(k["right_mix"]["classes"]["shared store"].as_u64().unwrap() >= 1);
+    // A listing missing beside its cubin (it follows the build rung, and rung ended before it
+    // landed, say) is made when it is read, the same listing again.
+    let listing = ws.join(".rung/dumps/v001/v001.sass");
+    std::fs::remove_file(&listing).unwrap();
+    assert_eq!(diff_json(&ws, "v001", "v002")["diff"], d["diff"]);
+    assert!(std::fs::read_to_string(&listing).unwrap().contains("EXIT"));
     // v002 → v003 (float4 in registers): 128-bit loads and stores, on the right only.
     let d = diff_json(&ws, "v002", "v003");
     let k = &d["diff"]["kernels"][0];

@@ -1544,6 +1544,45 @@ fn assembly_diffs_are_made_off_the_ui_thread_and_remade_when_a_listing_changes()
     assert!(text.contains("━━ vadd  -0 +0"), "the same code as v001 now: {text}");
 }
 
+/// A CUDA version's SASS listing follows its build rung: while it is made the pane says so and
+/// each tick looks again, and the tick after it lands (when nothing is pending any more) shows it.
+#[test]
+fn the_assembly_pane_waits_for_a_listing_that_follows_its_build() {
+    use rung::stages::build::sass;
+    use std::os::unix::fs::PermissionsExt;
+    let (tmp, ws) = assembly_workspace();
+    let state = ws.join(".rung");
+    std::fs::remove_file(state.join("dumps/v002/v002.sass")).unwrap();
+    let objects = rung::store::Objects::new(&state);
+    let hash = objects.put(b"v002's cubin").unwrap();
+    objects.link_dump(&state, "v002", "v002.cubin", &hash).unwrap();
+    // A disassembler that takes a moment and writes v002's listing.
+    let listing = tmp.path().join("listing.sass");
+    std::fs::write(&listing, sass(true)).unwrap();
+    let tool = tmp.path().join("disasm");
+    std::fs::write(&tool, format!("#!/bin/sh\nsleep 0.5\ncat '{}'\n", listing.display())).unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    sass::later(sass::Job {
+        root: ws.clone(),
+        state: state.clone(),
+        id: "v002".into(),
+        cubin: "v002.cubin".into(),
+        hash,
+        cache_key: None,
+        tool: sass::Disassembler { path: tool, nvdisasm: true },
+        timeout: std::time::Duration::from_secs(20),
+    });
+    let mut app = assembly_app(&ws, 1);
+    let text = pane_text(&app, Pane::Assembly, 120, 30);
+    assert!(text.contains("v002 has no SASS yet: its cubin is being disassembled"), "{text}");
+    assert!(app.update(Event::Tick), "a tick looks again while the listing is made");
+    assert!(sass::wait(&state, "v002", std::time::Duration::from_secs(20)));
+    assert!(app.update(Event::Tick), "the tick after it landed looks once more");
+    let text = pane_text(&app, Pane::Assembly, 200, 60);
+    assert!(text.contains("v001 (parent) ◀▶ v002"), "{text}");
+    assert!(!app.update(Event::Tick), "and then rests");
+}
+
 // ---- performance (figures for the README, not run by `cargo test`) ----
 
 /// The p-th percentile of sorted durations, in ms.
