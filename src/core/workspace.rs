@@ -189,6 +189,11 @@ impl Workspace {
         self.root.join(STATE_DIR)
     }
 
+    /// A build tool's time limit: rung.toml's `limits.build`, else the default.
+    pub fn build_limit(&self) -> std::time::Duration {
+        self.spec.as_ref().map_or(crate::spec::Limits::default().build, |s| s.limits.build)
+    }
+
     /// A built version's dumps of one kind (`ptx`, `sass`) in `.rung/dumps/<id>/` (one per
     /// kernel for Triton), sorted: their paths relative to the root, and their text joined.
     pub fn dumps(&self, id: &str, ext: &str) -> Option<(Vec<PathBuf>, String)> {

@@ -9,7 +9,7 @@
 //! worker again.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::model::protocol::{self, CallMode, Capability, Op, Request, Response, WorkerError};
@@ -230,9 +230,6 @@ pub struct Runners {
     pub drawn_inputs: Option<(String, DrawnInputs)>,
     /// Pids a scheduler may kill to cancel the running job.
     pub live: Live,
-    /// Helpers left running after a check recorded its result (disassembling the kernels that
-    /// launched): reaped as they finish, waited for when the runners end.
-    pub background: Vec<Child>,
 }
 
 /// The native worker started from `cmd`, its pid in `live`.
@@ -325,7 +322,6 @@ impl Runners {
             kept: crate::kept::Kept::default(),
             drawn_inputs: None,
             live: Live::default(),
-            background: Vec::new(),
         })
     }
 
@@ -568,11 +564,6 @@ impl Runners {
         self.native.as_ref().is_some_and(|n| n.worker.hello.capabilities.contains(&cap))
     }
 
-    /// Forgets background helpers that have finished.
-    pub fn reap(&mut self) {
-        self.background.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
-    }
-
     /// Ends the zygotes' children (between checks).
     pub fn end_children(&mut self) {
         for z in &mut self.zygotes {
@@ -593,9 +584,6 @@ impl Runners {
 
 impl Drop for Runners {
     fn drop(&mut self) {
-        for mut c in self.background.drain(..) {
-            let _ = c.wait();
-        }
         self.zygotes.clear();
         self.native = None;
         // A native worker started ahead and never used: ended, not left behind.

@@ -724,9 +724,8 @@ impl<'a> Checker<'a> {
     /// outlive the check, and points the records at them.
     pub(super) fn keep_launched(&mut self, v: &VersionFile) -> Vec<CapturedKernel> {
         let t0 = Instant::now();
-        self.runners.reap();
-        let kept =
-            keep_launched(self.ws, self.toolchain, v, std::mem::take(&mut self.launched), &mut self.runners.background);
+        let tool = crate::stages::build::sass::Disassembler::of(self.toolchain);
+        let kept = keep_launched(self.ws, tool, v, std::mem::take(&mut self.launched));
         if !kept.is_empty() {
             self.add_phase("dumps", t0.elapsed().as_secs_f64());
         }

@@ -513,8 +513,7 @@ pub fn run_problem(
         .map(|(_, w, n)| if n > 1 { format!("{w} (and at {} more)", n - 1) } else { w })
         .collect();
     runners.end_children();
-    runners.reap();
-    let launched = keep_launched(ws, tc, v, launched, &mut runners.background);
+    let launched = keep_launched(ws, crate::stages::build::sass::Disassembler::of(tc), v, launched);
     let run_detail = StageDetail::Run(RunDetail {
         mode: if on_gpu { "cuda" } else { "torch-cpu" }.into(),
         sizes: runs.clone(),

@@ -379,20 +379,21 @@ pub fn ptx_param_count(ptx: &str, entry: &str) -> Option<usize> {
 
 /// The kernels that really launched replace the version's ahead-of-time PTX, cubin and SASS in
 /// `.rung/dumps/<version>/` (so diffs and the TUI show what ran); the records point at them.
-/// The SASS is written by nvdisasm in the background (`background` holds the processes), so the
-/// check's result does not wait for it.
+/// Their files are stored by hash and linked, as a build's are, and each cubin's SASS is made on
+/// the builds' listing pool ([`crate::stages::build::sass`]), so the check's result does not wait
+/// for it and a reader never sees a listing half written.
 fn keep_launched(
     ws: &Workspace,
-    tc: &Toolchain,
+    tool: Option<crate::stages::build::sass::Disassembler>,
     v: &VersionFile,
     kernels: Vec<CapturedKernel>,
-    background: &mut Vec<std::process::Child>,
 ) -> Vec<CapturedKernel> {
+    use crate::stages::build::sass;
     if kernels.is_empty() {
         return kernels;
     }
-    let dir = ws.state_dir().join(crate::store::DUMPS_DIR).join(&v.id);
-    let _ = std::fs::create_dir_all(&dir);
+    let state = ws.state_dir();
+    let dir = state.join(crate::store::DUMPS_DIR).join(&v.id);
     // What ran replaces the build's listings; a listing the capture has none of (a CuTe DSL
     // kernel brings no PTX) stays the ahead-of-time build's, of the same source and arch.
     let has_ptx = kernels.iter().any(|k| k.ptx.is_some());
@@ -405,6 +406,8 @@ fn keep_launched(
             let _ = std::fs::remove_file(&p);
         }
     }
+    let objects = crate::store::Objects::new(&state);
+    let timeout = ws.build_limit();
     let mut seen = std::collections::BTreeSet::new();
     kernels
         .into_iter()
@@ -414,28 +417,92 @@ fn keep_launched(
             } else {
                 format!("{}-{}", k.name, &k.hash[..k.hash.len().min(12)])
             };
+            let mut cubin_hash = None;
             for (f, ext) in [(&mut k.ptx, "ptx"), (&mut k.cubin, "cubin")] {
-                if let Some(src) = f.clone() {
-                    let dst = dir.join(format!("{stem}.{ext}"));
-                    *f = std::fs::copy(&src, &dst)
-                        .ok()
-                        .map(|_| dst.strip_prefix(&ws.root).unwrap_or(&dst).to_path_buf());
+                let Some(src) = f.take() else { continue };
+                let name = format!("{stem}.{ext}");
+                let kept = std::fs::read(&src).and_then(|bytes| objects.put(&bytes)).and_then(|hash| {
+                    let link = objects.link_dump(&state, &v.id, &name, &hash)?;
+                    Ok((link, hash))
+                });
+                if let Ok((link, hash)) = kept {
+                    *f = Some(link.strip_prefix(&ws.root).unwrap_or(&link).to_path_buf());
+                    if ext == "cubin" {
+                        cubin_hash = Some((name, hash));
+                    }
                 }
             }
-            if let (Some(cubin), Some(nvdisasm)) = (&k.cubin, &tc.nvdisasm)
-                && let Ok(sass) = std::fs::File::create(dir.join(format!("{stem}.sass")))
-                && let Ok(child) = std::process::Command::new(&nvdisasm.path)
-                    .args(["-c", "-g"])
-                    .arg(cubin)
-                    .current_dir(&ws.root)
-                    .stdin(std::process::Stdio::null())
-                    .stdout(sass)
-                    .stderr(std::process::Stdio::null())
-                    .spawn()
-            {
-                background.push(child);
+            if let (Some((cubin, hash)), Some(tool)) = (cubin_hash, &tool) {
+                sass::later(sass::Job {
+                    root: ws.root.clone(),
+                    state: state.clone(),
+                    id: v.id.clone(),
+                    cubin,
+                    hash,
+                    cache_key: None,
+                    tool: tool.clone(),
+                    timeout,
+                });
             }
             k
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    /// The kernels that launched replace the build's files, stored and linked, and their SASS
+    /// lands through the listing pool; a second kernel of the same name keeps its own files.
+    #[test]
+    fn launched_kernels_replace_the_builds_dumps_and_their_sass_follows() {
+        use crate::stages::build::sass::{self, Disassembler};
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = Workspace::broken(tmp.path(), vec![]);
+        let v = VersionFile { id: "v004".into(), path: "versions/v004-triton.py".into(), kind: VersionKind::Triton };
+        let dumps = ws.state_dir().join(crate::store::DUMPS_DIR).join("v004");
+        std::fs::create_dir_all(&dumps).unwrap();
+        for old in ["add.ptx", "add.cubin", "add.sass"] {
+            std::fs::write(dumps.join(old), "ahead of time").unwrap();
+        }
+        let worker = tmp.path().join("worker");
+        std::fs::create_dir_all(&worker).unwrap();
+        let tool = tmp.path().join("disasm");
+        std::fs::write(&tool, "#!/bin/sh\nsleep 0.2\nfor a; do last=$a; done\necho \"listing of $(cat \"$last\")\"\n")
+            .unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let captured = |hash: &str| {
+            for ext in ["ptx", "cubin"] {
+                std::fs::write(worker.join(format!("{hash}.{ext}")), format!("{ext} {hash}")).unwrap();
+            }
+            CapturedKernel {
+                name: "add".into(),
+                hash: hash.into(),
+                compiler: None,
+                ptx: Some(worker.join(format!("{hash}.ptx"))),
+                cubin: Some(worker.join(format!("{hash}.cubin"))),
+                grid: None,
+                num_warps: None,
+            }
+        };
+        let tool = Some(Disassembler { path: tool, nvdisasm: true });
+        let kept = keep_launched(&ws, tool, &v, vec![captured("aaaaaaaaaaaaaaaa"), captured("bbbbbbbbbbbbbbbb")]);
+        let rel = ".rung/dumps/v004";
+        assert_eq!(kept[0].cubin.as_deref(), Some(Path::new(&format!("{rel}/add.cubin"))));
+        assert_eq!(kept[1].ptx.as_deref(), Some(Path::new(&format!("{rel}/add-bbbbbbbbbbbb.ptx"))));
+        assert_eq!(std::fs::read_to_string(dumps.join("add.ptx")).unwrap(), "ptx aaaaaaaaaaaaaaaa");
+        assert!(std::fs::read_link(dumps.join("add.cubin")).unwrap().starts_with("../../objects"));
+        // The build's listing is gone at once; the launched kernels' follow.
+        assert!(!dumps.join("add.sass").exists());
+        assert!(sass::pending(&ws.state_dir(), "v004"));
+        assert!(sass::wait(&ws.state_dir(), "v004", std::time::Duration::from_secs(20)));
+        assert_eq!(std::fs::read_to_string(dumps.join("add.sass")).unwrap(), "listing of cubin aaaaaaaaaaaaaaaa\n");
+        assert_eq!(
+            std::fs::read_to_string(dumps.join("add-bbbbbbbbbbbb.sass")).unwrap(),
+            "listing of cubin bbbbbbbbbbbbbbbb\n"
+        );
+    }
 }
