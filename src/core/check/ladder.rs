@@ -97,7 +97,7 @@ impl Rung for Build {
             ws: cx.at.ws,
             toolchain: &machine.toolchain,
             gpu_arch: machine.gpu.first().map(|g| g.arch()),
-            timeout: cx.at.ws.spec.as_ref().map_or(crate::spec::Limits::default().build, |s| s.limits.build),
+            timeout: cx.at.ws.build_limit(),
             triton_at_launch: machine.gpu.first().is_some() && machine.toolchain.has_python_package("torch"),
             cancel: cx.at.cancel.cloned(),
         };

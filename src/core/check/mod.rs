@@ -367,7 +367,7 @@ pub fn reference_build(
         ws,
         toolchain: &machine.toolchain,
         gpu_arch: machine.gpu.first().map(|g| g.arch()),
-        timeout: ws.spec.as_ref().map_or(crate::spec::Limits::default().build, |s| s.limits.build),
+        timeout: ws.build_limit(),
         triton_at_launch: false,
         cancel: None,
     };

@@ -113,7 +113,7 @@ pub fn listing(
     let mut built_now = false;
     // A SASS listing follows its build: waited for when this process is making it, made here
     // when it is missing beside its cubin. Its error stands when no listing is had at all.
-    let limit = ws.spec.as_ref().map_or(crate::spec::Limits::default().build, |s| s.limits.build);
+    let limit = ws.build_limit();
     let sass_now = || match kind {
         AsmKind::Sass => {
             crate::stages::build::sass::ensure(&ws.root, &ws.state_dir(), &v.id, &machine.toolchain, limit)
